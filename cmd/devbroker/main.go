@@ -1,0 +1,199 @@
+// Command devbroker is a development-only, Kafka-wire-compatible broker for
+// running seckill-go on a machine without Docker or a JVM Kafka install.
+//
+// It wraps franz-go's kfake: one in-process broker on 127.0.0.1 that speaks
+// the Kafka protocol (including the old consumer-group API versions that
+// kafka-go still uses), persists its log and committed offsets to -data-dir,
+// and by default fsyncs every produce so an acknowledged message survives a
+// SIGKILL. scripts/services.sh builds and starts it.
+//
+// It also reaps consumer-group members that kfake would keep forever after
+// their process died in the middle of joining (see reaper.go); real Kafka's
+// session timeout evicts those by itself.
+//
+// Create every topic the app uses up front, with -topics or a CreateTopics
+// request: kfake writes those to disk at once. A topic auto-created by a
+// metadata request is written only on a clean shutdown, so after a SIGKILL
+// it comes back empty (auto-created anew) and its messages are gone.
+//
+// It is not a Kafka: no replication, no tuning, no security, and it must
+// never be used outside local development and CI. docker-compose runs a real
+// Apache Kafka 3.9 (KRaft) broker instead.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, restore the default handlers so that a second
+	// Ctrl-C kills a shutdown that hangs while flushing the data dir.
+	context.AfterFunc(ctx, stop)
+
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "devbroker:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the broker's whole configuration, read once from flags.
+type config struct {
+	port       int
+	dataDir    string
+	partitions int
+	topics     []string
+	sync       bool
+	logLevel   slog.Level
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the usage
+	}
+	if err != nil {
+		return err
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	opts := []kfake.Opt{
+		kfake.Ports(cfg.port), // one broker; kfake binds 127.0.0.1 only
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(cfg.partitions),
+		kfake.SeedTopics(int32(cfg.partitions), cfg.topics...),
+		kfake.WithLogger(kfakeLogger{log}),
+	}
+	if cfg.dataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.dataDir))
+	}
+	if cfg.sync {
+		opts = append(opts, kfake.SyncWrites())
+	}
+
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	reaper, err := newReaper(log, cluster, reapInterval)
+	if err != nil {
+		cluster.Close()
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { reaper.run(ctx) })
+
+	// Seed topics apply only to a fresh data dir: a reloaded one keeps the
+	// topics and partition counts it was created with.
+	fmt.Fprintf(stdout, "devbroker: listening on %s (topics=%s partitions=%d data-dir=%q sync=%t)\n",
+		strings.Join(cluster.ListenAddrs(), ","), strings.Join(cfg.topics, ","), cfg.partitions, cfg.dataDir, cfg.sync)
+
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "devbroker: shutting down")
+	wg.Wait() // the reaper stops with ctx
+	reaper.close()
+	cluster.Close() // flushes and closes the data dir
+	return nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("devbroker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg      config
+		topics   string
+		logLevel string
+	)
+	fs.IntVar(&cfg.port, "port", 9092, "TCP port to listen on (127.0.0.1 only)")
+	fs.StringVar(&cfg.dataDir, "data-dir", "", "directory that keeps the log and committed offsets across restarts (empty: in memory)")
+	fs.IntVar(&cfg.partitions, "partitions", 6, "partitions of seeded and auto-created topics")
+	fs.StringVar(&topics, "topics", "seckill.orders", "comma-separated topics to create at first start")
+	fs.BoolVar(&cfg.sync, "sync", true, "fsync every produce so an acked message survives a crash")
+	fs.StringVar(&logLevel, "log-level", "warn", "none, error, warn, info or debug")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	if cfg.port < 0 || cfg.port > 65535 {
+		return config{}, fmt.Errorf("-port %d: out of range", cfg.port)
+	}
+	if cfg.partitions < 1 {
+		return config{}, fmt.Errorf("-partitions %d: must be at least 1", cfg.partitions)
+	}
+	for t := range strings.SplitSeq(topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.topics = append(cfg.topics, t)
+		}
+	}
+	if len(cfg.topics) == 0 {
+		return config{}, errors.New("-topics: at least one topic is required")
+	}
+	lvl, err := parseLogLevel(logLevel)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.logLevel = lvl
+	return cfg, nil
+}
+
+// levelNone is above every level anything logs at.
+const levelNone = slog.LevelError + 1
+
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "none":
+		return levelNone, nil
+	case "error":
+		return slog.LevelError, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	default:
+		return 0, fmt.Errorf("-log-level %q: want none, error, warn, info or debug", s)
+	}
+}
+
+// kfakeLogger adapts kfake's printf-style logger to slog, so the broker and the reaper write one
+// format under one level.
+type kfakeLogger struct{ log *slog.Logger }
+
+// Logf logs one kfake message at the matching slog level.
+func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
+	var lvl slog.Level
+	switch level {
+	case kfake.LogLevelError:
+		lvl = slog.LevelError
+	case kfake.LogLevelWarn:
+		lvl = slog.LevelWarn
+	case kfake.LogLevelInfo:
+		lvl = slog.LevelInfo
+	case kfake.LogLevelDebug:
+		lvl = slog.LevelDebug
+	default:
+		return
+	}
+	ctx := context.Background()
+	if l.log.Enabled(ctx, lvl) {
+		l.log.Log(ctx, lvl, "kfake: "+fmt.Sprintf(format, args...))
+	}
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/apptest"
+	"github.com/seckill-go/seckill-go/internal/itest"
+)
+
+// childEnv, when set, makes the test binary behave as the seckill binary (see TestMain): the
+// crash tests start real replicas as child processes and SIGKILL them.
+const childEnv = "SECKILL_TEST_AS_SECKILL"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+const adminToken = apptest.AdminToken
+
+// stack wraps apptest.Stack with the child-process replicas only this package can start.
+type stack struct{ *apptest.Stack }
+
+func newStack(t *testing.T) *stack { return &stack{apptest.NewStack(t)} }
+
+// instance is one running instance: in this process (start) or a child process (startChild).
+type instance struct {
+	url  string
+	stop func()
+}
+
+func (s *stack) start(t *testing.T, overrides map[string]string) *instance {
+	a := s.Start(t, overrides)
+	return &instance{url: a.URL, stop: a.Stop}
+}
+
+// startChild runs `seckill serve` as a child process (this test binary, see TestMain) on a free
+// port, so that it can be killed with SIGKILL.
+func (s *stack) startChild(t *testing.T, overrides map[string]string) (*instance, *exec.Cmd) {
+	t.Helper()
+	port := itest.FreePort(t)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SECKILL_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, childEnv+"=1", "SECKILL_MYSQL_DSN="+s.DSN, "SECKILL_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port))
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range overrides {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command(os.Args[0], "serve")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = itest.LogWriter(), itest.LogWriter()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &instance{url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	a.stop = func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }
+	t.Cleanup(a.stop)
+	itest.Eventually(t, 90*time.Second, func() (bool, string) {
+		res, err := http.Get(a.url + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		res.Body.Close()
+		return res.StatusCode == 200, res.Status
+	})
+	return a, cmd
+}
+
+var client = &http.Client{
+	Timeout:   30 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0},
+}
+
+// response is a decoded API answer.
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (r response) errorCode() string {
+	e, _ := r.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func (r response) str(key string) string { s, _ := r.body[key].(string); return s }
+
+func (r response) num(key string) int { n, _ := r.body[key].(float64); return int(n) }
+
+func do(method, url string, body any, header map[string]string) (response, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			return response{}, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return response{}, err
+	}
+	out := response{status: res.StatusCode, header: res.Header, raw: string(raw)}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			return out, fmt.Errorf("%s %s: %d with a non-JSON body %q", method, url, res.StatusCode, raw)
+		}
+	}
+	return out, nil
+}
+
+func mustDo(t *testing.T, method, url string, body any, header map[string]string) response {
+	t.Helper()
+	r, err := do(method, url, body, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var adminHeader = map[string]string{"Authorization": "Bearer " + adminToken}
+
+// createProduct creates a product through the admin API, its sale open now.
+func createProduct(t *testing.T, a *instance, strategy string, stockN int, extra map[string]any) int64 {
+	t.Helper()
+	body := map[string]any{"name": "e2e " + strategy, "price_cents": 1999, "stock": stockN, "strategy": strategy}
+	for k, v := range extra {
+		body[k] = v
+	}
+	r := mustDo(t, "POST", a.url+"/api/v1/admin/products", body, adminHeader)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create product: %d %s", r.status, r.raw)
+	}
+	return int64(r.num("id"))
+}
+
+func purchaseURL(a *instance, id int64) string {
+	return a.url + "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
+}

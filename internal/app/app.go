@@ -1,0 +1,60 @@
+// Package app is the seckill program: it reads the configuration, wires the adapters to the
+// domain and runs one of the commands (serve, worker, migrate, seed) until its context ends. Both
+// cmd/seckill and the end-to-end tests and load test run it, so that what is tested is what ships.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/seckill-go/seckill-go/internal/config"
+)
+
+const usage = `usage: seckill <command> [flags]
+
+commands:
+  serve    HTTP API + outbox relay + order consumer (each switchable: -api, -relay, -consumer)
+  worker   outbox relay + order consumer, with /healthz, /readyz and /metrics only
+  migrate  create the database if missing and apply pending migrations
+  seed     create the demo products (one open sale per enabled strategy, one opening soon)
+
+Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable.
+`
+
+// Run is the whole program. ready, if not nil, receives the HTTP listener's address once it
+// accepts connections: tests start Run with SECKILL_HTTP_ADDR=127.0.0.1:0 and learn the port.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return errors.New("no command given")
+		}
+		return nil
+	}
+	cmd := args[0]
+	cfg, err := config.Load("seckill "+cmd, args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})).
+		With("instance", cfg.InstanceID, "command", cmd)
+
+	switch cmd {
+	case "serve":
+		log.Info("starting", "config", cfg)
+		return serve(ctx, log, cfg, ready)
+	case "worker":
+		cfg.Run.API = false
+		log.Info("starting", "config", cfg)
+		return serve(ctx, log, cfg, ready)
+	case "migrate":
+		return migrate(ctx, log, cfg)
+	case "seed":
+		return seed(ctx, log, cfg)
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}

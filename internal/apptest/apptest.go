@@ -1,0 +1,131 @@
+// Package apptest starts the real program (internal/app) in the test's process against the
+// services of the local stack, several instances sharing one fresh database and topic, as the
+// replicas of a deployment do. Imported only by _test files and the load test's tests.
+package apptest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/app"
+	"github.com/seckill-go/seckill-go/internal/itest"
+)
+
+// AdminToken is the admin token of every test stack.
+const AdminToken = "test-admin-token"
+
+// Stack is one database and one Kafka topic of its own that several app instances share, as the
+// replicas of a deployment do.
+type Stack struct {
+	DSN string
+	// Env holds the SECKILL_* settings every instance gets (the DSN aside).
+	Env map[string]string
+}
+
+// NewStack creates the database and the topic for this test.
+func NewStack(tb testing.TB) *Stack {
+	tb.Helper()
+	itest.Integration(tb)
+	kcfg := itest.Topic(tb, 6)
+	return &Stack{
+		DSN: itest.DatabaseDSN(tb),
+		Env: map[string]string{
+			"SECKILL_REDIS_ADDR":       itest.RedisAddr,
+			"SECKILL_ZK_SERVERS":       itest.ZKServers[0],
+			"SECKILL_KAFKA_BROKERS":    kcfg.Brokers[0],
+			"SECKILL_KAFKA_TOPIC":      kcfg.Topic,
+			"SECKILL_KAFKA_GROUP":      kcfg.GroupID,
+			"SECKILL_ADMIN_TOKEN":      AdminToken,
+			"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+			// go test runs two packages at once, and one of them may run a dozen instances (four
+			// stampedes of three replicas): 12 × 6 plus the other package stay under MariaDB's
+			// default max_connections of 151, where a refused connection would be a 503.
+			"SECKILL_MYSQL_MAX_OPEN_CONNS": "6",
+			"SECKILL_LOG_LEVEL":            "warn",
+		},
+	}
+}
+
+// Getenv returns the environment of one instance: overrides, then the stack's settings.
+func (s *Stack) Getenv(overrides map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := overrides[k]; ok {
+			return v
+		}
+		if k == "SECKILL_MYSQL_DSN" {
+			return s.DSN
+		}
+		return s.Env[k]
+	}
+}
+
+// App is one instance of the program running in this process.
+type App struct {
+	URL  string
+	Stop func()
+}
+
+// Start runs `seckill serve` in this process on a free port and returns once it listens; the
+// test's cleanup stops it.
+func (s *Stack) Start(tb testing.TB, overrides map[string]string) *App {
+	tb.Helper()
+	env := map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1:0"}
+	for k, v := range overrides {
+		env[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	logs := itest.LogWriter()
+	go func() {
+		done <- app.Run(ctx, []string{"serve"}, s.Getenv(env), logs, logs, func(a string) { addr <- a })
+	}()
+	var a *App
+	select {
+	case got := <-addr:
+		a = &App{URL: "http://" + got}
+	case err := <-done:
+		cancel()
+		tb.Fatalf("app did not start: %v", err)
+	case <-time.After(90 * time.Second):
+		cancel()
+		tb.Fatal("app did not start within 90 s")
+	}
+	var once sync.Once
+	a.Stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("app stopped with %v", err)
+			}
+		})
+	}
+	tb.Cleanup(a.Stop)
+	return a
+}
+
+// Cluster starts n instances on one fresh stack, each on a port chosen up front so that every
+// instance knows all of them as its peers (SECKILL_PEERS), as scripts/env.sh configures the local
+// replicas. It returns the stack and the instances' base URLs.
+func Cluster(tb testing.TB, n int, env map[string]string) (*Stack, []string) {
+	tb.Helper()
+	s := NewStack(tb)
+	addrs := make([]string, n)
+	urls := make([]string, n)
+	for i := range n {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(itest.FreePort(tb))
+		urls[i] = "http://" + addrs[i]
+	}
+	for i := range n {
+		over := map[string]string{"SECKILL_HTTP_ADDR": addrs[i], "SECKILL_PEERS": strings.Join(urls, ",")}
+		for k, v := range env {
+			over[k] = v
+		}
+		s.Start(tb, over)
+	}
+	return s, urls
+}

@@ -1,0 +1,307 @@
+// Package config reads seckill-go's settings once, from SECKILL_* environment variables that
+// command-line flags may override, validates them, and renders them for the start-up log with
+// secrets masked. Nothing else in the program reads the environment.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// Config is every setting of the program.
+type Config struct {
+	HTTP struct {
+		Addr            string
+		ShutdownTimeout time.Duration
+	}
+	MySQL struct {
+		DSN          string
+		MaxOpenConns int
+	}
+	Redis struct {
+		Addr     string
+		Password string
+	}
+	ZK struct {
+		Servers        []string
+		SessionTimeout time.Duration
+	}
+	Kafka struct {
+		Brokers    []string
+		Topic      string
+		GroupID    string
+		Partitions int
+	}
+	Sale struct {
+		DefaultStrategy sale.Strategy
+		AllowUnsafe     bool
+		LockWait        time.Duration
+		LockTTL         time.Duration
+	}
+	Limits struct {
+		PerUserRate  float64
+		PerUserBurst int
+		MaxInflight  int
+	}
+	// Stampede configures the storefront's demo load burst.
+	Stampede struct {
+		// Peers are the base URLs of every replica the buyers are spread over; empty means this
+		// replica only.
+		Peers     []string
+		MaxBuyers int
+	}
+	// Run says which parts of the process run: the HTTP API, the outbox relay, the order consumer.
+	Run struct {
+		API      bool
+		Relay    bool
+		Consumer bool
+	}
+	AdminToken  string
+	InstanceID  string
+	AutoMigrate bool
+	LogLevel    slog.Level
+
+	settings []*setting
+}
+
+// setting is one configurable value: its environment variable, its flag, its default, and how to
+// store a string into the Config.
+type setting struct {
+	env, flag, def, usage string
+	secret                bool
+	set                   func(string) error
+	value                 string
+}
+
+func (c *Config) table() []*setting {
+	host, _ := os.Hostname()
+	return []*setting{
+		{env: "SECKILL_HTTP_ADDR", flag: "http-addr", def: ":8080", usage: "HTTP listen address (host:port; port 0 picks a free one)", set: str(&c.HTTP.Addr)},
+		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", usage: "grace period for in-flight requests at shutdown", set: dur(&c.HTTP.ShutdownTimeout)},
+		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", def: "root:@tcp(127.0.0.1:3306)/seckill", usage: "MySQL/MariaDB DSN (go-sql-driver format)", secret: true, set: str(&c.MySQL.DSN)},
+		{env: "SECKILL_MYSQL_MAX_OPEN_CONNS", flag: "mysql-max-open-conns", def: "32", usage: "MySQL connection pool size per process", set: integer(&c.MySQL.MaxOpenConns)},
+		{env: "SECKILL_REDIS_ADDR", flag: "redis-addr", def: "127.0.0.1:6379", usage: "Redis address (host:port)", set: str(&c.Redis.Addr)},
+		{env: "SECKILL_REDIS_PASSWORD", flag: "redis-password", def: "", usage: "Redis password", secret: true, set: str(&c.Redis.Password)},
+		{env: "SECKILL_ZK_SERVERS", flag: "zk-servers", def: "127.0.0.1:2181", usage: "ZooKeeper servers, comma-separated", set: list(&c.ZK.Servers)},
+		{env: "SECKILL_ZK_SESSION_TIMEOUT", flag: "zk-session-timeout", def: "10s", usage: "ZooKeeper session timeout", set: dur(&c.ZK.SessionTimeout)},
+		{env: "SECKILL_KAFKA_BROKERS", flag: "kafka-brokers", def: "127.0.0.1:9092", usage: "Kafka bootstrap brokers, comma-separated", set: list(&c.Kafka.Brokers)},
+		{env: "SECKILL_KAFKA_TOPIC", flag: "kafka-topic", def: "seckill.orders", usage: "Kafka topic of order events", set: str(&c.Kafka.Topic)},
+		{env: "SECKILL_KAFKA_GROUP", flag: "kafka-group", def: "seckill-orders", usage: "Kafka consumer group of the order consumer", set: str(&c.Kafka.GroupID)},
+		{env: "SECKILL_KAFKA_PARTITIONS", flag: "kafka-partitions", def: "6", usage: "partitions of the topic when it has to be created", set: integer(&c.Kafka.Partitions)},
+		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", def: "", usage: "bearer token of the admin API (required, at least 8 characters)", secret: true, set: str(&c.AdminToken)},
+		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
+		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the `none` strategy, which oversells on purpose", set: boolean(&c.Sale.AllowUnsafe)},
+		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 503", set: dur(&c.Sale.LockWait)},
+		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "Redis lock lease, renewed every third of it while held", set: dur(&c.Sale.LockTTL)},
+		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user per replica (0: no limit)", set: float(&c.Limits.PerUserRate)},
+		{env: "SECKILL_RATE_BURST", flag: "rate-burst", def: "10", usage: "burst of the per-user rate limit", set: integer(&c.Limits.PerUserBurst)},
+		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
+		{env: "SECKILL_PEERS", flag: "peers", def: "", usage: "base URLs of the replicas a stampede spreads its buyers over, comma-separated (empty: this replica only)", set: peers(&c.Stampede.Peers)},
+		{env: "SECKILL_STAMPEDE_MAX_BUYERS", flag: "stampede-max-buyers", def: "5000", usage: "most simulated buyers in one stampede", set: integer(&c.Stampede.MaxBuyers)},
+		{env: "SECKILL_API", flag: "api", def: "true", usage: "serve the HTTP API (serve only; the worker never does)", set: boolean(&c.Run.API)},
+		{env: "SECKILL_RELAY", flag: "relay", def: "true", usage: "run the outbox relay", set: boolean(&c.Run.Relay)},
+		{env: "SECKILL_CONSUMER", flag: "consumer", def: "true", usage: "run the order consumer", set: boolean(&c.Run.Consumer)},
+		{env: "SECKILL_INSTANCE_ID", flag: "instance-id", def: fmt.Sprintf("%s-%d", host, os.Getpid()), usage: "name of this process in logs and outbox claims", set: str(&c.InstanceID)},
+		{env: "SECKILL_AUTO_MIGRATE", flag: "auto-migrate", def: "false", usage: "apply pending migrations at start (dev)", set: boolean(&c.AutoMigrate)},
+		{env: "SECKILL_LOG_LEVEL", flag: "log-level", def: "info", usage: "debug, info, warn or error", set: level(&c.LogLevel)},
+	}
+}
+
+// Load reads the settings from getenv, then from args (flags win), and validates them. stderr
+// receives the flag package's usage text on -h.
+func Load(name string, args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	c := &Config{}
+	c.settings = c.table()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	for _, s := range c.settings {
+		s.value = s.def
+		if v := getenv(s.env); v != "" {
+			s.value = v
+		}
+		fs.Func(s.flag, fmt.Sprintf("%s (env %s)", s.usage, s.env), func(v string) error {
+			s.value = v
+			return nil
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var errs []error
+	for _, s := range c.settings {
+		if err := s.set(s.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, maskIf(s, s.value), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		add("SECKILL_HTTP_ADDR: %v", err)
+	}
+	if len(c.AdminToken) < 8 {
+		add("SECKILL_ADMIN_TOKEN is required and must have at least 8 characters (`make up` sets a dev value)")
+	}
+	if cfg, err := mysql.ParseDSN(c.MySQL.DSN); err != nil {
+		add("SECKILL_MYSQL_DSN: %v", err)
+	} else if cfg.DBName == "" {
+		add("SECKILL_MYSQL_DSN names no database (…/seckill)")
+	}
+	if c.Sale.DefaultStrategy == sale.StrategyNone && !c.Sale.AllowUnsafe {
+		add("SECKILL_DEFAULT_STRATEGY=none needs SECKILL_ALLOW_UNSAFE_STRATEGIES=true")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}} {
+		if d.v <= 0 {
+			add("%s must be positive", d.name)
+		}
+	}
+	if c.MySQL.MaxOpenConns < 1 || c.Kafka.Partitions < 1 {
+		add("SECKILL_MYSQL_MAX_OPEN_CONNS and SECKILL_KAFKA_PARTITIONS must be at least 1")
+	}
+	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.MaxInflight < 0 {
+		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST and SECKILL_MAX_INFLIGHT must not be negative")
+	}
+	if c.Stampede.MaxBuyers < 1 || c.Stampede.MaxBuyers > MaxStampedeBuyers {
+		add("SECKILL_STAMPEDE_MAX_BUYERS must be between 1 and %d", MaxStampedeBuyers)
+	}
+	if len(c.ZK.Servers) == 0 || len(c.Kafka.Brokers) == 0 || c.Redis.Addr == "" || c.Kafka.Topic == "" || c.Kafka.GroupID == "" {
+		add("Redis, ZooKeeper and Kafka addresses, the topic and the group must not be empty")
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue renders every setting for the start-up log, secrets masked.
+func (c *Config) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, len(c.settings))
+	for _, s := range c.settings {
+		attrs = append(attrs, slog.String(s.env, maskIf(s, s.value)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+func maskIf(s *setting, v string) string {
+	if !s.secret || v == "" {
+		return v
+	}
+	if s.env == "SECKILL_MYSQL_DSN" {
+		return MaskDSN(v)
+	}
+	return "*****"
+}
+
+// MaskDSN returns a MySQL DSN with its password hidden.
+func MaskDSN(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	if cfg.Passwd != "" {
+		cfg.Passwd = "*****"
+	}
+	return cfg.FormatDSN()
+}
+
+func str(dst *string) func(string) error {
+	return func(v string) error { *dst = strings.TrimSpace(v); return nil }
+}
+
+func list(dst *[]string) func(string) error {
+	return func(v string) error {
+		*dst = nil
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				*dst = append(*dst, part)
+			}
+		}
+		return nil
+	}
+}
+
+// MaxStampedeBuyers bounds SECKILL_STAMPEDE_MAX_BUYERS: a stampede is a demo, not a load test.
+const MaxStampedeBuyers = 1_000_000
+
+// DatabaseName returns the database named by the MySQL DSN ("" if the DSN does not parse, which
+// validation has refused already).
+func (c *Config) DatabaseName() string {
+	cfg, err := mysql.ParseDSN(c.MySQL.DSN)
+	if err != nil {
+		return ""
+	}
+	return cfg.DBName
+}
+
+// peers parses a comma-separated list of base URLs: http or https, a host, no path beyond "/",
+// no query, fragment or credentials. The trailing slash is dropped.
+func peers(dst *[]string) func(string) error {
+	return func(v string) error {
+		var raw []string
+		if err := list(&raw)(v); err != nil {
+			return err
+		}
+		*dst = nil
+		for _, p := range raw {
+			u, err := url.Parse(p)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%q is not a URL: %w", p, err)
+			case u.Scheme != "http" && u.Scheme != "https":
+				return fmt.Errorf("%q: want a base URL such as http://127.0.0.1:8081", p)
+			case u.Host == "" || u.Hostname() == "":
+				return fmt.Errorf("%q has no host", p)
+			case u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/"):
+				return fmt.Errorf("%q: want scheme://host:port only, with no path, query or credentials", p)
+			}
+			*dst = append(*dst, u.Scheme+"://"+u.Host)
+		}
+		return nil
+	}
+}
+
+func integer(dst *int) func(string) error {
+	return func(v string) (err error) { *dst, err = strconv.Atoi(strings.TrimSpace(v)); return err }
+}
+
+func float(dst *float64) func(string) error {
+	return func(v string) (err error) { *dst, err = strconv.ParseFloat(strings.TrimSpace(v), 64); return err }
+}
+
+func boolean(dst *bool) func(string) error {
+	return func(v string) (err error) { *dst, err = strconv.ParseBool(strings.TrimSpace(v)); return err }
+}
+
+func dur(dst *time.Duration) func(string) error {
+	return func(v string) (err error) { *dst, err = time.ParseDuration(strings.TrimSpace(v)); return err }
+}
+
+func strategy(dst *sale.Strategy) func(string) error {
+	return func(v string) (err error) { *dst, err = sale.ParseStrategy(strings.TrimSpace(v)); return err }
+}
+
+func level(dst *slog.Level) func(string) error {
+	return func(v string) error { return dst.UnmarshalText([]byte(strings.TrimSpace(v))) }
+}

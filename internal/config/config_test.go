@@ -1,0 +1,140 @@
+package config
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.HTTP.Addr, c.Kafka.Topic, c.Sale.DefaultStrategy, c.Sale.AllowUnsafe, c.Run.API, c.Run.Relay, c.Run.Consumer, c.ZK.Servers}
+	want := []any{":8080", "seckill.orders", sale.StrategyMySQL, false, true, true, true, []string{"127.0.0.1:2181"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestFlagsOverrideEnv(t *testing.T) {
+	c, err := Load("test", []string{"-http-addr", "127.0.0.1:9000", "-kafka-brokers", "a:1, b:2"}, env(map[string]string{
+		"SECKILL_ADMIN_TOKEN": "12345678", "SECKILL_HTTP_ADDR": "127.0.0.1:7000", "SECKILL_LOCK_WAIT": "250ms",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Addr != "127.0.0.1:9000" || c.Sale.LockWait != 250*time.Millisecond {
+		t.Fatalf("addr %q, lock wait %s", c.HTTP.Addr, c.Sale.LockWait)
+	}
+	if diff := cmp.Diff([]string{"a:1", "b:2"}, c.Kafka.Brokers); diff != "" {
+		t.Fatalf("brokers (-want +got):\n%s", diff)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no admin token", map[string]string{}, "SECKILL_ADMIN_TOKEN"},
+		{"short admin token", map[string]string{"SECKILL_ADMIN_TOKEN": "short"}, "SECKILL_ADMIN_TOKEN"},
+		{"unknown strategy", map[string]string{"SECKILL_DEFAULT_STRATEGY": "magic"}, "SECKILL_DEFAULT_STRATEGY"},
+		{"none without unsafe", map[string]string{"SECKILL_DEFAULT_STRATEGY": "none"}, "SECKILL_ALLOW_UNSAFE_STRATEGIES"},
+		{"bad duration", map[string]string{"SECKILL_LOCK_WAIT": "soon"}, "SECKILL_LOCK_WAIT"},
+		{"bad bool", map[string]string{"SECKILL_RELAY": "maybe"}, "SECKILL_RELAY"},
+		{"DSN without database", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/"}, "names no database"},
+		{"bad address", map[string]string{"SECKILL_HTTP_ADDR": "8080"}, "SECKILL_HTTP_ADDR"},
+		{"peer without scheme", map[string]string{"SECKILL_PEERS": "127.0.0.1:8081"}, "SECKILL_PEERS"},
+		{"peer with path", map[string]string{"SECKILL_PEERS": "http://a:1/api"}, "SECKILL_PEERS"},
+		{"peer with credentials", map[string]string{"SECKILL_PEERS": "http://u:p@a:1"}, "SECKILL_PEERS"},
+		{"peer ftp", map[string]string{"SECKILL_PEERS": "ftp://a:1"}, "SECKILL_PEERS"},
+		{"peer without host", map[string]string{"SECKILL_PEERS": "http://:8081"}, "SECKILL_PEERS"},
+		{"no stampede buyers", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "0"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
+		{"too many stampede buyers", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "1000001"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
+		{"stampede buyers not a number", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "many"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := tc.env["SECKILL_ADMIN_TOKEN"]; !ok && tc.name != "no admin token" {
+				tc.env["SECKILL_ADMIN_TOKEN"] = "12345678"
+			}
+			_, err := Load("test", nil, env(tc.env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load() error = %v, want one mentioning %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestStampedeSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		wantPeers []string
+		wantMax   int
+	}{
+		{"defaults", map[string]string{}, nil, 5000},
+		{"peers normalised", map[string]string{
+			"SECKILL_PEERS":               " http://127.0.0.1:8081/, https://app-2:8080 ,,http://[::1]:8083",
+			"SECKILL_STAMPEDE_MAX_BUYERS": "200",
+		}, []string{"http://127.0.0.1:8081", "https://app-2:8080", "http://[::1]:8083"}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["SECKILL_ADMIN_TOKEN"] = "12345678"
+			c, err := Load("test", nil, env(tc.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantPeers, c.Stampede.Peers); diff != "" {
+				t.Errorf("peers (-want +got):\n%s", diff)
+			}
+			if c.Stampede.MaxBuyers != tc.wantMax {
+				t.Errorf("max buyers = %d, want %d", c.Stampede.MaxBuyers, tc.wantMax)
+			}
+		})
+	}
+}
+
+func TestDatabaseName(t *testing.T) {
+	c, err := Load("test", nil, env(map[string]string{
+		"SECKILL_ADMIN_TOKEN": "12345678", "SECKILL_MYSQL_DSN": "app:pw@tcp(db:3306)/shop_1?parseTime=true",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.DatabaseName(); got != "shop_1" {
+		t.Fatalf("DatabaseName() = %q, want shop_1", got)
+	}
+}
+
+func TestLogValueMasksSecrets(t *testing.T) {
+	c, err := Load("test", nil, env(map[string]string{
+		"SECKILL_ADMIN_TOKEN":    "super-secret-token",
+		"SECKILL_MYSQL_DSN":      "app:hunter2@tcp(db:3306)/seckill",
+		"SECKILL_REDIS_PASSWORD": "redis-secret",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	slog.New(slog.NewTextHandler(&sb, nil)).Info("start", "config", c)
+	out := sb.String()
+	for _, secret := range []string{"super-secret-token", "hunter2", "redis-secret"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log line shows %q: %s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "app:*****@tcp(db:3306)/seckill") {
+		t.Errorf("log line lacks the masked DSN: %s", out)
+	}
+}

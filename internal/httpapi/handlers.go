@@ -1,0 +1,266 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// Sales is the domain as the HTTP layer needs it; *sale.Service implements it.
+type Sales interface {
+	Products(ctx context.Context) ([]sale.Product, error)
+	Product(ctx context.Context, id int64) (sale.Product, error)
+	Purchase(ctx context.Context, req sale.PurchaseRequest) (sale.Receipt, error)
+	Order(ctx context.Context, orderID string) (sale.Order, error)
+	Stats(ctx context.Context, id int64) (sale.Stats, error)
+	CreateProduct(ctx context.Context, np sale.NewProduct) (sale.Product, error)
+	ResetProduct(ctx context.Context, id int64, r sale.Reset) (sale.Product, error)
+}
+
+// Check reports whether a dependency is reachable.
+type Check func(ctx context.Context) error
+
+type handlers struct {
+	sales     Sales
+	stampedes Stampedes
+	live      LiveRates
+	limiter   *userLimiter
+	ready     map[string]Check
+	now       func() time.Time
+}
+
+// productID parses the :id path parameter; a malformed id is a 400, a well-formed unknown one
+// will be a 404.
+func productID(c *gin.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, &sale.ValidationError{Field: "id", Reason: "must be a positive integer"}
+	}
+	return id, nil
+}
+
+func (h *handlers) listProducts(c *gin.Context) {
+	ps, err := h.sales.Products(c.Request.Context())
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	out := productsJSON{Products: make([]productJSON, len(ps))}
+	for i, p := range ps {
+		out.Products[i] = toProductJSON(p)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (h *handlers) getProduct(c *gin.Context) {
+	id, err := productID(c)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	p, err := h.sales.Product(c.Request.Context(), id)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toProductJSON(p))
+}
+
+func (h *handlers) purchase(c *gin.Context) {
+	id, err := productID(c)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	var body purchaseJSON
+	if err := decodeJSON(c.Request.Body, &body); err != nil {
+		respondDecodeError(c, err)
+		return
+	}
+	req := parsePurchase(id, body, c.GetHeader("Idempotency-Key"))
+	if err := req.Validate(); err != nil {
+		respondError(c, err)
+		return
+	}
+	if !h.limiter.Allow(req.UserID, h.now()) {
+		respondError(c, sale.ErrRateLimited)
+		return
+	}
+	receipt, err := h.sales.Purchase(c.Request.Context(), req)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	if receipt.Replayed {
+		c.Header("Idempotent-Replayed", "true")
+	}
+	c.Header("Location", "/api/v1/orders/"+receipt.OrderID)
+	c.JSON(http.StatusAccepted, toReceiptJSON(receipt))
+}
+
+// parsePurchase builds the domain request; quantity defaults to 1.
+func parsePurchase(productID int64, body purchaseJSON, idemKey string) sale.PurchaseRequest {
+	qty := 1
+	if body.Quantity != nil {
+		qty = *body.Quantity
+	}
+	return sale.PurchaseRequest{ProductID: productID, UserID: body.UserID, Quantity: qty, IdempotencyKey: idemKey}
+}
+
+func respondDecodeError(c *gin.Context, err error) {
+	if errors.Is(err, errBodyTooLarge) {
+		abortJSON(c, http.StatusRequestEntityTooLarge, codePayloadTooLarge, err.Error())
+		return
+	}
+	respondError(c, err)
+}
+
+func (h *handlers) getOrder(c *gin.Context) {
+	o, err := h.sales.Order(c.Request.Context(), c.Param("order_id"))
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, orderJSON{
+		OrderID:   o.OrderID,
+		Status:    string(o.Status),
+		ProductID: o.ProductID,
+		UserID:    o.UserID,
+		Quantity:  o.Quantity,
+	})
+}
+
+func (h *handlers) getStats(c *gin.Context) {
+	id, err := productID(c)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	st, err := h.sales.Stats(c.Request.Context(), id)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	out := statsJSON{
+		InitialStock:    st.InitialStock,
+		Stock:           st.Stock,
+		Reserved:        st.ReservedUnits,
+		OrdersConfirmed: st.OrdersConfirmed,
+		ConfirmedUnits:  st.ConfirmedUnits,
+		Oversold:        st.Oversold(),
+		RateWindowSec:   rateWindowSec,
+	}
+	if rates, ok := h.rates(c, id); ok {
+		out.withRates(rates)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// rateWindowSec is the window of requests_per_sec and accepted_per_sec in the stats.
+const rateWindowSec = 5
+
+// rates reads the product's live rates, bounded by a short timeout: the stats answer without them
+// (ok false) rather than wait on, or fail because of, a slow or absent Redis.
+func (h *handlers) rates(c *gin.Context, id int64) (sale.Rates, bool) {
+	if h.live == nil {
+		return sale.Rates{}, false
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 300*time.Millisecond)
+	defer cancel()
+	r, err := h.live.Rates(ctx, id)
+	if err != nil {
+		logFor(c).Debug("live rates unavailable", "product_id", id, "err", err)
+		return sale.Rates{}, false
+	}
+	return r, true
+}
+
+func (h *handlers) createProduct(c *gin.Context) {
+	var body newProductJSON
+	if err := decodeJSON(c.Request.Body, &body); err != nil {
+		respondDecodeError(c, err)
+		return
+	}
+	np, err := body.domain(h.now())
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	p, err := h.sales.CreateProduct(c.Request.Context(), np)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.Header("Location", "/api/v1/products/"+strconv.FormatInt(p.ID, 10))
+	c.JSON(http.StatusCreated, toProductJSON(p))
+}
+
+func (h *handlers) resetProduct(c *gin.Context) {
+	id, err := productID(c)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	var body resetJSON
+	if err := decodeJSON(c.Request.Body, &body); err != nil {
+		respondDecodeError(c, err)
+		return
+	}
+	r, err := body.domain()
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	p, err := h.sales.ResetProduct(c.Request.Context(), id, r)
+	if err != nil {
+		respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toProductJSON(p))
+}
+
+func healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz runs every dependency check at once, each bounded by two seconds.
+func (h *handlers) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	results := make(map[string]string, len(h.ready))
+	var failed []string
+	for name, check := range h.ready {
+		wg.Go(func() {
+			err := check(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				results[name] = "error: " + err.Error()
+				failed = append(failed, name)
+				return
+			}
+			results[name] = "ok"
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		logFor(c).Warn("not ready", "checks", results)
+		c.JSON(http.StatusServiceUnavailable, gin.H{
+			"error":  errorDetail{Code: codeUnavailable, Message: "not ready: a dependency is unreachable"},
+			"checks": results,
+		})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": results})
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

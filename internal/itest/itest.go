@@ -1,0 +1,176 @@
+// Package itest gives integration tests the real services of the local stack (`make services`):
+// a fresh MySQL database per test, the Redis, ZooKeeper and Kafka addresses, a fresh Kafka topic.
+// It is imported only by _test files. Tests that need these services skip under -short and fail
+// loudly, naming the fix, when a service does not answer.
+package itest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// Service addresses, overridable through SECKILL_TEST_* variables.
+var (
+	// ServerDSN is the MySQL server without a database.
+	ServerDSN    = envOr("SECKILL_TEST_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/")
+	RedisAddr    = envOr("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	ZKServers    = strings.Split(envOr("SECKILL_TEST_ZK_SERVERS", "127.0.0.1:2181"), ",")
+	KafkaBrokers = strings.Split(envOr("SECKILL_TEST_KAFKA_BROKERS", "127.0.0.1:9092"), ",")
+)
+
+const hint = "start the services with `make services` (or run `make test`)"
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Integration skips the test under -short.
+func Integration(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("integration test: needs MySQL, Redis, ZooKeeper and Kafka")
+	}
+}
+
+// LogWriter is where the apps under test log: nowhere, unless SECKILL_TEST_LOG is set.
+func LogWriter() io.Writer {
+	if os.Getenv("SECKILL_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+// Logger returns a logger for the code under test: silent unless SECKILL_TEST_LOG is set, in
+// which case it writes to stderr at that level.
+func Logger() *slog.Logger {
+	lvl := os.Getenv("SECKILL_TEST_LOG")
+	if lvl == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(lvl))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// Suffix returns n random hex characters, to name per-test databases, topics and keys.
+func Suffix(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
+
+// DatabaseDSN creates an empty, migrated database for this test, drops it when the test ends and
+// returns its DSN.
+func DatabaseDSN(tb testing.TB) string {
+	tb.Helper()
+	Integration(tb)
+	cfg, err := mysql.ParseDSN(ServerDSN)
+	if err != nil {
+		tb.Fatalf("SECKILL_TEST_MYSQL_DSN: %v", err)
+	}
+	cfg.DBName = "seckill_it_" + Suffix(10)
+	dsn := cfg.FormatDSN()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := store.CreateDatabase(ctx, dsn); err != nil {
+		tb.Fatalf("create test database (%s): %v", hint, err)
+	}
+	tb.Cleanup(func() { dropDatabase(tb, dsn, cfg.DBName) })
+	st, err := store.Open(ctx, Logger(), dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		tb.Fatalf("open test database: %v", err)
+	}
+	defer st.Close()
+	if err := store.Migrate(ctx, Logger(), st.DB()); err != nil {
+		tb.Fatalf("migrate test database: %v", err)
+	}
+	return dsn
+}
+
+func dropDatabase(tb testing.TB, dsn, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, Logger(), dsn, store.Options{MaxOpenConns: 1})
+	if err != nil {
+		tb.Logf("drop test database %s: %v", name, err)
+		return
+	}
+	defer st.Close()
+	if _, err := st.DB().ExecContext(ctx, "DROP DATABASE `"+name+"`"); err != nil {
+		tb.Logf("drop test database %s: %v", name, err)
+	}
+}
+
+// Store opens a fresh test database (see DatabaseDSN) and returns the store on it.
+func Store(tb testing.TB) (*store.Store, string) {
+	tb.Helper()
+	dsn := DatabaseDSN(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, Logger(), dsn, store.Options{MaxOpenConns: 16})
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st, dsn
+}
+
+// Topic creates a Kafka topic of its own for this test and returns its config, with a group id
+// of its own too.
+func Topic(tb testing.TB, partitions int) order.KafkaConfig {
+	tb.Helper()
+	Integration(tb)
+	name := "seckill.test." + Suffix(10)
+	cfg := order.KafkaConfig{Brokers: KafkaBrokers, Topic: name, GroupID: name + ".orders", Partitions: partitions}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := order.EnsureTopic(ctx, cfg); err != nil {
+		tb.Fatalf("create Kafka topic (%s): %v", hint, err)
+	}
+	return cfg
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Eventually polls cond every 50 ms until it returns true or timeout passes, then fails the test
+// with the last explanation cond gave. timeout bounds a wait for asynchronous work; it is not a
+// performance assertion, so make it generous.
+func Eventually(tb testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met after %s: %s", timeout, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

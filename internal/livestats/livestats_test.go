@@ -1,0 +1,279 @@
+package livestats
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/stampede"
+)
+
+func TestTallyAggregatesPerProductAndSecond(t *testing.T) {
+	tl := tally{}
+	for _, e := range []event{
+		{product: 1, sec: 100, accepted: true},
+		{product: 1, sec: 100},
+		{product: 1, sec: 100},
+		{product: 1, sec: 101, accepted: true},
+		{product: 2, sec: 100},
+	} {
+		tl.add(e)
+	}
+	want := tally{
+		{1, 100}: {requests: 3, accepted: 1},
+		{1, 101}: {requests: 1, accepted: 1},
+		{2, 100}: {requests: 1},
+	}
+	if diff := cmp.Diff(want, tl, cmp.AllowUnexported(bucketCounts{})); diff != "" {
+		t.Errorf("tally (-want +got):\n%s", diff)
+	}
+	if tl.events() != 5 {
+		t.Errorf("events() = %d, want 5", tl.events())
+	}
+}
+
+func TestRatesPerSecond(t *testing.T) {
+	r := sale.Rates{Requests: []int64{100, 0, 5, 5, 10, 10, 20}, Accepted: []int64{1, 1, 1, 1, 1, 1, 1}}
+	for _, tc := range []struct {
+		window   int
+		req, acc float64
+	}{
+		{5, 10, 1},
+		{1, 20, 1},
+		{100, 150.0 / 7, 1},
+		{0, 0, 0},
+	} {
+		req, acc := r.PerSecond(tc.window)
+		if req != tc.req || acc != tc.acc {
+			t.Errorf("PerSecond(%d) = %v, %v, want %v, %v", tc.window, req, acc, tc.req, tc.acc)
+		}
+	}
+	if req, acc := (sale.Rates{}).PerSecond(5); req != 0 || acc != 0 {
+		t.Errorf("empty rates: %v %v", req, acc)
+	}
+}
+
+func TestKeyUsesAHashTagPerProduct(t *testing.T) {
+	r := &Recorder{ns: "shop"}
+	if got, want := r.key(42, kindRequests, 1700000000), "seckill:live:{shop:42}:req:1700000000"; got != want {
+		t.Fatalf("key = %q, want %q", got, want)
+	}
+}
+
+type countingMetrics struct {
+	mu      sync.Mutex
+	dropped map[string]int
+}
+
+func (m *countingMetrics) LiveStatsDropped(reason string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dropped == nil {
+		m.dropped = map[string]int{}
+	}
+	m.dropped[reason] += n
+}
+
+func (m *countingMetrics) get(reason string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dropped[reason]
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestObserveDropsWhenTheBufferIsFull(t *testing.T) {
+	m := &countingMetrics{}
+	r, err := NewRecorder(quietLog(), redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{Buffer: 2, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { // ObserveProductPurchase must never block, whatever the state of the flusher
+		defer close(done)
+		for range 5 {
+			r.ObserveProductPurchase(1, "accepted")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ObserveProductPurchase blocked with a full buffer")
+	}
+	if got := m.get("buffer_full"); got != 3 {
+		t.Fatalf("dropped %d, want 3", got)
+	}
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func redisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	itest.Integration(t)
+	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("Redis at %s: %v (start it with `make services`)", itest.RedisAddr, err)
+	}
+	return rdb
+}
+
+// TestRecorderAgainstRedis records purchases from two "replicas" (two recorders, one namespace)
+// over a few seconds and reads them back summed per second.
+func TestRecorderAgainstRedis(t *testing.T) {
+	rdb := redisClient(t)
+	ns := "test-" + itest.Suffix(8)
+	base := time.Unix(1_800_000_000, 0)
+	clk := &clock{now: base}
+	m := &countingMetrics{}
+	opts := Options{Namespace: ns, FlushEvery: 5 * time.Millisecond, History: 5, Metrics: m, Now: clk.Now}
+	a, err := NewRecorder(quietLog(), rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewRecorder(quietLog(), rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	wg.Go(func() { _ = b.Run(ctx) })
+
+	// Second 0: 3 attempts, 2 accepted (one by each replica); second 2: 1 attempt, a replay;
+	// product 8 at second 0 must not leak into product 7.
+	a.ObserveProductPurchase(7, "accepted")
+	b.ObserveProductPurchase(7, "accepted")
+	b.ObserveProductPurchase(7, "sold_out")
+	a.ObserveProductPurchase(8, "accepted")
+	clk.set(base.Add(2 * time.Second))
+	a.ObserveProductPurchase(7, sale.OutcomeReplayed)
+	cancel() // Run flushes what is queued before it returns
+	wg.Wait()
+
+	clk.set(base.Add(3*time.Second + 500*time.Millisecond))
+	got, err := a.Rates(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sale.Rates{Start: base.Add(-2 * time.Second).UTC(), Requests: []int64{0, 0, 3, 0, 1}, Accepted: []int64{0, 0, 2, 0, 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rates of product 7 (-want +got):\n%s", diff)
+	}
+	other, err := a.Rates(context.Background(), 8)
+	if err != nil || other.Requests[2] != 1 {
+		t.Errorf("rates of product 8: %+v, %v", other, err)
+	}
+
+	// The counters expire.
+	key := a.key(7, kindRequests, base.Unix())
+	if ttl := rdb.TTL(context.Background(), key).Val(); ttl <= 0 || ttl > 2*time.Minute {
+		t.Errorf("TTL of %s = %s, want (0, 2m]", key, ttl)
+	}
+	// A second that ended less than a flush period (and a margin) ago is not reported yet.
+	clk.set(base.Add(3*time.Second + 20*time.Millisecond))
+	early, _ := a.Rates(context.Background(), 7)
+	if early.Start.Unix() != base.Unix()-3 {
+		t.Errorf("rates at +3.02 s start at %d, want %d (the last second counted is +1)", early.Start.Unix(), base.Unix()-3)
+	}
+	if m.get("redis_error") != 0 || m.get("buffer_full") != 0 {
+		t.Errorf("drops: %v", m.dropped)
+	}
+}
+
+// TestRecorderWithoutRedis: a Redis that does not answer makes Rates fail fast and the flush drop
+// (and count) its events; Run still stops.
+func TestRecorderWithoutRedis(t *testing.T) {
+	itest.Integration(t)
+	rdb := redis.NewClient(&redis.Options{
+		Addr: "127.0.0.1:" + strconv.Itoa(itest.FreePort(t)), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+	})
+	defer rdb.Close()
+	m := &countingMetrics{}
+	r, err := NewRecorder(quietLog(), rdb, Options{FlushEvery: 5 * time.Millisecond, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	r.ObserveProductPurchase(1, "accepted")
+	r.ObserveProductPurchase(1, "sold_out")
+	deadline := time.Now().Add(5 * time.Second)
+	for m.get("redis_error") < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := m.get("redis_error"); got != 2 {
+		t.Errorf("redis_error drops = %d, want 2", got)
+	}
+	if _, err := r.Rates(context.Background(), 1); err == nil {
+		t.Error("Rates without Redis succeeded")
+	}
+}
+
+func TestBoardAgainstRedis(t *testing.T) {
+	rdb := redisClient(t)
+	b, err := NewBoard(rdb, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := itest.Suffix(12)
+	t.Cleanup(func() { rdb.Del(context.Background(), boardKey(id)) })
+	if _, err := b.Get(ctx, id); !errors.Is(err, stampede.ErrUnknown) {
+		t.Fatalf("Get(absent) = %v, want stampede.ErrUnknown", err)
+	}
+	p := stampede.Progress{
+		ID: id, ProductID: 3, Buyers: 200, Targets: []string{"http://a:1", "http://b:2"},
+		Sent: 150, Accepted: 20, SoldOut: 120, LimitReached: 1, RejectedOther: 2, Errors: 3,
+		Running: true, StartedAt: time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC),
+	}
+	if err := b.Put(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Running, p.Sent, p.FinishedAt = false, 200, p.StartedAt.Add(1500*time.Millisecond)
+	if err := b.Put(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, got, cmpopts.EquateApproxTime(0)); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
+	if ttl := rdb.TTL(ctx, boardKey(id)).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("TTL = %s, want (0, 1m]", ttl)
+	}
+
+	down, _ := NewBoard(redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(itest.FreePort(t)), MaxRetries: -1}), 0)
+	if _, err := down.Get(ctx, id); !errors.Is(err, stampede.ErrUnavailable) {
+		t.Errorf("Get without Redis = %v, want stampede.ErrUnavailable", err)
+	}
+}

@@ -1,0 +1,77 @@
+// Package lock states what seckill-go's distributed locks promise, whatever they are built on
+// (internal/lock/redislock, internal/lock/zklock): the errors they return and the Lease they hand
+// out. The lock packages know nothing of products or sales; locktest checks every implementation
+// against the same contract.
+//
+// A lock is advisory: a holder that pauses (GC, swap, a slow network) beyond its lease may still
+// believe it holds the lock after someone else got it. That is why every grant carries a fencing
+// token that strictly increases with each grant of the same lock name: the storage the lock
+// protects must remember the largest token it has seen and refuse older ones (Kleppmann, "How to
+// do distributed locking", 2016).
+package lock
+
+import (
+	"context"
+	"errors"
+)
+
+var (
+	// ErrTimeout is returned by Acquire when ctx ends before the lock is granted. It is returned
+	// wrapped together with ctx's error, so errors.Is matches both.
+	ErrTimeout = errors.New("lock: wait timed out")
+	// ErrNotAcquired is returned by TryAcquire when someone else holds the lock.
+	ErrNotAcquired = errors.New("lock: held by someone else")
+	// ErrNotHeld is returned by Release when the grant is no longer the holder (it expired or was
+	// lost); nothing was released.
+	ErrNotHeld = errors.New("lock: not held")
+)
+
+// Lease is one grant of a lock.
+type Lease interface {
+	// Token is the fencing token of this grant: strictly greater than the token of every earlier
+	// grant of the same lock name.
+	Token() uint64
+	// Lost is closed once the lease can no longer be trusted (it could not be renewed, or the
+	// session behind it expired). Writes made after that must be fenced out by the storage.
+	Lost() <-chan struct{}
+	// Release gives the lock up. It only ever releases this grant: after expiry, or by a holder
+	// that lost the lock, it returns ErrNotHeld and leaves the current holder alone.
+	Release(ctx context.Context) error
+}
+
+// Locker acquires locks by name. Implementations adapt their concrete lease type to Lease.
+type Locker interface {
+	// Acquire blocks until the lock is held, ctx ends (ErrTimeout) or the lock service fails.
+	Acquire(ctx context.Context, name string) (Lease, error)
+	// TryAcquire takes the lock if it is free and returns ErrNotAcquired otherwise.
+	TryAcquire(ctx context.Context, name string) (Lease, error)
+}
+
+// Client is a lock client whose methods return its own lease type L.
+type Client[L Lease] interface {
+	Acquire(ctx context.Context, name string) (L, error)
+	TryAcquire(ctx context.Context, name string) (L, error)
+}
+
+// Adapt returns c as a Locker. Go has no covariant results, so a client returning *its* lease
+// type is not a Locker by itself; Adapt bridges that without ever turning a nil lease into a
+// non-nil Lease interface.
+func Adapt[L Lease](c Client[L]) Locker { return adapter[L]{c} }
+
+type adapter[L Lease] struct{ c Client[L] }
+
+func (a adapter[L]) Acquire(ctx context.Context, name string) (Lease, error) {
+	l, err := a.c.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (a adapter[L]) TryAcquire(ctx context.Context, name string) (Lease, error) {
+	l, err := a.c.TryAcquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}

@@ -1,0 +1,262 @@
+// Package locktest is the contract every lock.Locker must pass, run by each implementation's
+// tests against its real server: mutual exclusion under contention (with a control that shows the
+// check catches lost updates), strictly increasing fencing tokens, release only by the holder,
+// and prompt, clean cancellation of a wait.
+package locktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/lock"
+)
+
+// Suite describes the implementation under test.
+type Suite struct {
+	// New returns a Locker for one test; lock names are unique per test, so Lockers may share a
+	// server.
+	New func(t *testing.T) lock.Locker
+	// Expire ends the lease's grant as a stalled holder would see it end (Redis: the key expires
+	// unrenewed; ZooKeeper: the session expires). Lost() must close afterwards.
+	Expire func(t *testing.T, l lock.Lease)
+}
+
+// Run runs the contract.
+func Run(t *testing.T, s Suite) {
+	t.Run("mutual exclusion", func(t *testing.T) { t.Parallel(); testMutualExclusion(t, s) })
+	t.Run("tokens strictly increase", func(t *testing.T) { t.Parallel(); testTokens(t, s) })
+	t.Run("try acquire", func(t *testing.T) { t.Parallel(); testTryAcquire(t, s) })
+	t.Run("release only once", func(t *testing.T) { t.Parallel(); testReleaseTwice(t, s) })
+	t.Run("release after expiry does nothing", func(t *testing.T) { t.Parallel(); testReleaseAfterExpiry(t, s) })
+	t.Run("cancel while waiting", func(t *testing.T) { t.Parallel(); testCancelWhileWaiting(t, s) })
+	t.Run("names are independent", func(t *testing.T) { t.Parallel(); testIndependentNames(t, s) })
+}
+
+// Workers and rounds of the mutual-exclusion test: 2,000 critical sections.
+const (
+	Workers = 50
+	Rounds  = 40
+)
+
+var names atomic.Int64
+
+// Name returns a lock name unique in this process run.
+func Name(t *testing.T) string {
+	return fmt.Sprintf("locktest-%d-%d", time.Now().UnixNano(), names.Add(1))
+}
+
+// Increments runs Workers×Rounds read-yield-write increments of one counter, each inside
+// withLock, and returns the final count: Workers*Rounds exactly when withLock excludes. The
+// counter is read and written with separate atomic operations so that the race detector stays
+// quiet (a distributed lock gives Go no happens-before edge) while the increment itself is as
+// breakable as a plain one.
+func Increments(t *testing.T, withLock func(critical func()) error) int64 {
+	var counter atomic.Int64
+	var wg sync.WaitGroup
+	for range Workers {
+		wg.Go(func() {
+			for range Rounds {
+				err := withLock(func() {
+					v := counter.Load()
+					runtime.Gosched()
+					time.Sleep(50 * time.Microsecond)
+					counter.Store(v + 1)
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return counter.Load()
+}
+
+func testMutualExclusion(t *testing.T, s Suite) {
+	l := s.New(t)
+	name := Name(t)
+	got := Increments(t, func(critical func()) error {
+		lease, err := l.Acquire(ctxT(t, time.Minute), name)
+		if err != nil {
+			return err
+		}
+		critical()
+		return lease.Release(ctxT(t, 10*time.Second))
+	})
+	if got != Workers*Rounds {
+		t.Fatalf("counter = %d after %d locked increments: the lock let updates be lost", got, Workers*Rounds)
+	}
+	// The control: the same increments without the lock lose updates, so the check above can fail.
+	if unlocked := Increments(t, func(critical func()) error { critical(); return nil }); unlocked >= Workers*Rounds {
+		t.Fatalf("control: %d unlocked increments lost nothing; the test cannot tell a lock from none", unlocked)
+	}
+}
+
+func testTokens(t *testing.T, s Suite) {
+	l := s.New(t)
+	name := Name(t)
+	var mu sync.Mutex
+	var tokens []uint64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 8 {
+				lease, err := l.Acquire(ctxT(t, time.Minute), name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				tokens = append(tokens, lease.Token())
+				mu.Unlock()
+				if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("grant %d has token %d after token %d: tokens must strictly increase (%v)", i, tokens[i], tokens[i-1], tokens)
+		}
+	}
+}
+
+func testTryAcquire(t *testing.T, s Suite) {
+	l := s.New(t)
+	name := Name(t)
+	a := mustAcquire(t, l, name)
+	if _, err := l.TryAcquire(ctxT(t, 10*time.Second), name); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of a held lock = %v, want ErrNotAcquired", err)
+	}
+	mustRelease(t, a)
+	b, err := l.TryAcquire(ctxT(t, 10*time.Second), name)
+	if err != nil {
+		t.Fatalf("TryAcquire of a free lock = %v", err)
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d after %d", b.Token(), a.Token())
+	}
+	mustRelease(t, b)
+}
+
+func testReleaseTwice(t *testing.T, s Suite) {
+	l := s.New(t)
+	name := Name(t)
+	a := mustAcquire(t, l, name)
+	mustRelease(t, a)
+	b := mustAcquire(t, l, name)
+	if err := a.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+	if _, err := l.TryAcquire(ctxT(t, 10*time.Second), name); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("an old lease's Release freed the current holder's lock (TryAcquire = %v)", err)
+	}
+	mustRelease(t, b)
+}
+
+func testReleaseAfterExpiry(t *testing.T, s Suite) {
+	l := s.New(t)
+	name := Name(t)
+	a := mustAcquire(t, l, name)
+	s.Expire(t, a)
+	select {
+	case <-a.Lost():
+	case <-time.After(time.Minute):
+		t.Fatal("Lost() not closed a minute after the lease expired")
+	}
+	b := mustAcquire(t, s.New(t), name)
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d after an expired grant's %d", b.Token(), a.Token())
+	}
+	if err := a.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after expiry = %v, want ErrNotHeld", err)
+	}
+	if _, err := l.TryAcquire(ctxT(t, 10*time.Second), name); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("the expired lease's Release freed the new holder's lock (TryAcquire = %v)", err)
+	}
+	select {
+	case <-b.Lost():
+		t.Fatal("the new holder's lease was lost")
+	default:
+	}
+	mustRelease(t, b)
+}
+
+func testCancelWhileWaiting(t *testing.T, s Suite) {
+	l := s.New(t)
+	name := Name(t)
+	a := mustAcquire(t, l, name)
+	for _, cancelFirst := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		if cancelFirst {
+			go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+		}
+		start := time.Now()
+		lease, err := l.Acquire(ctx, name)
+		waited := time.Since(start)
+		cancel()
+		if err == nil {
+			t.Fatalf("Acquire of a held lock returned a lease (token %d)", lease.Token())
+		}
+		want := context.DeadlineExceeded
+		if cancelFirst {
+			want = context.Canceled
+		}
+		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, want) {
+			t.Fatalf("Acquire after ctx ended = %v, want ErrTimeout and %v", err, want)
+		}
+		// A liveness bound, not a speed claim: a wait that ignores ctx would hang far longer.
+		if waited > 5*time.Second {
+			t.Fatalf("Acquire returned %s after its ctx ended", waited)
+		}
+	}
+	mustRelease(t, a)
+	// The abandoned waits left nothing behind that would queue ahead of a new holder.
+	b, err := l.TryAcquire(ctxT(t, 10*time.Second), name)
+	if err != nil {
+		t.Fatalf("after abandoned waits, TryAcquire of the released lock = %v", err)
+	}
+	mustRelease(t, b)
+}
+
+func testIndependentNames(t *testing.T, s Suite) {
+	l := s.New(t)
+	a := mustAcquire(t, l, Name(t))
+	b, err := l.TryAcquire(ctxT(t, 10*time.Second), Name(t))
+	if err != nil {
+		t.Fatalf("a lock of another name is held back: %v", err)
+	}
+	mustRelease(t, b)
+	mustRelease(t, a)
+}
+
+func mustAcquire(t *testing.T, l lock.Locker, name string) lock.Lease {
+	t.Helper()
+	lease, err := l.Acquire(ctxT(t, 30*time.Second), name)
+	if err != nil {
+		t.Fatalf("Acquire(%s) = %v", name, err)
+	}
+	return lease
+}
+
+func mustRelease(t *testing.T, l lock.Lease) {
+	t.Helper()
+	if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,216 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock/redislock"
+)
+
+// TestMain fails the run if a renewal or a waiter's Pub/Sub goroutine outlives the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if left := leftovers(2 * time.Second); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "goroutines left behind by redislock:\n\n%s\n", strings.Join(left, "\n\n"))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Functions that only run while a lease is held or an Acquire waits.
+var leakMarkers = []string{
+	"redislock.(*Lease).renew",
+	"redislock.(*Lease).expire",
+	"go-redis/v9.(*channel).initAllChan",
+}
+
+// lingering returns the stacks of the goroutines that run one of leakMarkers.
+func lingering() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var found []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		for _, m := range leakMarkers {
+			if strings.Contains(g, m) {
+				found = append(found, g)
+				break
+			}
+		}
+	}
+	return found
+}
+
+// leftovers waits up to d for lingering goroutines to end and returns those that did not.
+func leftovers(d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := lingering()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// counter is a go-redis hook that counts what a client sends: acquire-script runs, all
+// commands, and dialled connections (Pub/Sub ones included).
+type counter struct {
+	acquires, cmds, dials atomic.Int64
+	isAcquire             func(redis.Cmder) bool
+}
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.dials.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.cmds.Add(1)
+		if c.isAcquire != nil && c.isAcquire(cmd) {
+			c.acquires.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// hookFunc is a go-redis hook around single commands.
+type hookFunc func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (h hookFunc) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h hookFunc) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
+}
+
+func (h hookFunc) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// isOurAcquire matches a run of this package's acquire script.
+func isOurAcquire(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 1 && cmd.Name() == "evalsha" && args[1] == redislock.AcquireScriptHash
+}
+
+// redisClient returns a client of the test Redis, closed when the test ends; hooks are added
+// before first use.
+func redisClient(tb testing.TB, hooks ...redis.Hook) *redis.Client {
+	tb.Helper()
+	itest.Integration(tb)
+	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
+	tb.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Ping(ctxFor(tb, 10*time.Second)).Err(); err != nil {
+		tb.Fatalf("redis at %s: %v (start it with `make services`, or set SECKILL_TEST_REDIS_ADDR)", itest.RedisAddr, err)
+	}
+	return rdb
+}
+
+// testPrefix returns a key prefix of its own for this test and deletes its keys when the test
+// ends.
+func testPrefix(tb testing.TB) string {
+	tb.Helper()
+	prefix := "seckill:test:" + itest.Suffix(10) + ":lock:"
+	tb.Cleanup(func() {
+		rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+		defer rdb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			tb.Logf("clean up %s*: %v", prefix, err)
+		}
+	})
+	return prefix
+}
+
+// newClient returns a lock client on rdb with a key prefix of its own unless opts has one.
+func newClient(tb testing.TB, rdb redis.UniversalClient, opts redislock.Options) *redislock.Client {
+	tb.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = testPrefix(tb)
+	}
+	if opts.Logger == nil {
+		opts.Logger = itest.Logger()
+	}
+	c, err := redislock.New(rdb, opts)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+func ctxFor(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func mustAcquire(tb testing.TB, c *redislock.Client, name string) *redislock.Lease {
+	tb.Helper()
+	l, err := c.Acquire(ctxFor(tb, 30*time.Second), name)
+	if err != nil {
+		tb.Fatalf("Acquire(%s) = %v", name, err)
+	}
+	return l
+}
+
+func mustRelease(tb testing.TB, l *redislock.Lease) {
+	tb.Helper()
+	if err := l.Release(ctxFor(tb, 10*time.Second)); err != nil {
+		tb.Fatalf("Release = %v", err)
+	}
+}
+
+// subscribers is the number of Pub/Sub subscribers of channel.
+func subscribers(tb testing.TB, rdb redis.UniversalClient, channel string) int64 {
+	tb.Helper()
+	n, err := rdb.PubSubNumSub(ctxFor(tb, 10*time.Second), channel).Result()
+	if err != nil {
+		tb.Fatalf("PUBSUB NUMSUB %s: %v", channel, err)
+	}
+	return n[channel]
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

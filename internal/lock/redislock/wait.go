@@ -1,0 +1,135 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// room is where the Acquire calls of one Client that wait for the same lock take turns: only
+// the goroutine holding the turn waits in Redis, on a subscription to the lock's channel that
+// the room keeps, and hands on, for as long as anyone is in it. The others wait for the turn in
+// the process. So a release wakes one goroutine per Client instead of all of them, and a
+// contended name costs one Pub/Sub connection per Client instead of one per waiting call.
+type room struct {
+	turn  chan struct{} // holds one token: the right to wait in Redis
+	users int           // Acquire calls in the room; guarded by Client.mu
+
+	// Used only by the holder of the turn, and by the last user out once no one holds it.
+	ps   *redis.PubSub // nil until the first turn subscribes
+	msgs <-chan any    // ps's messages and subscription confirmations
+	// heldOver says the previous turn ended with its holder getting the lock: the lock is taken
+	// and its release is still to come, so the next turn need not try before it is notified.
+	heldOver bool
+}
+
+func (c *Client) enter(key string) *room {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rooms[key]
+	if r == nil {
+		r = &room{turn: make(chan struct{}, 1)}
+		r.turn <- struct{}{}
+		c.rooms[key] = r
+	}
+	r.users++
+	return r
+}
+
+// leave closes the room's subscription when the last user leaves. Every user gives the turn
+// back before leaving, so no one holds it then.
+func (c *Client) leave(key string, r *room) {
+	c.mu.Lock()
+	r.users--
+	last := r.users == 0
+	if last {
+		delete(c.rooms, key)
+	}
+	c.mu.Unlock()
+	if last && r.ps != nil {
+		_ = r.ps.Close()
+		for range r.msgs { // go-redis's receiving goroutine closes msgs as it exits
+		}
+	}
+}
+
+// wait is Acquire after a first try found the lock held; pttl is what that try saw.
+//
+// A release is announced on the lock's channel. The turn's holder subscribes if the room has no
+// subscription yet and tries again once the server confirms it (go-redis's Subscribe returns
+// when the command is written, not when it took effect; a release before that would be
+// missed). After that it tries whenever a release is announced, and in any case after
+// min(PTTL, Recheck): a holder that dies announces nothing, and its key simply expires.
+func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lease, error) {
+	r := c.enter(k.key)
+	defer c.leave(k.key, r)
+	select {
+	case <-r.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var lease *Lease
+	defer func() {
+		r.heldOver = lease != nil
+		r.turn <- struct{}{}
+	}()
+
+	wait := c.recheckAfter(pttl)
+	switch {
+	case r.ps == nil:
+		ps := c.rdb.Subscribe(ctx) // no I/O yet
+		if err := ps.Subscribe(ctx, k.channel); err != nil {
+			_ = ps.Close()
+			return nil, fmt.Errorf("subscribe: %w", err)
+		}
+		// The health-check ping is off: the re-check timer already bounds a wait on a dead
+		// connection, and go-redis's receiving goroutine reconnects on errors by itself.
+		r.ps, r.msgs = ps, ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(0))
+	case !r.heldOver:
+		// The previous turn gave up (ctx, error) and may have taken a notification with it.
+		var err error
+		if lease, pttl, err = c.try(ctx, k); lease != nil || err != nil {
+			return lease, err
+		}
+		wait = c.recheckAfter(pttl)
+	default:
+		wait = c.recheck // the lock was just granted: its PTTL is a whole lease
+	}
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case m, ok := <-r.msgs:
+			if !ok { // only Close ends it, and only once the room is empty
+				return nil, errors.New("release notifications ended")
+			}
+			// A message: the lock was released. A subscribe confirmation, first or after a
+			// reconnect: a release may have slipped by before it.
+			if s, ok := m.(*redis.Subscription); ok && s.Kind != "subscribe" {
+				continue
+			}
+		case <-timer.C:
+		}
+		var err error
+		if lease, pttl, err = c.try(ctx, k); lease != nil || err != nil {
+			return lease, err
+		}
+		timer.Reset(c.recheckAfter(pttl))
+	}
+}
+
+// recheckAfter is how long a waiter sleeps without a notification, given the holder's PTTL
+// (negative: the key has no expiry).
+func (c *Client) recheckAfter(pttl time.Duration) time.Duration {
+	d := c.recheck
+	if pttl >= 0 && pttl < d {
+		d = pttl
+	}
+	return max(d, time.Millisecond)
+}

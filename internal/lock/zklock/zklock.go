@@ -1,0 +1,396 @@
+// Package zklock is a distributed mutual-exclusion lock on ZooKeeper with fencing tokens: the
+// "Locks" recipe of the ZooKeeper documentation (ephemeral-sequential children, the lowest holds,
+// each waiter watches only its immediate predecessor) made safe the way Apache Curator's
+// InterProcessMutex is. It knows nothing of products or sales; internal/stock wraps it.
+//
+// What it adds over go-zookeeper's built-in zk.Lock, and why it exists:
+//   - every call takes a ctx (go-zookeeper takes none: waits select on the watch and ctx.Done());
+//   - protected creates: each child's name carries a GUID, so a create whose reply was lost is
+//     found again by listing instead of being made twice and orphaned;
+//   - the own node is deleted on every path that gives up (ctx done, session expired, any error),
+//     with a fresh, bounded context and in the background if the server is unreachable;
+//   - Lease.Lost() reports a lost lock (session expired, disconnected too long, node deleted);
+//   - Lease.Token() is the node's czxid: a fencing token that strictly increases with every grant
+//     of a name, even if the lock's parent node is deleted and its sequence numbers restart.
+//
+// It must never delete a node it did not create (its nodes are named by a GUID of their own grant),
+// never grant a lease without a live session, and never be trusted without fencing: a holder that
+// stalls past its session may still write, so the protected storage must refuse stale tokens.
+//
+// The Client dials ZooKeeper itself (Connect) rather than taking a caller's *zk.Conn: go-zookeeper
+// drops session events once the 6-slot channel Connect returns is full, while an event callback,
+// which must be installed at dial time, sees every one; and the Client must own the connection's
+// logger (go-zookeeper's default prints to stdout) and its Close.
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seckill-go/seckill-go/internal/lock"
+)
+
+// ErrClosed is returned by calls on a Client after Close.
+var ErrClosed = errors.New("zklock: client closed")
+
+// Defaults of Options.
+const (
+	DefaultRoot           = "/seckill/locks"
+	DefaultSessionTimeout = 10 * time.Second
+)
+
+// Options configures a Client. The zero value is usable.
+type Options struct {
+	// Root is the persistent node under which each lock name gets a parent node
+	// (Root/<name>/). Default DefaultRoot.
+	Root string
+	// SessionTimeout is the ZooKeeper session timeout asked for. The server clamps it to its
+	// min/max (by default 2 and 20 tickTime: 4 s and 40 s) without go-zookeeper telling the
+	// client, so stay inside the server's range: Lost() timing relies on this value. Default
+	// DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// Logger receives the Client's and go-zookeeper's messages. Default: discard.
+	Logger *slog.Logger
+
+	// test holds hooks that only this package's tests set.
+	test testHooks
+}
+
+// testHooks let tests inject faults and observe steps that no ZooKeeper state reveals.
+type testHooks struct {
+	dialer      zk.Dialer
+	beforeWatch func(pred string)              // after listing the children, before watching pred
+	watchFired  func(pred string, ev zk.Event) // the watch on pred delivered ev
+	recovered   func(found string)             // a create with unknown outcome was resolved by GUID
+}
+
+// Client acquires locks on one ZooKeeper session (renewed transparently by go-zookeeper after an
+// expiry; leases of the expired session are lost). It is safe for concurrent use.
+type Client struct {
+	conn    *zk.Conn
+	log     *slog.Logger
+	root    string
+	timeout time.Duration // session timeout asked for
+	grace   time.Duration // disconnection after which leases are reported lost
+	acl     []zk.ACL
+	hooks   testHooks
+
+	mu     sync.Mutex
+	sess   *session      // the current session; nil before the first
+	up     chan struct{} // closed while a session is established
+	isUp   bool
+	downAt time.Time // when the session was last seen disconnected; zero while up
+	closed bool
+
+	kick      chan struct{} // wakes the monitor after a session event
+	done      chan struct{} // closed by Close
+	bg        context.Context
+	cancelBg  context.CancelFunc
+	wg        sync.WaitGroup // every goroutine the Client starts
+	closeOnce sync.Once
+}
+
+// session is one ZooKeeper session as the Client sees it. gone is closed once leases of this
+// session can no longer be trusted; why says why.
+type session struct {
+	id   int64
+	gone chan struct{}
+	once sync.Once
+	why  string // written once, before gone is closed
+}
+
+func newSession(id int64) *session { return &session{id: id, gone: make(chan struct{})} }
+
+func (s *session) end(why string) {
+	s.once.Do(func() {
+		s.why = why
+		close(s.gone)
+	})
+}
+
+func (s *session) ended() bool {
+	select {
+	case <-s.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Connect dials the ZooKeeper ensemble and waits, until ctx ends, for the first session. Close
+// the Client when done: that closes the session, which deletes every node the Client holds.
+func Connect(ctx context.Context, servers []string, opts Options) (*Client, error) {
+	if len(servers) == 0 {
+		return nil, errors.New("zklock: no ZooKeeper servers")
+	}
+	root := opts.Root
+	if root == "" {
+		root = DefaultRoot
+	}
+	if !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || strings.Contains(root, "//") {
+		return nil, fmt.Errorf("zklock: root %q must be an absolute ZooKeeper path without a trailing slash", root)
+	}
+	timeout := opts.SessionTimeout
+	if timeout == 0 {
+		timeout = DefaultSessionTimeout
+	}
+	if timeout < time.Second {
+		return nil, fmt.Errorf("zklock: session timeout %s is below 1s", timeout)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		log:     log.With("component", "zklock"),
+		root:    root,
+		timeout: timeout,
+		// go-zookeeper declares the connection dead after 2/3 of the session timeout without a
+		// packet; the server expires the session a full timeout after the last packet it got.
+		// So when the client sees the disconnection, at least a third of the timeout is left
+		// before the server can expire the session and grant the lock to someone else.
+		grace:    timeout / 3,
+		acl:      zk.WorldACL(zk.PermAll),
+		hooks:    opts.test,
+		up:       make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		bg:       bg,
+		cancelBg: cancel,
+	}
+	dialer := opts.test.dialer
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
+	// onEvent reads c.conn under c.mu; holding it here makes an event that arrives before
+	// zk.Connect returns wait for the assignment.
+	c.mu.Lock()
+	conn, _, err := zk.Connect(servers, timeout,
+		zk.WithDialer(dialer),
+		zk.WithLogger(zkLogger{c.log}),
+		zk.WithLogInfo(false), // session transitions are logged by onEvent
+		zk.WithEventCallback(c.onEvent),
+	)
+	c.conn = conn
+	c.mu.Unlock()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("zklock: connect %v: %w", servers, err)
+	}
+	c.goOwned(c.monitor)
+	if err := c.Ping(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("zklock: connect %v: %w", servers, err)
+	}
+	return c, nil
+}
+
+// Ping waits until the Client has a ZooKeeper session or ctx ends. It returns at once while the
+// session is established, so it serves as a readiness check.
+func (c *Client) Ping(ctx context.Context) error {
+	c.mu.Lock()
+	up, closed := c.up, c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	select {
+	case <-up:
+		return nil
+	case <-c.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("zklock: no ZooKeeper session: %w", ctx.Err())
+	}
+}
+
+// Close closes the session, which makes the server delete every node of this Client, marks every
+// lease lost and waits for the Client's goroutines. Calls after Close return ErrClosed.
+func (c *Client) Close() {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		sess := c.sess
+		c.mu.Unlock()
+		close(c.done)
+		c.cancelBg()
+		if sess != nil {
+			sess.end("client closed")
+		}
+		c.conn.Close()
+		c.wg.Wait()
+	})
+}
+
+// Locker returns c as a lock.Locker.
+func (c *Client) Locker() lock.Locker { return lock.Adapt[*Lease](c) }
+
+var _ lock.Lease = (*Lease)(nil)
+
+// goOwned runs f on a goroutine that Close waits for; it returns false, running nothing, once
+// the Client is closed.
+func (c *Client) goOwned(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// currentSession returns the session leases are granted on now, or nil if there is none.
+func (c *Client) currentSession() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil || !c.isUp || c.sess.ended() {
+		return nil
+	}
+	return c.sess
+}
+
+// onEvent runs on go-zookeeper's goroutines for every event, in order; it must not block or call
+// into the connection. go-zookeeper stores the session id before it reports StateHasSession,
+// from the same goroutine, so SessionID() here is the id of the session being reported.
+func (c *Client) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	var logf func()
+	c.mu.Lock()
+	switch ev.State {
+	case zk.StateHasSession:
+		id := c.conn.SessionID()
+		if c.sess == nil || c.sess.id != id || c.sess.ended() {
+			if c.sess != nil && c.sess.id != id {
+				c.sess.end("session replaced by " + sessionHex(id))
+			}
+			c.sess = newSession(id)
+		}
+		if !c.isUp {
+			close(c.up)
+			c.isUp = true
+		}
+		c.downAt = time.Time{}
+		logf = func() { c.log.Info("zookeeper session established", "session", sessionHex(id), "server", ev.Server) }
+	case zk.StateExpired:
+		if c.sess != nil {
+			c.sess.end("session expired")
+			old := c.sess.id
+			logf = func() { c.log.Warn("zookeeper session expired: its leases are lost", "session", sessionHex(old)) }
+		}
+		c.markDownLocked()
+	default: // Disconnected, Connecting, Connected (TCP only, no session yet)
+		if c.isUp && !c.closed {
+			logf = func() { c.log.Warn("zookeeper disconnected", "state", ev.State.String(), "server", ev.Server) }
+		}
+		c.markDownLocked()
+	}
+	c.mu.Unlock()
+	if logf != nil {
+		logf()
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) markDownLocked() {
+	if c.isUp {
+		c.up = make(chan struct{})
+		c.isUp = false
+		c.downAt = time.Now()
+	}
+}
+
+// monitor ends the current session's leases once the connection has been down longer than the
+// grace: the server may expire the session from then on, and a partitioned client would only
+// learn of that expiry when it reconnects.
+func (c *Client) monitor() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		sess, downAt := c.sess, c.downAt
+		c.mu.Unlock()
+		if sess != nil && !sess.ended() && !downAt.IsZero() {
+			if left := c.grace - time.Since(downAt); left > 0 {
+				timer.Reset(left)
+			} else {
+				sess.end(fmt.Sprintf("disconnected longer than the grace of %s", c.grace))
+				c.log.Warn("zookeeper disconnected longer than the lease grace: leases are lost",
+					"session", sessionHex(sess.id), "grace", c.grace)
+			}
+		}
+		select {
+		case <-c.kick:
+		case <-timer.C:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func sessionHex(id int64) string { return fmt.Sprintf("0x%x", uint64(id)) }
+
+// zkLogger adapts go-zookeeper's printf logging to slog. With WithLogInfo(false) only its
+// warnings and errors (failed dials, terminated loops) come through.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Warn("zookeeper client", "detail", fmt.Sprintf(format, args...))
+}
+
+// transient reports whether err leaves the outcome of a request unknown and a retry sensible:
+// the connection broke, no server answered, or the session moved.
+func transient(err error) bool {
+	if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed)
+}
+
+// retry runs op until it returns nil or a non-transient error, ctx ends or the Client closes,
+// backing off between attempts. A ctx end is returned wrapping both ctx.Err() and op's last error.
+func (c *Client) retry(ctx context.Context, op func() error) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !transient(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-c.done:
+			t.Stop()
+			return ErrClosed
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}

@@ -1,0 +1,555 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock"
+	"github.com/seckill-go/seckill-go/internal/lock/locktest"
+)
+
+func TestContract(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	var mu sync.Mutex
+	nets := map[*Client]*netem{}
+	locktest.Run(t, locktest.Suite{
+		New: func(t *testing.T) lock.Locker {
+			c, e := newClient(t, Options{Root: root})
+			mu.Lock()
+			nets[c] = e
+			mu.Unlock()
+			return c.Locker()
+		},
+		Expire: func(t *testing.T, l lock.Lease) {
+			mu.Lock()
+			e := nets[l.(*Lease).c]
+			mu.Unlock()
+			expireSession(t, e)
+		},
+	})
+}
+
+// A create whose reply is lost must be found again by its GUID, not made twice: a second node
+// would sit in the queue forever (its session lives on) and block every later holder.
+func TestLostCreateReply(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	for _, tc := range []struct {
+		name      string
+		arm       func(*netem)
+		wantFound bool
+	}{
+		{"reply lost after the server made the node", func(e *netem) { e.dropReply = true }, true},
+		{"request lost before the server saw it", func(e *netem) { e.dropRequest = true }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var recovered []string
+			c, e := newClient(t, Options{Root: root, test: testHooks{recovered: func(found string) {
+				mu.Lock()
+				recovered = append(recovered, found)
+				mu.Unlock()
+			}}})
+			name := locktest.Name(t)
+			mustRelease(t, mustAcquire(t, c, name)) // the parent exists: the create can succeed
+			e.mu.Lock()
+			tc.arm(e)
+			e.mu.Unlock()
+
+			lease := mustAcquire(t, c, name)
+			if got := e.injected(); got != 1 {
+				t.Fatalf("%d faults injected, want 1", got)
+			}
+			mu.Lock()
+			got := slices.Clone(recovered)
+			mu.Unlock()
+			want := []string{""}
+			if tc.wantFound {
+				want = []string{lease.path}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("nodes found by GUID after the failed create (-want +got):\n%s", diff)
+			}
+			parent := root + "/" + name
+			if diff := cmp.Diff([]string{path.Base(lease.path)}, queue(t, raw, parent)); diff != "" {
+				t.Fatalf("lock nodes (-want +got):\n%s", diff)
+			}
+			_, stat, err := raw.Get(lease.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uint64(stat.Czxid) != lease.Token() || stat.EphemeralOwner != c.conn.SessionID() {
+				t.Errorf("node czxid %d owner %s; lease token %d, client session %s",
+					stat.Czxid, sessionHex(stat.EphemeralOwner), lease.Token(), sessionHex(c.conn.SessionID()))
+			}
+			mustRelease(t, lease)
+			if q := queue(t, raw, parent); len(q) != 0 {
+				t.Fatalf("nodes left after release: %v", q)
+			}
+		})
+	}
+}
+
+// The predecessor may leave between the listing and the watch. The watch then finds no node
+// and must list again at once, and re-evaluate: the next node ahead may still hold the lock.
+func TestPredecessorVanishesBeforeWatch(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+
+	t.Run("the waiter ahead leaves: watch the holder", func(t *testing.T) {
+		t.Parallel()
+		name := locktest.Name(t)
+		parent := root + "/" + name
+		holderClient, _ := newClient(t, Options{Root: root})
+		holder := mustAcquire(t, holderClient, name)
+		ahead := fakeNode(t, raw, parent)
+
+		var mu sync.Mutex
+		var watched, fired []string
+		c, _ := newClient(t, Options{Root: root, test: testHooks{
+			beforeWatch: func(pred string) {
+				mu.Lock()
+				watched = append(watched, pred)
+				first := len(watched) == 1
+				mu.Unlock()
+				if first {
+					if err := raw.Delete(ahead, -1); err != nil {
+						t.Error(err)
+					}
+				}
+			},
+			watchFired: func(pred string, _ zk.Event) {
+				mu.Lock()
+				fired = append(fired, pred)
+				mu.Unlock()
+			},
+		}})
+		got := make(chan *Lease, 1)
+		go func() { got <- mustAcquireOrNil(t, c, name) }()
+
+		itest.Eventually(t, 10*time.Second, func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(watched) == 2, fmt.Sprintf("watched %v", watched)
+		})
+		select {
+		case l := <-got:
+			t.Fatalf("Acquire returned (%v) while %s holds the lock", l != nil, holder.path)
+		case <-time.After(200 * time.Millisecond):
+		}
+		mustRelease(t, holder)
+		lease := <-got
+		if lease == nil {
+			t.FailNow()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]string{ahead, holder.path}, watched); diff != "" {
+			t.Errorf("watched (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{holder.path}, fired); diff != "" {
+			t.Errorf("watches fired (-want +got):\n%s", diff)
+		}
+		mustRelease(t, lease)
+	})
+
+	t.Run("the holder leaves: granted without waiting", func(t *testing.T) {
+		t.Parallel()
+		name := locktest.Name(t)
+		holder := fakeNode(t, raw, root+"/"+name)
+		var mu sync.Mutex
+		var watched, fired []string
+		c, _ := newClient(t, Options{Root: root, test: testHooks{
+			beforeWatch: func(pred string) {
+				mu.Lock()
+				watched = append(watched, pred)
+				mu.Unlock()
+				if err := raw.Delete(pred, -1); err != nil {
+					t.Error(err)
+				}
+			},
+			watchFired: func(pred string, _ zk.Event) {
+				mu.Lock()
+				fired = append(fired, pred)
+				mu.Unlock()
+			},
+		}})
+		lease := mustAcquire(t, c, name)
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]string{holder}, watched); diff != "" {
+			t.Errorf("watched (-want +got):\n%s", diff)
+		}
+		if len(fired) != 0 {
+			t.Errorf("watches fired: %v, want none (no watch may be left on a deleted node)", fired)
+		}
+		mustRelease(t, lease)
+	})
+}
+
+func mustAcquireOrNil(t *testing.T, c *Client, name string) *Lease {
+	l, err := c.Acquire(ctxT(t, 30*time.Second), name)
+	if err != nil {
+		t.Errorf("Acquire = %v", err)
+		return nil
+	}
+	return l
+}
+
+// Five waiters on five clients: each must watch its immediate predecessor only, and each release
+// must wake exactly one of them (no herd effect).
+func TestWaitersWatchOnlyTheirPredecessor(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	parent := root + "/" + name
+	holderClient, _ := newClient(t, Options{Root: root})
+	leases := []*Lease{mustAcquire(t, holderClient, name)}
+
+	const waiters = 5
+	watched := make([]chan string, waiters)
+	fired := make([]chan string, waiters)
+	granted := make([]chan *Lease, waiters)
+	for i := range waiters {
+		watched[i], fired[i], granted[i] = make(chan string, 10), make(chan string, 10), make(chan *Lease, 1)
+		c, _ := newClient(t, Options{Root: root, test: testHooks{
+			beforeWatch: func(pred string) { watched[i] <- pred },
+			watchFired:  func(pred string, _ zk.Event) { fired[i] <- pred },
+		}})
+		go func() { granted[i] <- mustAcquireOrNil(t, c, name) }()
+		select { // start the next waiter only once this one is queued and watching
+		case <-watched[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waiter %d set no watch", i)
+		}
+	}
+	q := queue(t, raw, parent)
+	if len(q) != waiters+1 {
+		t.Fatalf("queue %v, want the holder and %d waiters", q, waiters)
+	}
+
+	for i := range waiters {
+		// Waiter i watches node i of the queue, its immediate predecessor.
+		mustRelease(t, leases[i])
+		select {
+		case pred := <-fired[i]:
+			if want := parent + "/" + q[i]; pred != want {
+				t.Fatalf("waiter %d's watch fired on %s, want its predecessor %s", i, pred, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("releasing node %d woke no watch of waiter %d", i, i)
+		}
+		lease := <-granted[i]
+		if lease == nil {
+			t.FailNow()
+		}
+		if lease.Token() <= leases[i].Token() {
+			t.Errorf("token %d after %d", lease.Token(), leases[i].Token())
+		}
+		leases = append(leases, lease)
+		time.Sleep(100 * time.Millisecond) // time for a herd to show up
+		for j := i + 1; j < waiters; j++ {
+			if len(fired[j]) != 0 || len(watched[j]) != 0 {
+				t.Fatalf("release %d disturbed waiter %d as well (watch fired %d times, relisted %d times)", i, j, len(fired[j]), len(watched[j]))
+			}
+		}
+	}
+	mustRelease(t, leases[waiters])
+}
+
+func TestCancelWhileWaitingLeavesNoNode(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	holderClient, _ := newClient(t, Options{Root: root})
+	holder := mustAcquire(t, holderClient, name)
+	c, _ := newClient(t, Options{Root: root})
+
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(200*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			start := time.Now()
+			_, err := c.Acquire(ctx, name)
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("Acquire returned %s after it started, its ctx ended after 200ms", took)
+			}
+			if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, tc.want) {
+				t.Fatalf("Acquire = %v, want ErrTimeout and %v", err, tc.want)
+			}
+			if diff := cmp.Diff([]string{path.Base(holder.path)}, queue(t, raw, root+"/"+name)); diff != "" {
+				t.Fatalf("lock nodes after the abandoned wait (-want +got):\n%s", diff)
+			}
+		})
+	}
+	mustRelease(t, holder)
+}
+
+func TestTryAcquireLeavesNoNode(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	holderClient, _ := newClient(t, Options{Root: root})
+	holder := mustAcquire(t, holderClient, name)
+	c, _ := newClient(t, Options{Root: root})
+
+	if _, err := c.TryAcquire(ctxT(t, 10*time.Second), name); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	l, err := c.Locker().TryAcquire(ctxT(t, 10*time.Second), name)
+	if !errors.Is(err, lock.ErrNotAcquired) || l != nil {
+		t.Fatalf("Locker().TryAcquire = %#v, %v; want a nil Lease and ErrNotAcquired", l, err)
+	}
+	if diff := cmp.Diff([]string{path.Base(holder.path)}, queue(t, raw, root+"/"+name)); diff != "" {
+		t.Fatalf("lock nodes after TryAcquire (-want +got):\n%s", diff)
+	}
+	mustRelease(t, holder)
+}
+
+// On expiry the server deletes the node; the client learns of it when it reconnects.
+func TestLostOnSessionExpiry(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	// A long timeout, so that the disconnection grace (10 s) cannot be what closes Lost.
+	c, e := newClient(t, Options{Root: root, SessionTimeout: 30 * time.Second})
+	lease := mustAcquire(t, c, name)
+	sid := c.conn.SessionID()
+
+	start := time.Now()
+	expireSession(t, e)
+	select {
+	case <-lease.Lost():
+		t.Logf("Lost closed %s after the session was killed", time.Since(start).Round(time.Millisecond))
+	case <-time.After(8 * time.Second):
+		t.Fatal("Lost not closed 8s after the session expired")
+	}
+	if ok, _, err := raw.Exists(lease.path); ok || err != nil {
+		t.Fatalf("node of the expired session: exists %v, %v", ok, err)
+	}
+	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after expiry = %v, want ErrNotHeld", err)
+	}
+	// The client goes on with a new session.
+	next := mustAcquire(t, c, name)
+	if c.conn.SessionID() == sid || next.Token() <= lease.Token() {
+		t.Errorf("after expiry: session %s (was %s), token %d (was %d)",
+			sessionHex(c.conn.SessionID()), sessionHex(sid), next.Token(), lease.Token())
+	}
+	mustRelease(t, next)
+}
+
+// A partitioned client cannot learn that the server expired its session, so Lost must close on
+// its own clock, and before the server can possibly expire the session.
+func TestLostOnPartition(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	const timeout = 4 * time.Second // the server's minimum: 2 ticks
+	c, e := newClient(t, Options{Root: root, SessionTimeout: timeout})
+	lease := mustAcquire(t, c, name)
+
+	start := time.Now()
+	e.cutNetwork()
+	select {
+	case <-lease.Lost():
+	case <-time.After(3 * timeout):
+		t.Fatal("Lost not closed while partitioned for three session timeouts")
+	}
+	took := time.Since(start)
+	ok, stat, err := raw.Exists(lease.path)
+	t.Logf("Lost closed %s after the cut; the node still existed then: %v", took.Round(time.Millisecond), ok)
+	if err != nil || !ok || stat.EphemeralOwner != c.conn.SessionID() {
+		t.Errorf("when Lost closed, the server had already dropped the node (exists %v, %v): Lost came too late", ok, err)
+	}
+	if took < c.grace*3/4 {
+		t.Errorf("Lost closed %s after the cut, before the grace of %s", took, c.grace)
+	}
+
+	e.heal()
+	// Whether the session survived the partition decides which; either way the node goes.
+	if err := lease.Release(ctxT(t, 3*timeout)); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after the partition = %v", err)
+	}
+	itest.Eventually(t, 3*timeout, func() (bool, string) {
+		ok, _, err := raw.Exists(lease.path)
+		return !ok && err == nil, fmt.Sprintf("node still exists (%v)", err)
+	})
+}
+
+func TestLostWhenNodeDeleted(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	c, _ := newClient(t, Options{Root: root})
+	lease := mustAcquire(t, c, locktest.Name(t))
+	if err := raw.Delete(lease.path, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed after the node was deleted")
+	}
+	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release of a deleted node = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	c, _ := newClient(t, Options{Root: root})
+	if err := c.Ping(ctxT(t, time.Second)); err != nil {
+		t.Fatalf("Ping = %v", err)
+	}
+	lease := mustAcquire(t, c, name)
+	c.Close()
+	if !isClosed(lease.Lost()) {
+		t.Error("Lost not closed by Close")
+	}
+	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, ErrClosed) {
+		t.Errorf("Release after Close = %v, want ErrNotHeld and ErrClosed", err)
+	}
+	if _, err := c.Acquire(ctxT(t, 10*time.Second), name); !errors.Is(err, ErrClosed) {
+		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
+	}
+	if err := c.Ping(ctxT(t, time.Second)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Ping after Close = %v, want ErrClosed", err)
+	}
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		ok, _, err := raw.Exists(lease.path)
+		return !ok && err == nil, "the closed session's node still exists"
+	})
+	c.Close() // a second Close is a no-op
+}
+
+// Sequence numbers restart when the lock's parent is deleted and made again; czxids do not.
+func TestTokensIncreaseAcrossParentRecreation(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	raw := rawConn(t)
+	name := locktest.Name(t)
+	c, _ := newClient(t, Options{Root: root})
+	a := mustAcquire(t, c, name)
+	mustRelease(t, a)
+	if err := raw.Delete(root+"/"+name, -1); err != nil {
+		t.Fatal(err)
+	}
+	b := mustAcquire(t, c, name)
+	defer mustRelease(t, b)
+	seqA, _ := sequence(path.Base(a.path))
+	seqB, _ := sequence(path.Base(b.path))
+	if seqB > seqA {
+		t.Fatalf("sequence %d after %d: the parent was not made again", seqB, seqA)
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d after %d once the parent was made again", b.Token(), a.Token())
+	}
+}
+
+func TestConnectFails(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		servers []string
+		opts    Options
+		want    error
+	}{
+		{"no servers", nil, Options{}, nil},
+		{"relative root", []string{"127.0.0.1:2181"}, Options{Root: "seckill/locks"}, nil},
+		{"root with trailing slash", []string{"127.0.0.1:2181"}, Options{Root: "/seckill/"}, nil},
+		{"tiny session timeout", []string{"127.0.0.1:2181"}, Options{SessionTimeout: time.Millisecond}, nil},
+		{"nobody listening", []string{"127.0.0.1:1"}, Options{Logger: itest.Logger()}, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			c, err := Connect(ctxT(t, 300*time.Millisecond), tc.servers, tc.opts)
+			if err == nil {
+				c.Close()
+				t.Fatal("Connect succeeded")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Connect = %v, want %v", err, tc.want)
+			}
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("Connect took %s to fail", took)
+			}
+		})
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"product-42", true},
+		{"商品", true},
+		{"a.b", true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a/b", false},
+		{"tab\there", false},
+		{"nul\x00", false},
+		{"emoji-\U0001F600", false},
+		{"\xff", false},
+	} {
+		if err := validName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("validName(%q) = %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+	c := &Client{} // validation precedes any use of the client
+	if _, err := c.Acquire(context.Background(), "a/b"); err == nil {
+		t.Error("Acquire of an invalid name succeeded")
+	}
+}
+
+func TestSortQueue(t *testing.T) {
+	got := sortQueue([]string{
+		"_c_bbbb-lock-0000000010",
+		"foreign-node",
+		"_c_aaaa-lock-0000000002",
+		"_c_cccc-lock-0000000009",
+		"_c_dddd-lock-garbage",
+	})
+	want := []string{"_c_aaaa-lock-0000000002", "_c_cccc-lock-0000000009", "_c_bbbb-lock-0000000010"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sortQueue (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,59 @@
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// ProductLister lists the products and their stock; the store implements it.
+type ProductLister interface {
+	Products(ctx context.Context) ([]sale.Product, error)
+}
+
+// stockCollector reports every product's stock and initial stock at scrape time, read from the
+// database (one small query per scrape): the panel of a running sale. Every replica reports the
+// same values, so dashboards take max by product.
+type stockCollector struct {
+	products ProductLister
+	stock    *prometheus.Desc
+	initial  *prometheus.Desc
+	up       *prometheus.Desc
+}
+
+// CollectStock registers the product stock gauges, read from products at every scrape.
+func (m *Metrics) CollectStock(products ProductLister) {
+	labels := []string{"product_id", "strategy"}
+	m.reg.MustRegister(&stockCollector{
+		products: products,
+		stock:    prometheus.NewDesc("seckill_product_stock", "Units left of each product, read from the database at scrape time.", labels, nil),
+		initial:  prometheus.NewDesc("seckill_product_initial_stock", "Units each product's sale started with.", labels, nil),
+		up:       prometheus.NewDesc("seckill_product_stock_scrape_ok", "1 if the product stock could be read at this scrape, else 0.", nil, nil),
+	})
+}
+
+func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.stock
+	ch <- c.initial
+	ch <- c.up
+}
+
+func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ps, err := c.products.Products(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	for _, p := range ps {
+		id := strconv.FormatInt(p.ID, 10)
+		ch <- prometheus.MustNewConstMetric(c.stock, prometheus.GaugeValue, float64(p.Stock), id, string(p.Strategy))
+		ch <- prometheus.MustNewConstMetric(c.initial, prometheus.GaugeValue, float64(p.InitialStock), id, string(p.Strategy))
+	}
+}

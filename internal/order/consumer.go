@@ -1,0 +1,150 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// OrderStore creates orders from reservations, idempotently.
+type OrderStore interface {
+	ConfirmOrders(ctx context.Context, orderIDs []string) (int64, error)
+}
+
+// ConsumerMetrics receives the consumer's counters.
+type ConsumerMetrics interface {
+	OrdersCreated(n int64)
+	ConsumerBatch(size int)
+	ConsumerMalformed()
+	SetConsumerLag(n int64)
+}
+
+// Consumer reads order events in a consumer group and creates the orders. It commits a batch's
+// offsets only after the orders are committed in the database, so a crash in between redelivers
+// the batch, which ConfirmOrders makes harmless.
+type Consumer struct {
+	log      *slog.Logger
+	reader   *kafka.Reader
+	store    OrderStore
+	metrics  ConsumerMetrics
+	maxBatch int
+}
+
+// NewConsumer returns a consumer of cfg.Topic in group cfg.GroupID; call Run to start it.
+func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMetrics) (*Consumer, error) {
+	if st == nil || m == nil {
+		return nil, errors.New("order: consumer needs a store and metrics")
+	}
+	if cfg.GroupID == "" || cfg.Topic == "" || len(cfg.Brokers) == 0 {
+		return nil, errors.New("order: consumer needs brokers, a topic and a group id")
+	}
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:     cfg.Brokers,
+		GroupID:     cfg.GroupID,
+		Topic:       cfg.Topic,
+		MinBytes:    1,
+		MaxBytes:    10 << 20,
+		MaxWait:     500 * time.Millisecond,
+		StartOffset: kafka.FirstOffset,
+		// Offsets are committed explicitly, after the database commit.
+		CommitInterval: 0,
+		// A replica killed with SIGKILL never leaves the group: its partitions move to the others
+		// after the session timeout, so keep it short (the broker's minimum is 6 s).
+		SessionTimeout:    10 * time.Second,
+		RebalanceTimeout:  10 * time.Second,
+		HeartbeatInterval: 2 * time.Second,
+		JoinGroupBackoff:  time.Second,
+		ReadBackoffMin:    100 * time.Millisecond,
+		ReadBackoffMax:    time.Second,
+		Logger:            kafkaLogger(log, slog.LevelDebug),
+		ErrorLogger:       kafkaLogger(log, slog.LevelWarn),
+	})
+	return &Consumer{log: log, reader: reader, store: st, metrics: m, maxBatch: 500}, nil
+}
+
+// Run consumes until ctx is done, then leaves the group and returns nil.
+func (c *Consumer) Run(ctx context.Context) error {
+	defer func() {
+		if err := c.reader.Close(); err != nil {
+			c.log.Warn("consumer: close reader", "err", err)
+		}
+	}()
+	for {
+		batch, err := c.fetchBatch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			c.log.Warn("consumer: fetch", "err", err)
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
+			continue
+		}
+		if !c.confirm(ctx, batch) {
+			return nil // shutting down before the database commit: the batch will be redelivered
+		}
+		// Commit even when shutdown has begun: the orders are in the database.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := c.reader.CommitMessages(cctx, batch...); err != nil {
+			c.log.Warn("consumer: commit offsets (the batch will be redelivered)", "err", err)
+		}
+		cancel()
+		c.metrics.SetConsumerLag(c.reader.Stats().Lag)
+	}
+}
+
+// fetchBatch waits for one message, then takes whatever else is already buffered, up to maxBatch.
+func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
+	first, err := c.reader.FetchMessage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batch := []kafka.Message{first}
+	for len(batch) < c.maxBatch {
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
+		m, err := c.reader.FetchMessage(fctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		batch = append(batch, m)
+	}
+	return batch, nil
+}
+
+// confirm creates the batch's orders, retrying until it succeeds; it returns false if ctx ended
+// first.
+func (c *Consumer) confirm(ctx context.Context, batch []kafka.Message) bool {
+	ids := make([]string, 0, len(batch))
+	for _, m := range batch {
+		e, err := decodeEvent(m.Value)
+		if err != nil {
+			c.metrics.ConsumerMalformed()
+			c.log.Error("consumer: skipping malformed event", "err", err,
+				"partition", m.Partition, "offset", m.Offset)
+			continue
+		}
+		ids = append(ids, e.OrderID)
+	}
+	c.metrics.ConsumerBatch(len(batch))
+	backoff := 100 * time.Millisecond
+	for {
+		n, err := c.store.ConfirmOrders(ctx, ids)
+		if err == nil {
+			c.metrics.OrdersCreated(n)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		c.log.Warn("consumer: create orders; will retry", "err", err, "batch", len(ids), "backoff", backoff)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

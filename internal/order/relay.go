@@ -1,0 +1,223 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// Outbox is the reservation table as the relay sees it.
+type Outbox interface {
+	ClaimOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]store.OutboxEntry, error)
+	MarkPublished(ctx context.Context, ids []int64) error
+	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
+	OutboxBacklog(ctx context.Context) (int64, error)
+	RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error)
+}
+
+// MessageWriter publishes messages and returns once the broker acknowledged them (or failed).
+// *kafka.Writer implements it.
+type MessageWriter interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// RelayMetrics receives the relay's counters.
+type RelayMetrics interface {
+	RelayPublished(n int)
+	RelayFailed()
+	RelayRequeued(n int64)
+	SetOutboxBacklog(n int64)
+}
+
+// RelayConfig tunes the relay. Zero values take the defaults in brackets.
+type RelayConfig struct {
+	// Owner names this relay in claims; unique per process.
+	Owner string
+	// Batch is the most entries claimed and published at once [200].
+	Batch int
+	// Lease is how long a claim keeps other relays away; longer than a publish can take [30s].
+	Lease time.Duration
+	// Poll is the idle wait between looks at the outbox when nothing wakes the relay [250ms].
+	Poll time.Duration
+	// RequeueAfter is how long a published reservation may go without an order before it is
+	// published again [5m]; RequeueEvery is how often that is checked [1m].
+	RequeueAfter time.Duration
+	RequeueEvery time.Duration
+}
+
+func (c *RelayConfig) defaults() {
+	c.Batch = cmpOr(c.Batch, 200)
+	c.Lease = cmpOr(c.Lease, 30*time.Second)
+	c.Poll = cmpOr(c.Poll, 250*time.Millisecond)
+	c.RequeueAfter = cmpOr(c.RequeueAfter, 5*time.Minute)
+	c.RequeueEvery = cmpOr(c.RequeueEvery, time.Minute)
+}
+
+func cmpOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Relay publishes committed reservations to Kafka. Any number of relays may run against one
+// database: they claim disjoint batches, and a batch whose relay died is claimed again after its
+// lease. A relay that dies after publishing and before marking publishes twice; the consumer
+// makes that harmless.
+type Relay struct {
+	log     *slog.Logger
+	outbox  Outbox
+	writer  MessageWriter
+	metrics RelayMetrics
+	cfg     RelayConfig
+	wake    chan struct{}
+}
+
+// NewRelay returns a relay; call Run to start it.
+func NewRelay(log *slog.Logger, outbox Outbox, w MessageWriter, m RelayMetrics, cfg RelayConfig) (*Relay, error) {
+	if outbox == nil || w == nil || m == nil {
+		return nil, errors.New("order: relay needs an outbox, a writer and metrics")
+	}
+	if cfg.Owner == "" {
+		return nil, errors.New("order: relay needs an owner name")
+	}
+	cfg.defaults()
+	return &Relay{log: log, outbox: outbox, writer: w, metrics: m, cfg: cfg, wake: make(chan struct{}, 1)}, nil
+}
+
+// Wake makes the relay look at the outbox now rather than at its next poll. It never blocks.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes until ctx is done. Failures are logged and retried with backoff; it returns nil
+// when ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	requeue := time.NewTicker(r.cfg.RequeueEvery)
+	defer requeue.Stop()
+	lastBacklog := time.Time{}
+	for {
+		n, err := r.publishBatch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.metrics.RelayFailed()
+			r.log.Warn("relay: publish failed; will retry", "err", err, "backoff", backoff)
+			if !sleep(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+		if n == r.cfg.Batch {
+			continue // more are probably waiting
+		}
+		if time.Since(lastBacklog) > time.Second {
+			lastBacklog = time.Now()
+			if b, err := r.outbox.OutboxBacklog(ctx); err == nil {
+				r.metrics.SetOutboxBacklog(b)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-time.After(r.cfg.Poll):
+		case <-requeue.C:
+			r.requeueUnconfirmed(ctx)
+		}
+	}
+}
+
+// publishBatch claims, publishes and marks one batch, and returns how many entries it claimed.
+func (r *Relay) publishBatch(ctx context.Context) (int, error) {
+	entries, err := r.outbox.ClaimOutbox(ctx, r.cfg.Owner, r.cfg.Lease, r.cfg.Batch)
+	if err != nil || len(entries) == 0 {
+		return 0, err
+	}
+	msgs := make([]kafka.Message, len(entries))
+	for i, e := range entries {
+		value, err := json.Marshal(Event{
+			Version:       eventVersion,
+			OrderID:       e.OrderID,
+			ReservationID: e.ID,
+			ProductID:     e.ProductID,
+			UserID:        e.UserID,
+			Quantity:      e.Quantity,
+			Strategy:      e.Strategy,
+			ReservedAt:    e.CreatedAt.UTC(),
+		})
+		if err != nil {
+			return 0, fmt.Errorf("encode event: %w", err)
+		}
+		msgs[i] = kafka.Message{Key: []byte(strconv.FormatInt(e.ProductID, 10)), Value: value}
+	}
+
+	// The publish must not outlive the lease, or another relay would publish the batch as well.
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.Lease/2)
+	werr := r.writer.WriteMessages(pctx, msgs...)
+	cancel()
+
+	var done, failed []int64
+	var writeErrs kafka.WriteErrors
+	for i, e := range entries {
+		if werr == nil || (errors.As(werr, &writeErrs) && len(writeErrs) == len(entries) && writeErrs[i] == nil) {
+			done = append(done, e.ID)
+		} else {
+			failed = append(failed, e.ID)
+		}
+	}
+	// Bookkeeping outlives a shutdown's cancel: what the broker acknowledged should be marked.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.outbox.MarkPublished(bctx, done); err != nil {
+		return len(entries), fmt.Errorf("mark %d published (they will be published again): %w", len(done), err)
+	}
+	r.metrics.RelayPublished(len(done))
+	if werr != nil {
+		if err := r.outbox.ReleaseClaims(bctx, r.cfg.Owner, failed); err != nil {
+			r.log.Warn("relay: release claims", "err", err)
+		}
+		return len(entries), fmt.Errorf("publish %d of %d: %w", len(failed), len(entries), werr)
+	}
+	return len(entries), nil
+}
+
+func (r *Relay) requeueUnconfirmed(ctx context.Context) {
+	n, err := r.outbox.RequeueUnconfirmed(ctx, r.cfg.RequeueAfter, 24*time.Hour, 1000)
+	if err != nil {
+		r.log.Warn("relay: requeue unconfirmed", "err", err)
+		return
+	}
+	if n > 0 {
+		r.metrics.RelayRequeued(n)
+		r.log.Warn("relay: published reservations had no order; publishing them again", "count", n, "after", r.cfg.RequeueAfter)
+	}
+}
+
+// sleep waits for d or until ctx ends, and reports whether it waited the full d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,66 @@
+package sale
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The domain's errors. Adapters translate their own failures (a MySQL duplicate key, redis.Nil, a
+// lock wait that timed out) into these, and httpapi maps each to one status code and one stable
+// error code. Match them with errors.Is.
+var (
+	// ErrInvalid marks input that can never succeed as given. Wrapped by *ValidationError.
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound means the product or order does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrSaleNotStarted means the sale window has not opened yet.
+	ErrSaleNotStarted = errors.New("sale not started")
+	// ErrSaleEnded means the sale window has closed.
+	ErrSaleEnded = errors.New("sale ended")
+	// ErrSoldOut means less stock is left than the quantity asked for.
+	ErrSoldOut = errors.New("sold out")
+	// ErrLimitReached means the purchase would take the user beyond the product's per-user limit.
+	ErrLimitReached = errors.New("per-user limit reached")
+	// ErrAlreadyPurchased means the user already holds a reservation for the product. A user buys a
+	// product once (up to per_user_limit units), so it is reported as ErrLimitReached too.
+	ErrAlreadyPurchased = fmt.Errorf("%w: this user already bought this product", ErrLimitReached)
+	// ErrIdempotencyKeyInUse means another purchase already committed with the same user and
+	// Idempotency-Key. Deductors return it; the Service answers with the stored receipt instead.
+	ErrIdempotencyKeyInUse = errors.New("idempotency key in use")
+	// ErrRateLimited means the caller sends faster than the server accepts.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnavailable means a dependency (database, lock service, broker) failed or is unreachable.
+	// Nothing was deducted; the caller may retry.
+	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrLockTimeout means the product's lock could not be acquired in time.
+	ErrLockTimeout = fmt.Errorf("lock wait timed out: %w", ErrUnavailable)
+	// ErrFenced means the stock write was refused because a newer lock holder had already written:
+	// this holder's lease had expired. Nothing was deducted.
+	ErrFenced = fmt.Errorf("stale fencing token: %w", ErrUnavailable)
+	// ErrStrategyChanged means the product's strategy was switched (by an admin reset) while the
+	// purchase was under way. Nothing was deducted; a retry uses the new strategy.
+	ErrStrategyChanged = fmt.Errorf("sale strategy changed: %w", ErrUnavailable)
+	// ErrStrategyDisabled means the product's strategy is not enabled on this server (for example
+	// `none` without SECKILL_ALLOW_UNSAFE_STRATEGIES).
+	ErrStrategyDisabled = fmt.Errorf("strategy not enabled on this server: %w", ErrUnavailable)
+)
+
+// ValidationError says which field of a request is wrong and why. It wraps ErrInvalid.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

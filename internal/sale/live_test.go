@@ -1,0 +1,95 @@
+package sale_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// fakeStore holds one product and remembers receipts by Idempotency-Key.
+type fakeStore struct {
+	sale.Store // the methods a purchase does not call panic if called
+	product    sale.Product
+	receipts   map[string]sale.Receipt
+}
+
+func (s *fakeStore) Product(_ context.Context, id int64) (sale.Product, error) {
+	if id != s.product.ID {
+		return sale.Product{}, sale.ErrNotFound
+	}
+	return s.product, nil
+}
+
+func (s *fakeStore) StoredReceipt(_ context.Context, user, key string) (sale.Receipt, error) {
+	r, ok := s.receipts[user+"/"+key]
+	if !ok {
+		return sale.Receipt{}, sale.ErrNotFound
+	}
+	return r, nil
+}
+
+type fakeDeductor struct{ s *fakeStore }
+
+func (d fakeDeductor) Deduct(_ context.Context, r sale.Reservation) error {
+	if d.s.product.Stock < r.Quantity {
+		return sale.ErrSoldOut
+	}
+	d.s.product.Stock -= r.Quantity
+	if r.IdempotencyKey != "" {
+		d.s.receipts[r.UserID+"/"+r.IdempotencyKey] = r.Receipt
+	}
+	return nil
+}
+
+type seen struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (s *seen) ObserveProductPurchase(id int64, outcome string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, strconv.FormatInt(id, 10)+" "+outcome)
+}
+
+func TestProductObserverSeesAttemptsOnKnownProducts(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	st := &fakeStore{
+		product: sale.Product{ID: 7, Stock: 1, InitialStock: 1, Strategy: sale.StrategyMySQL, PerUserLimit: 1,
+			SaleStartsAt: now.Add(-time.Hour), SaleEndsAt: now.Add(time.Hour)},
+		receipts: map[string]sale.Receipt{},
+	}
+	obs := &seen{}
+	svc, err := sale.NewService(sale.Options{
+		Store:           st,
+		Deductors:       map[sale.Strategy]sale.Deductor{sale.StrategyMySQL: fakeDeductor{st}},
+		DefaultStrategy: sale.StrategyMySQL,
+		NewOrderID:      func() string { return "order-1" },
+		ProductObserver: obs,
+		Now:             func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, req := range []sale.PurchaseRequest{
+		{ProductID: 7, UserID: "a", Quantity: 1, IdempotencyKey: "k"}, // accepted
+		{ProductID: 7, UserID: "a", Quantity: 1, IdempotencyKey: "k"}, // replayed
+		{ProductID: 7, UserID: "b", Quantity: 1},                      // sold out
+		{ProductID: 7, UserID: "c", Quantity: 2},                      // over the limit
+		{ProductID: 9, UserID: "d", Quantity: 1},                      // unknown product: not seen
+		{ProductID: 7, UserID: "bad id", Quantity: 1},                 // invalid: not seen
+	} {
+		_, _ = svc.Purchase(ctx, req)
+	}
+	want := []string{"7 accepted", "7 replayed", "7 sold_out", "7 limit_reached"}
+	if diff := cmp.Diff(want, obs.got); diff != "" {
+		t.Fatalf("observed (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,168 @@
+package sale
+
+import (
+	"strings"
+	"time"
+)
+
+// Strategy names how a product's stock is deducted. It is a property of the product, not of a
+// request: two different locks on one product at the same time would exclude nothing.
+type Strategy string
+
+// The strategies. StrategyNone is unsafe by design.
+const (
+	// StrategyMySQL deducts with one conditional UPDATE (`WHERE stock >= qty`) in the purchase
+	// transaction: the database row lock is the mutual exclusion.
+	StrategyMySQL Strategy = "mysql"
+	// StrategyRedis serialises the read-check-write under a Redis lock with a fencing token.
+	StrategyRedis Strategy = "redis"
+	// StrategyZK serialises the read-check-write under a ZooKeeper lock with a fencing token.
+	StrategyZK Strategy = "zk"
+	// StrategyNone runs the same read-check-write with no lock and no condition. It oversells under
+	// concurrency and exists only to prove that the tests and the load test catch an oversell.
+	StrategyNone Strategy = "none"
+)
+
+// Strategies lists every strategy the code knows, safe ones first.
+var Strategies = []Strategy{StrategyMySQL, StrategyRedis, StrategyZK, StrategyNone}
+
+// Safe reports whether the strategy guarantees no oversell.
+func (s Strategy) Safe() bool { return s != StrategyNone }
+
+// ParseStrategy returns the strategy named s, or a *ValidationError.
+func ParseStrategy(s string) (Strategy, error) {
+	for _, known := range Strategies {
+		if string(known) == s {
+			return known, nil
+		}
+	}
+	names := make([]string, len(Strategies))
+	for i, known := range Strategies {
+		names[i] = string(known)
+	}
+	return "", invalid("strategy", "must be one of %s", strings.Join(names, ", "))
+}
+
+// Product is an item on flash sale.
+type Product struct {
+	ID           int64
+	Name         string
+	PriceCents   int64
+	Stock        int
+	InitialStock int
+	Strategy     Strategy
+	SaleStartsAt time.Time
+	SaleEndsAt   time.Time
+	PerUserLimit int
+}
+
+// CheckWindow returns ErrSaleNotStarted or ErrSaleEnded when now is outside [start, end).
+func (p Product) CheckWindow(now time.Time) error {
+	switch {
+	case now.Before(p.SaleStartsAt):
+		return ErrSaleNotStarted
+	case !now.Before(p.SaleEndsAt):
+		return ErrSaleEnded
+	}
+	return nil
+}
+
+// Limits on product fields, generous but finite so that arithmetic and columns never overflow.
+const (
+	MaxNameLen    = 200
+	MaxStock      = 1_000_000_000
+	MaxPriceCents = 1_000_000_000_00
+)
+
+// NewProduct is what an admin supplies to put a product on sale.
+type NewProduct struct {
+	Name         string
+	PriceCents   int64
+	Stock        int
+	Strategy     Strategy
+	SaleStartsAt time.Time
+	SaleEndsAt   time.Time
+	PerUserLimit int
+}
+
+// Validate checks every field and returns the first problem as a *ValidationError.
+func (np NewProduct) Validate() error {
+	switch {
+	case strings.TrimSpace(np.Name) == "":
+		return invalid("name", "must not be empty")
+	case len(np.Name) > MaxNameLen:
+		return invalid("name", "must be at most %d bytes", MaxNameLen)
+	case np.PriceCents < 0 || np.PriceCents > MaxPriceCents:
+		return invalid("price_cents", "must be between 0 and %d", int64(MaxPriceCents))
+	case np.Stock < 0 || np.Stock > MaxStock:
+		return invalid("stock", "must be between 0 and %d", MaxStock)
+	case np.PerUserLimit < 1 || np.PerUserLimit > MaxStock:
+		return invalid("per_user_limit", "must be between 1 and %d", MaxStock)
+	case np.SaleStartsAt.IsZero() || np.SaleEndsAt.IsZero():
+		return invalid("sale_starts_at", "sale_starts_at and sale_ends_at are required")
+	case !np.SaleEndsAt.After(np.SaleStartsAt):
+		return invalid("sale_ends_at", "must be after sale_starts_at")
+	}
+	if _, err := ParseStrategy(string(np.Strategy)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Reset puts a product back on sale with fresh stock: it clears the product's reservations, orders
+// and idempotency keys. Empty Strategy keeps the current one. When the window is not given and the
+// sale has already ended, the window reopens from now for its original length.
+type Reset struct {
+	Stock        int
+	Strategy     Strategy
+	SaleStartsAt time.Time
+	SaleEndsAt   time.Time
+}
+
+// Validate checks the reset request.
+func (r Reset) Validate() error {
+	if r.Stock < 0 || r.Stock > MaxStock {
+		return invalid("stock", "must be between 0 and %d", MaxStock)
+	}
+	if r.Strategy != "" {
+		if _, err := ParseStrategy(string(r.Strategy)); err != nil {
+			return err
+		}
+	}
+	if r.SaleStartsAt.IsZero() != r.SaleEndsAt.IsZero() {
+		return invalid("sale_starts_at", "give both sale_starts_at and sale_ends_at, or neither")
+	}
+	if !r.SaleStartsAt.IsZero() && !r.SaleEndsAt.After(r.SaleStartsAt) {
+		return invalid("sale_ends_at", "must be after sale_starts_at")
+	}
+	return nil
+}
+
+// Window returns the sale window the reset product gets, given the current one.
+func (r Reset) Window(p Product, now time.Time) (start, end time.Time) {
+	if !r.SaleStartsAt.IsZero() {
+		return r.SaleStartsAt, r.SaleEndsAt
+	}
+	if p.CheckWindow(now) == ErrSaleEnded {
+		length := p.SaleEndsAt.Sub(p.SaleStartsAt)
+		return now, now.Add(length)
+	}
+	return p.SaleStartsAt, p.SaleEndsAt
+}
+
+// Stats counts what happened to a product's stock. For a safe strategy, after the order queue
+// drains: InitialStock-Stock == ReservedUnits == ConfirmedUnits.
+type Stats struct {
+	ProductID       int64
+	InitialStock    int
+	Stock           int
+	ReservedUnits   int
+	Reservations    int
+	OrdersConfirmed int
+	ConfirmedUnits  int
+}
+
+// Oversold returns how many units were handed out beyond the initial stock (0 when none).
+func (s Stats) Oversold() int {
+	return max(0, s.ReservedUnits-s.InitialStock, -s.Stock)
+}

@@ -1,0 +1,401 @@
+package sale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits on purchase input.
+const (
+	MaxUserIDLen         = 64
+	MaxIdempotencyKeyLen = 128
+	MaxQuantity          = MaxStock
+)
+
+// PurchaseRequest is one buyer asking for Quantity units of a product.
+type PurchaseRequest struct {
+	ProductID int64
+	UserID    string
+	Quantity  int
+	// IdempotencyKey is optional. Scoped per user: a retry with the same user and key returns the
+	// first accepted answer and deducts nothing more.
+	IdempotencyKey string
+}
+
+// Validate checks the request's shape (not the product's rules) and returns a *ValidationError.
+func (r PurchaseRequest) Validate() error {
+	if r.ProductID <= 0 {
+		return invalid("product_id", "must be a positive integer")
+	}
+	if err := ValidateUserID(r.UserID); err != nil {
+		return err
+	}
+	if r.Quantity < 1 || r.Quantity > MaxQuantity {
+		return invalid("quantity", "must be an integer between 1 and %d", MaxQuantity)
+	}
+	return ValidateIdempotencyKey(r.IdempotencyKey)
+}
+
+// ValidateUserID accepts 1 to 64 characters of [A-Za-z0-9_-].
+func ValidateUserID(id string) error {
+	if id == "" || len(id) > MaxUserIDLen {
+		return invalid("user_id", "must be 1 to %d characters", MaxUserIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return invalid("user_id", "may contain only letters, digits, '_' and '-'")
+		}
+	}
+	return nil
+}
+
+// ValidateIdempotencyKey accepts an empty key (none given) or up to 128 printable ASCII characters.
+func ValidateIdempotencyKey(key string) error {
+	if len(key) > MaxIdempotencyKeyLen {
+		return invalid("Idempotency-Key", "must be at most %d characters", MaxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return invalid("Idempotency-Key", "may contain only printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// OrderStatus is where an accepted purchase is on its way to becoming an order.
+type OrderStatus string
+
+// The order statuses.
+const (
+	// StatusQueued: stock deducted and reservation committed; the order is on its way through Kafka.
+	StatusQueued OrderStatus = "queued"
+	// StatusConfirmed: the order consumer has created the order.
+	StatusConfirmed OrderStatus = "confirmed"
+)
+
+// Receipt is the answer to an accepted purchase, and what a retry with the same key gets back.
+type Receipt struct {
+	OrderID   string
+	Status    OrderStatus
+	ProductID int64
+	UserID    string
+	Quantity  int
+	Strategy  Strategy
+	// Replayed is true when the receipt was stored by an earlier request with the same key.
+	Replayed bool
+}
+
+// Reservation is what a Deductor commits atomically with the stock deduction: the outbox row (and
+// the idempotency key, when the request had one).
+type Reservation struct {
+	Receipt
+	IdempotencyKey string
+	CreatedAt      time.Time
+}
+
+// Order is a purchase as a buyer sees it afterwards.
+type Order struct {
+	OrderID   string
+	Status    OrderStatus
+	ProductID int64
+	UserID    string
+	Quantity  int
+}
+
+// Deductor takes units of a product's stock. There is one per strategy, chosen by the product.
+//
+// Deduct must, atomically: take r.Quantity units of r.ProductID's stock if that many are left,
+// insert the reservation and, when r.IdempotencyKey is set, the idempotency key. It returns
+// ErrSoldOut, ErrAlreadyPurchased (the user holds a reservation already), ErrIdempotencyKeyInUse,
+// ErrNotFound, ErrStrategyChanged, or an error wrapping ErrUnavailable; on any error nothing
+// was written.
+type Deductor interface {
+	Deduct(ctx context.Context, r Reservation) error
+}
+
+// Store is the persistence the sale domain needs.
+type Store interface {
+	Product(ctx context.Context, id int64) (Product, error)
+	Products(ctx context.Context) ([]Product, error)
+	CreateProduct(ctx context.Context, np NewProduct, now time.Time) (Product, error)
+	// ResetProduct applies reset to the product in one transaction (see Reset).
+	ResetProduct(ctx context.Context, id int64, reset Reset, now time.Time) (Product, error)
+	Stats(ctx context.Context, id int64) (Stats, error)
+	Order(ctx context.Context, orderID string) (Order, error)
+	// StoredReceipt returns the receipt committed with (userID, key), or ErrNotFound.
+	StoredReceipt(ctx context.Context, userID, key string) (Receipt, error)
+}
+
+// Observer is told the outcome of every purchase; metrics implement it.
+type Observer interface {
+	ObservePurchase(strategy Strategy, outcome string, took time.Duration)
+}
+
+// Service is the flash-sale use case: it applies the sale's rules and hands the deduction to the
+// product's strategy.
+type Service struct {
+	store     Store
+	deductors map[Strategy]Deductor
+	observer  Observer
+	products  ProductObserver
+	now       func() time.Time
+	newID     func() string
+	onReserve func()
+	defStrat  Strategy
+}
+
+// Options configures a Service. Store, Deductors and NewOrderID are required.
+type Options struct {
+	Store     Store
+	Deductors map[Strategy]Deductor
+	// DefaultStrategy is given to products created without one.
+	DefaultStrategy Strategy
+	// NewOrderID returns a new globally unique order id (at most 40 ASCII characters).
+	NewOrderID func() string
+	// Observer is optional.
+	Observer Observer
+	// ProductObserver is optional; it is told the product of each attempt (see ProductObserver).
+	ProductObserver ProductObserver
+	// Now defaults to time.Now.
+	Now func() time.Time
+	// OnReserve is called after every accepted purchase (the outbox relay uses it to wake up).
+	OnReserve func()
+}
+
+// NewService returns a Service, or an error naming the missing dependency.
+func NewService(o Options) (*Service, error) {
+	switch {
+	case o.Store == nil:
+		return nil, errors.New("sale: nil Store")
+	case len(o.Deductors) == 0:
+		return nil, errors.New("sale: no Deductors")
+	case o.NewOrderID == nil:
+		return nil, errors.New("sale: nil NewOrderID")
+	}
+	if _, ok := o.Deductors[o.DefaultStrategy]; !ok {
+		return nil, fmt.Errorf("sale: default strategy %q has no Deductor", o.DefaultStrategy)
+	}
+	s := &Service{
+		store:     o.Store,
+		deductors: o.Deductors,
+		observer:  o.Observer,
+		products:  o.ProductObserver,
+		now:       o.Now,
+		newID:     o.NewOrderID,
+		onReserve: o.OnReserve,
+		defStrat:  o.DefaultStrategy,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.observer == nil {
+		s.observer = nopObserver{}
+	}
+	if s.products == nil {
+		s.products = nopProductObserver{}
+	}
+	if s.onReserve == nil {
+		s.onReserve = func() {}
+	}
+	return s, nil
+}
+
+// Enabled reports whether purchases with strategy st are served here.
+func (s *Service) Enabled(st Strategy) bool {
+	_, ok := s.deductors[st]
+	return ok
+}
+
+// Purchase applies the sale's rules to req and, if they allow it, deducts the stock through the
+// product's strategy. A retry with the same user and Idempotency-Key returns the first receipt.
+func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (Receipt, error) {
+	start := s.now()
+	receipt, strategy, err := s.purchase(ctx, req)
+	outcome := Outcome(err)
+	s.observer.ObservePurchase(strategy, outcome, s.now().Sub(start))
+	if strategy != "" {
+		// The strategy is known once the product (or a stored receipt for it) was found. A replayed
+		// receipt sold nothing new, so it is not reported as accepted again.
+		if receipt.Replayed {
+			outcome = OutcomeReplayed
+		}
+		s.products.ObserveProductPurchase(req.ProductID, outcome)
+	}
+	return receipt, err
+}
+
+func (s *Service) purchase(ctx context.Context, req PurchaseRequest) (Receipt, Strategy, error) {
+	if err := req.Validate(); err != nil {
+		return Receipt{}, "", err
+	}
+	if req.IdempotencyKey != "" {
+		r, err := s.replay(ctx, req)
+		if !errors.Is(err, ErrNotFound) {
+			return r, r.Strategy, err
+		}
+	}
+	p, err := s.store.Product(ctx, req.ProductID)
+	if err != nil {
+		return Receipt{}, "", err
+	}
+	if err := p.CheckWindow(s.now()); err != nil {
+		return Receipt{}, p.Strategy, err
+	}
+	if req.Quantity > p.PerUserLimit {
+		return Receipt{}, p.Strategy, fmt.Errorf("%w: at most %d per user", ErrLimitReached, p.PerUserLimit)
+	}
+	// A read that may be a moment stale, so only a shortcut: the deductor decides.
+	if p.Stock < req.Quantity {
+		return Receipt{}, p.Strategy, ErrSoldOut
+	}
+	d, ok := s.deductors[p.Strategy]
+	if !ok {
+		return Receipt{}, p.Strategy, fmt.Errorf("%w: %s", ErrStrategyDisabled, p.Strategy)
+	}
+	r := Reservation{
+		Receipt: Receipt{
+			OrderID:   s.newID(),
+			Status:    StatusQueued,
+			ProductID: p.ID,
+			UserID:    req.UserID,
+			Quantity:  req.Quantity,
+			Strategy:  p.Strategy,
+		},
+		IdempotencyKey: req.IdempotencyKey,
+		CreatedAt:      s.now().UTC(),
+	}
+	err = d.Deduct(ctx, r)
+	switch {
+	case err == nil:
+		s.onReserve()
+		return r.Receipt, p.Strategy, nil
+	case req.IdempotencyKey != "" && (errors.Is(err, ErrIdempotencyKeyInUse) || errors.Is(err, ErrAlreadyPurchased)):
+		// A concurrent request with the same key committed first: answer as it did.
+		if replayed, rerr := s.replay(ctx, req); !errors.Is(rerr, ErrNotFound) {
+			return replayed, p.Strategy, rerr
+		}
+	}
+	if errors.Is(err, ErrIdempotencyKeyInUse) {
+		// The key's row vanished between the conflict and the re-read (an admin reset).
+		err = fmt.Errorf("%w: retry", ErrUnavailable)
+	}
+	return Receipt{}, p.Strategy, err
+}
+
+// replay returns the stored receipt for the request's key, ErrNotFound when there is none, or
+// ErrInvalid when the key was used for a different purchase.
+func (s *Service) replay(ctx context.Context, req PurchaseRequest) (Receipt, error) {
+	r, err := s.store.StoredReceipt(ctx, req.UserID, req.IdempotencyKey)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if r.ProductID != req.ProductID || r.Quantity != req.Quantity {
+		return Receipt{}, invalid("Idempotency-Key", "already used by this user for a different purchase")
+	}
+	r.Status = StatusQueued // the first answer, whatever the order's state now
+	r.Replayed = true
+	return r, nil
+}
+
+// Product returns one product.
+func (s *Service) Product(ctx context.Context, id int64) (Product, error) {
+	if id <= 0 {
+		return Product{}, ErrNotFound
+	}
+	return s.store.Product(ctx, id)
+}
+
+// Products returns every product, by id.
+func (s *Service) Products(ctx context.Context) ([]Product, error) {
+	return s.store.Products(ctx)
+}
+
+// Stats returns the stock counters of one product.
+func (s *Service) Stats(ctx context.Context, id int64) (Stats, error) {
+	if id <= 0 {
+		return Stats{}, ErrNotFound
+	}
+	return s.store.Stats(ctx, id)
+}
+
+// Order returns an accepted purchase by its order id.
+func (s *Service) Order(ctx context.Context, orderID string) (Order, error) {
+	if orderID == "" || len(orderID) > 40 {
+		return Order{}, ErrNotFound
+	}
+	return s.store.Order(ctx, orderID)
+}
+
+// CreateProduct puts a new product on sale. An empty strategy means the server's default.
+func (s *Service) CreateProduct(ctx context.Context, np NewProduct) (Product, error) {
+	if np.Strategy == "" {
+		np.Strategy = s.defStrat
+	}
+	if err := np.Validate(); err != nil {
+		return Product{}, err
+	}
+	if !s.Enabled(np.Strategy) {
+		return Product{}, invalid("strategy", "%q is not enabled on this server", np.Strategy)
+	}
+	// The API speaks whole seconds (RFC 3339); a stored fraction would open the sale up to a
+	// second after the time every client was shown.
+	np.SaleStartsAt, np.SaleEndsAt = np.SaleStartsAt.Truncate(time.Second), np.SaleEndsAt.Truncate(time.Second)
+	return s.store.CreateProduct(ctx, np, s.now().UTC())
+}
+
+// ResetProduct restocks a product and forgets its purchases (see Reset).
+func (s *Service) ResetProduct(ctx context.Context, id int64, r Reset) (Product, error) {
+	if err := r.Validate(); err != nil {
+		return Product{}, err
+	}
+	if r.Strategy != "" && !s.Enabled(r.Strategy) {
+		return Product{}, invalid("strategy", "%q is not enabled on this server", r.Strategy)
+	}
+	if id <= 0 {
+		return Product{}, ErrNotFound
+	}
+	r.SaleStartsAt, r.SaleEndsAt = r.SaleStartsAt.Truncate(time.Second), r.SaleEndsAt.Truncate(time.Second)
+	return s.store.ResetProduct(ctx, id, r, s.now().UTC().Truncate(time.Second))
+}
+
+// OutcomeReplayed is what a ProductObserver is told of an accepted retry that got the stored
+// receipt of an earlier purchase back (Outcome says "accepted" for it).
+const OutcomeReplayed = "replayed"
+
+// Outcome names the result of a purchase for metrics and logs.
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return "accepted"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrSaleNotStarted):
+		return "sale_not_started"
+	case errors.Is(err, ErrSaleEnded):
+		return "sale_ended"
+	case errors.Is(err, ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, ErrLimitReached):
+		return "limit_reached"
+	case errors.Is(err, ErrRateLimited):
+		return "rate_limited"
+	case errors.Is(err, ErrLockTimeout):
+		return "lock_timeout"
+	case errors.Is(err, ErrFenced):
+		return "fenced"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "error"
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObservePurchase(Strategy, string, time.Duration) {}

@@ -1,0 +1,161 @@
+package sale_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+func TestPurchaseRequestValidate(t *testing.T) {
+	ok := sale.PurchaseRequest{ProductID: 1, UserID: "u_1-A", Quantity: 1}
+	for _, tc := range []struct {
+		name      string
+		edit      func(*sale.PurchaseRequest)
+		wantField string // "" means valid
+	}{
+		{"valid", func(*sale.PurchaseRequest) {}, ""},
+		{"valid with key", func(r *sale.PurchaseRequest) { r.IdempotencyKey = "a~!$" }, ""},
+		{"64-char user", func(r *sale.PurchaseRequest) { r.UserID = strings.Repeat("u", 64) }, ""},
+		{"zero product", func(r *sale.PurchaseRequest) { r.ProductID = 0 }, "product_id"},
+		{"empty user", func(r *sale.PurchaseRequest) { r.UserID = "" }, "user_id"},
+		{"65-char user", func(r *sale.PurchaseRequest) { r.UserID = strings.Repeat("u", 65) }, "user_id"},
+		{"space in user", func(r *sale.PurchaseRequest) { r.UserID = "a b" }, "user_id"},
+		{"unicode user", func(r *sale.PurchaseRequest) { r.UserID = "usér" }, "user_id"},
+		{"zero quantity", func(r *sale.PurchaseRequest) { r.Quantity = 0 }, "quantity"},
+		{"huge quantity", func(r *sale.PurchaseRequest) { r.Quantity = sale.MaxQuantity + 1 }, "quantity"},
+		{"key with space", func(r *sale.PurchaseRequest) { r.IdempotencyKey = "a b" }, "Idempotency-Key"},
+		{"key too long", func(r *sale.PurchaseRequest) { r.IdempotencyKey = strings.Repeat("k", 129) }, "Idempotency-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ok
+			tc.edit(&r)
+			err := r.Validate()
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var ve *sale.ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, sale.ErrInvalid) || ve.Field != tc.wantField {
+				t.Fatalf("Validate() = %v, want a ValidationError on %s", err, tc.wantField)
+			}
+		})
+	}
+}
+
+func TestCheckWindow(t *testing.T) {
+	start := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	p := sale.Product{SaleStartsAt: start, SaleEndsAt: start.Add(time.Hour)}
+	for _, tc := range []struct {
+		at   time.Time
+		want error
+	}{
+		{start.Add(-time.Nanosecond), sale.ErrSaleNotStarted},
+		{start, nil},
+		{start.Add(59 * time.Minute), nil},
+		{start.Add(time.Hour), sale.ErrSaleEnded},
+	} {
+		if got := p.CheckWindow(tc.at); !errors.Is(got, tc.want) || (tc.want == nil && got != nil) {
+			t.Errorf("CheckWindow(%s) = %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestResetWindow(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	open := sale.Product{SaleStartsAt: now.Add(-time.Hour), SaleEndsAt: now.Add(time.Hour)}
+	ended := sale.Product{SaleStartsAt: now.Add(-3 * time.Hour), SaleEndsAt: now.Add(-time.Hour)}
+	given := sale.Reset{SaleStartsAt: now.Add(time.Minute), SaleEndsAt: now.Add(time.Hour)}
+	for _, tc := range []struct {
+		name               string
+		r                  sale.Reset
+		p                  sale.Product
+		wantStart, wantEnd time.Time
+	}{
+		{"open sale keeps its window", sale.Reset{}, open, open.SaleStartsAt, open.SaleEndsAt},
+		{"ended sale reopens for its length", sale.Reset{}, ended, now, now.Add(2 * time.Hour)},
+		{"explicit window wins", given, ended, given.SaleStartsAt, given.SaleEndsAt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, end := tc.r.Window(tc.p, now)
+			if !start.Equal(tc.wantStart) || !end.Equal(tc.wantEnd) {
+				t.Fatalf("Window = %s..%s, want %s..%s", start, end, tc.wantStart, tc.wantEnd)
+			}
+		})
+	}
+}
+
+func TestNewProductValidate(t *testing.T) {
+	now := time.Now()
+	ok := sale.NewProduct{Name: "x", PriceCents: 1, Stock: 1, Strategy: sale.StrategyMySQL,
+		SaleStartsAt: now, SaleEndsAt: now.Add(time.Hour), PerUserLimit: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid product: %v", err)
+	}
+	for field, edit := range map[string]func(*sale.NewProduct){
+		"name":           func(p *sale.NewProduct) { p.Name = " " },
+		"price_cents":    func(p *sale.NewProduct) { p.PriceCents = -1 },
+		"stock":          func(p *sale.NewProduct) { p.Stock = -1 },
+		"per_user_limit": func(p *sale.NewProduct) { p.PerUserLimit = 0 },
+		"sale_ends_at":   func(p *sale.NewProduct) { p.SaleEndsAt = p.SaleStartsAt },
+		"strategy":       func(p *sale.NewProduct) { p.Strategy = "magic" },
+	} {
+		p := ok
+		edit(&p)
+		var ve *sale.ValidationError
+		if err := p.Validate(); !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("bad %s: Validate() = %v", field, err)
+		}
+	}
+}
+
+func TestDemoProducts(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	got := sale.DemoProducts(now, []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis})
+	var summary []string
+	for _, p := range got {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+		summary = append(summary, fmt.Sprintf("%s %d open=%v", p.Strategy, p.Stock, !p.SaleStartsAt.After(now)))
+	}
+	want := []string{"mysql 100 open=true", "redis 100 open=true", "mysql 100 open=false"}
+	if diff := cmp.Diff(want, summary); diff != "" {
+		t.Fatalf("demo products (-want +got):\n%s", diff)
+	}
+}
+
+func TestOutcomeAndOversold(t *testing.T) {
+	for err, want := range map[error]string{
+		nil:                      "accepted",
+		sale.ErrSoldOut:          "sold_out",
+		sale.ErrAlreadyPurchased: "limit_reached",
+		sale.ErrLockTimeout:      "lock_timeout",
+		sale.ErrFenced:           "fenced",
+		sale.ErrStrategyChanged:  "unavailable",
+		fmt.Errorf("wrapped: %w", sale.ErrInvalid): "invalid",
+	} {
+		if got := sale.Outcome(err); got != want {
+			t.Errorf("Outcome(%v) = %q, want %q", err, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		s    sale.Stats
+		want int
+	}{
+		{sale.Stats{InitialStock: 100, Stock: 0, ReservedUnits: 100}, 0},
+		{sale.Stats{InitialStock: 100, Stock: 40, ReservedUnits: 130}, 30},
+		{sale.Stats{InitialStock: 10, Stock: -2, ReservedUnits: 10}, 2},
+	} {
+		if got := tc.s.Oversold(); got != tc.want {
+			t.Errorf("%+v.Oversold() = %d, want %d", tc.s, got, tc.want)
+		}
+	}
+}

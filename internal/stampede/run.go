@@ -1,0 +1,217 @@
+package stampede
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// outcome is a buyer's final answer.
+type outcome int
+
+const (
+	outcomeAccepted outcome = iota
+	outcomeSoldOut
+	outcomeLimitReached
+	outcomeRejected
+	outcomeError
+	numOutcomes
+)
+
+// classify turns one purchase answer into an outcome: the status, the API's error code, or the
+// transport error when there was no answer.
+func classify(status int, code string, err error) outcome {
+	switch {
+	case err != nil:
+		return outcomeError
+	case status == http.StatusAccepted:
+		return outcomeAccepted
+	case status == http.StatusConflict && code == "sold_out":
+		return outcomeSoldOut
+	case status == http.StatusConflict && code == "limit_reached":
+		return outcomeLimitReached
+	}
+	return outcomeRejected
+}
+
+// retryable reports whether an answer leaves the purchase's fate open, so that the buyer sends it
+// again with the same Idempotency-Key: no answer (the purchase may have committed), or a
+// temporary refusal that deducted nothing.
+func retryable(status int, err error) bool {
+	if err != nil {
+		return !errors.Is(err, context.Canceled)
+	}
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// run is one stampede's state, shared by its buyers and read by Progress.
+type run struct {
+	id        string
+	productID int64
+	buyers    int
+	targets   []string
+	startedAt time.Time
+
+	next     atomic.Int64 // index of the next buyer to start
+	sent     atomic.Int64
+	outcomes [numOutcomes]atomic.Int64
+
+	mu         sync.Mutex
+	finishedAt time.Time
+	finished   bool
+}
+
+func newRun(id string, p Plan, targets []string, now time.Time) *run {
+	return &run{id: id, productID: p.ProductID, buyers: p.Buyers, targets: targets, startedAt: now.UTC()}
+}
+
+func (st *run) count(o outcome) { st.outcomes[o].Add(1) }
+
+func (st *run) finish(now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.finished = true
+	st.finishedAt = now.UTC()
+}
+
+func (st *run) running() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.finished
+}
+
+func (st *run) snapshot() Progress {
+	st.mu.Lock()
+	finished, finishedAt := st.finished, st.finishedAt
+	st.mu.Unlock()
+	return Progress{
+		ID:            st.id,
+		ProductID:     st.productID,
+		Buyers:        st.buyers,
+		Targets:       append([]string(nil), st.targets...),
+		Sent:          int(st.sent.Load()),
+		Accepted:      int(st.outcomes[outcomeAccepted].Load()),
+		SoldOut:       int(st.outcomes[outcomeSoldOut].Load()),
+		LimitReached:  int(st.outcomes[outcomeLimitReached].Load()),
+		RejectedOther: int(st.outcomes[outcomeRejected].Load()),
+		Errors:        int(st.outcomes[outcomeError].Load()),
+		Running:       !finished,
+		StartedAt:     st.startedAt,
+		FinishedAt:    finishedAt,
+	}
+}
+
+// execute runs the buyers, Concurrency at a time, publishing the progress as it goes; it returns
+// when every buyer has its answer or ctx ends.
+func (r *Runner) execute(ctx context.Context, st *run) {
+	publishCtx, stopPublishing := context.WithCancel(ctx)
+	var publisher sync.WaitGroup
+	publisher.Go(func() { r.publishLoop(publishCtx, st) })
+
+	var buyers sync.WaitGroup
+	for range min(r.conc, st.buyers) {
+		buyers.Go(func() {
+			for ctx.Err() == nil {
+				i := int(st.next.Add(1) - 1)
+				if i >= st.buyers {
+					return
+				}
+				st.sent.Add(1)
+				st.count(r.buy(ctx, st, i))
+			}
+		})
+	}
+	buyers.Wait()
+	stopPublishing()
+	publisher.Wait()
+
+	st.finish(r.now())
+	p := st.snapshot()
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	r.publish(finalCtx, p)
+	r.log.Info("stampede finished", "stampede_id", p.ID, "product_id", p.ProductID, "buyers", p.Buyers,
+		"sent", p.Sent, "accepted", p.Accepted, "sold_out", p.SoldOut, "limit_reached", p.LimitReached,
+		"rejected_other", p.RejectedOther, "errors", p.Errors, "took", p.FinishedAt.Sub(p.StartedAt),
+		"stopped", ctx.Err() != nil)
+}
+
+func (r *Runner) publishLoop(ctx context.Context, st *run) {
+	tick := time.NewTicker(r.every)
+	defer tick.Stop()
+	for {
+		r.publish(ctx, st.snapshot())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (r *Runner) publish(ctx context.Context, p Progress) {
+	if r.board == nil {
+		return
+	}
+	if err := r.board.Put(ctx, p); err != nil && ctx.Err() == nil {
+		r.log.Debug("stampede progress not published", "stampede_id", p.ID, "err", err)
+	}
+}
+
+// buy is simulated buyer i: one purchase, sent to target i mod len(targets), and sent again with
+// the same Idempotency-Key to the next target while its answer is ambiguous.
+func (r *Runner) buy(ctx context.Context, st *run, i int) outcome {
+	user := "stampede-" + st.id + "-" + strconv.Itoa(i)
+	var o outcome
+	for attempt := range r.tries {
+		target := st.targets[(i+attempt)%len(st.targets)]
+		status, code, err := r.purchase(ctx, target, st.productID, user)
+		o = classify(status, code, err)
+		if !retryable(status, err) || attempt == r.tries-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return o
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	return o
+}
+
+// purchase sends one purchase and returns its status and error code.
+func (r *Runner) purchase(ctx context.Context, target string, productID int64, user string) (int, string, error) {
+	body, _ := json.Marshal(map[string]any{"user_id": user, "quantity": 1})
+	url := target + "/api/v1/products/" + strconv.FormatInt(productID, 10) + "/purchase"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", user)
+	req.Header.Set("X-Request-ID", user)
+	res, err := r.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(data, &e)
+	return res.StatusCode, e.Error.Code, nil
+}

@@ -1,0 +1,227 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/stock"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// deductorCase is one strategy under the contract. safe=false marks the negative control.
+type deductorCase struct {
+	strategy sale.Strategy
+	safe     bool
+	build    func(tb testing.TB, st *store.Store) sale.Deductor
+}
+
+func deductorCases() []deductorCase {
+	return []deductorCase{
+		{sale.StrategyMySQL, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			d, err := stock.NewMySQL(st)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return d
+		}},
+		{sale.StrategyRedis, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newLocked(tb, st, sale.StrategyRedis, redisLocker(tb, itest.RedisAddr, 5*time.Second), 30*time.Second)
+		}},
+		{sale.StrategyZK, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newLocked(tb, st, sale.StrategyZK, zkLocker(tb, itest.ZKServers), 30*time.Second)
+		}},
+		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
+			d, err := stock.NewNone(st)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return d
+		}},
+	}
+}
+
+// TestDeductorContract runs the same suite against every strategy: what a Deductor must do for a
+// single buyer, and, concurrently, that a safe one never oversells while `none` does.
+func TestDeductorContract(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	for _, dc := range deductorCases() {
+		t.Run(string(dc.strategy), func(t *testing.T) {
+			t.Parallel()
+			d := dc.build(t, st)
+			t.Run("deducts and reserves", func(t *testing.T) {
+				t.Parallel()
+				p := newProduct(t, st, dc.strategy, 5)
+				mustDeduct(t, d, reservation(p, "u1", 2, ""))
+				assertStock(t, st, p.ID, 3)
+				f := mustAudit(t, st, p.ID)
+				if f.Reservations != 1 || f.ReservedUnits != 2 {
+					t.Errorf("reservations = %d (%d units), want 1 (2 units)", f.Reservations, f.ReservedUnits)
+				}
+			})
+			t.Run("sold out", func(t *testing.T) {
+				t.Parallel()
+				p := newProduct(t, st, dc.strategy, 1)
+				mustDeduct(t, d, reservation(p, "u1", 1, ""))
+				assertErr(t, d.Deduct(ctx(t), reservation(p, "u2", 1, "")), sale.ErrSoldOut)
+				assertStock(t, st, p.ID, 0)
+			})
+			t.Run("more than left", func(t *testing.T) {
+				t.Parallel()
+				p := newProduct(t, st, dc.strategy, 2)
+				assertErr(t, d.Deduct(ctx(t), reservation(p, "u1", 3, "")), sale.ErrSoldOut)
+				assertStock(t, st, p.ID, 2)
+			})
+			t.Run("second purchase by the same user deducts nothing", func(t *testing.T) {
+				t.Parallel()
+				p := newProduct(t, st, dc.strategy, 5)
+				mustDeduct(t, d, reservation(p, "u1", 1, ""))
+				assertErr(t, d.Deduct(ctx(t), reservation(p, "u1", 1, "")), sale.ErrAlreadyPurchased)
+				assertStock(t, st, p.ID, 4)
+			})
+			t.Run("a used idempotency key deducts nothing", func(t *testing.T) {
+				t.Parallel()
+				p := newProduct(t, st, dc.strategy, 5)
+				q := newProduct(t, st, dc.strategy, 5)
+				user := "u-" + itest.Suffix(8) // keys are scoped per user, and other tests run at once
+				mustDeduct(t, d, reservation(p, user, 1, "key-1"))
+				assertErr(t, d.Deduct(ctx(t), reservation(q, user, 1, "key-1")), sale.ErrIdempotencyKeyInUse)
+				assertStock(t, st, q.ID, 5)
+			})
+			t.Run("strategy switched underneath", func(t *testing.T) {
+				t.Parallel()
+				other := sale.StrategyMySQL
+				if dc.strategy == sale.StrategyMySQL {
+					other = sale.StrategyNone
+				}
+				p := newProduct(t, st, other, 5)
+				r := reservation(p, "u1", 1, "")
+				r.Strategy = dc.strategy
+				assertErr(t, d.Deduct(ctx(t), r), sale.ErrStrategyChanged)
+				assertStock(t, st, p.ID, 5)
+			})
+			t.Run("unknown product", func(t *testing.T) {
+				t.Parallel()
+				r := reservation(sale.Product{ID: 1 << 40, Strategy: dc.strategy}, "u1", 1, "")
+				assertErr(t, d.Deduct(ctx(t), r), sale.ErrNotFound)
+			})
+			t.Run("300 concurrent buyers, stock 100", func(t *testing.T) {
+				t.Parallel()
+				testConcurrentBuyers(t, st, d, dc)
+			})
+		})
+	}
+}
+
+func testConcurrentBuyers(t *testing.T, st *store.Store, d sale.Deductor, dc deductorCase) {
+	const buyers, stockN = 300, 100
+	p := newProduct(t, st, dc.strategy, stockN)
+	var accepted, soldOut atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range buyers {
+		wg.Go(func() {
+			<-start
+			err := d.Deduct(ctx(t), reservation(p, fmt.Sprintf("buyer-%03d", i), 1, ""))
+			switch {
+			case err == nil:
+				accepted.Add(1)
+			case errors.Is(err, sale.ErrSoldOut):
+				soldOut.Add(1)
+			default:
+				t.Errorf("buyer %d: unexpected error %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	f := mustAudit(t, st, p.ID)
+	violations := f.Violations(false)
+	t.Logf("%s: accepted %d, sold out %d, stock %d, reserved %d, violations %q",
+		dc.strategy, accepted.Load(), soldOut.Load(), f.Stock, f.ReservedUnits, violations)
+	if !dc.safe {
+		// The negative control: the audit must catch the oversell that `none` produces.
+		if f.Oversold() == 0 || len(violations) == 0 {
+			t.Fatalf("the unsafe strategy did not oversell (accepted %d of %d): the test could not catch one", accepted.Load(), stockN)
+		}
+		return
+	}
+	if accepted.Load() != stockN || f.Stock != 0 || f.ReservedUnits != stockN {
+		t.Errorf("accepted %d, stock %d, reserved %d; want %d, 0, %d", accepted.Load(), f.Stock, f.ReservedUnits, stockN, stockN)
+	}
+	if len(violations) > 0 {
+		t.Errorf("invariants broken: %q", violations)
+	}
+}
+
+func ctx(tb testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return c
+}
+
+func newProduct(tb testing.TB, st *store.Store, strategy sale.Strategy, stockN int) sale.Product {
+	tb.Helper()
+	now := time.Now().UTC()
+	p, err := st.CreateProduct(ctx(tb), sale.NewProduct{
+		Name: "contract " + itest.Suffix(6), PriceCents: 100, Stock: stockN, Strategy: strategy,
+		SaleStartsAt: now.Add(-time.Minute), SaleEndsAt: now.Add(time.Hour), PerUserLimit: 5,
+	}, now)
+	if err != nil {
+		tb.Fatalf("create product: %v", err)
+	}
+	return p
+}
+
+func reservation(p sale.Product, user string, qty int, key string) sale.Reservation {
+	return sale.Reservation{
+		Receipt: sale.Receipt{
+			OrderID: "o-" + itest.Suffix(24), Status: sale.StatusQueued, ProductID: p.ID,
+			UserID: user, Quantity: qty, Strategy: p.Strategy,
+		},
+		IdempotencyKey: key,
+		CreatedAt:      time.Now().UTC(),
+	}
+}
+
+func mustDeduct(tb testing.TB, d sale.Deductor, r sale.Reservation) {
+	tb.Helper()
+	if err := d.Deduct(ctx(tb), r); err != nil {
+		tb.Fatalf("Deduct(%s, qty %d) = %v, want nil", r.UserID, r.Quantity, err)
+	}
+}
+
+func assertErr(tb testing.TB, got, want error) {
+	tb.Helper()
+	if !errors.Is(got, want) {
+		tb.Fatalf("error = %v, want %v", got, want)
+	}
+}
+
+func assertStock(tb testing.TB, st *store.Store, id int64, want int) {
+	tb.Helper()
+	p, err := st.Product(ctx(tb), id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if p.Stock != want {
+		tb.Errorf("stock = %d, want %d", p.Stock, want)
+	}
+}
+
+func mustAudit(tb testing.TB, st *store.Store, id int64) audit.Facts {
+	tb.Helper()
+	f, err := audit.Load(ctx(tb), st.DB(), id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}

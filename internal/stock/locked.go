@@ -1,0 +1,132 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/lock"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// LockObserver is told how long purchases waited for the product's lock and when a lease was
+// lost while held.
+type LockObserver interface {
+	ObserveLockWait(st sale.Strategy, took time.Duration)
+	LockLost(st sale.Strategy)
+}
+
+// Locked deducts under a distributed lock (the `redis` and `zk` strategies): it takes the
+// product's lock, then runs the same read-check-write as `none`, with a plain write. The lock is
+// what keeps two buyers out of the critical section at once; the fencing token is what keeps a
+// holder whose lease ran out (a GC pause, a stalled network) from writing over a newer holder:
+//
+//  1. acquire the lock `product-<id>` → a lease with token T
+//  2. claim the product's fence with T (its own statement: accepted only if T is larger than
+//     every token the product has seen)
+//  3. one transaction: read stock, check, reserve, write stock = read − qty only while the fence
+//     still holds T, commit
+//  4. release the lock
+//
+// Why claim before reading: a fence checked only at the write lets a stale holder that read
+// before a newer holder's write, and writes after the newer holder's read, through — two buyers
+// on one unit. Claiming first orders every read behind the fence too.
+type Locked struct {
+	store    *store.Store
+	strategy sale.Strategy
+	locker   lock.Locker
+	wait     time.Duration
+	observer LockObserver
+	// pause, when set by a test, runs inside the critical section, between the read and the write.
+	pause func(ctx context.Context)
+	// unfenced, set only by the fence's negative-control test, skips the fence.
+	unfenced bool
+}
+
+var _ sale.Deductor = (*Locked)(nil)
+
+// NewLocked returns the strategy st (redis or zk) over locker. wait bounds the lock wait; a
+// purchase that waits longer gets sale.ErrLockTimeout.
+func NewLocked(st *store.Store, strategy sale.Strategy, locker lock.Locker, wait time.Duration, obs LockObserver) (*Locked, error) {
+	switch {
+	case st == nil || locker == nil || obs == nil:
+		return nil, errors.New("stock: locked strategy needs a store, a locker and an observer")
+	case wait <= 0:
+		return nil, errors.New("stock: lock wait must be positive")
+	case strategy != sale.StrategyRedis && strategy != sale.StrategyZK:
+		return nil, fmt.Errorf("stock: %q is not a lock strategy", strategy)
+	}
+	return &Locked{store: st, strategy: strategy, locker: locker, wait: wait, observer: obs}, nil
+}
+
+// LockName is the name of a product's lock.
+func LockName(productID int64) string { return "product-" + strconv.FormatInt(productID, 10) }
+
+// Deduct runs the critical section under the product's lock.
+func (l *Locked) Deduct(ctx context.Context, r sale.Reservation) error {
+	lease, err := l.acquire(ctx, r.ProductID)
+	if err != nil {
+		return err
+	}
+	defer l.release(ctx, lease)
+
+	if !l.unfenced {
+		if err := l.store.ClaimFence(ctx, r.ProductID, l.strategy, lease.Token()); err != nil {
+			return err
+		}
+	}
+	return l.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+		return readCheckWrite(ctx, tx, r, l.strategy, func(stock int) error {
+			if l.pause != nil {
+				l.pause(ctx)
+			}
+			select {
+			case <-lease.Lost():
+				// The fence would refuse the write anyway; stop before trying.
+				return fmt.Errorf("%w: lease lost during the critical section", sale.ErrFenced)
+			default:
+			}
+			if l.unfenced {
+				return tx.SetStock(ctx, r.ProductID, l.strategy, stock)
+			}
+			return tx.SetStockFenced(ctx, r.ProductID, l.strategy, lease.Token(), stock)
+		})
+	})
+}
+
+func (l *Locked) acquire(ctx context.Context, productID int64) (lock.Lease, error) {
+	wctx, cancel := context.WithTimeout(ctx, l.wait)
+	defer cancel()
+	start := time.Now()
+	lease, err := l.locker.Acquire(wctx, LockName(productID))
+	l.observer.ObserveLockWait(l.strategy, time.Since(start))
+	switch {
+	case err == nil:
+		return lease, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err() // the buyer went away
+	case errors.Is(err, lock.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s lock of product %d after %s", sale.ErrLockTimeout, l.strategy, productID, l.wait)
+	}
+	return nil, fmt.Errorf("%w: %s lock: %w", sale.ErrUnavailable, l.strategy, err)
+}
+
+// release gives the lock back even when the purchase's ctx has ended, and counts a lease that
+// was lost on the way.
+func (l *Locked) release(ctx context.Context, lease lock.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := lease.Release(rctx)
+	select {
+	case <-lease.Lost():
+		l.observer.LockLost(l.strategy)
+		return
+	default:
+	}
+	if errors.Is(err, lock.ErrNotHeld) {
+		l.observer.LockLost(l.strategy)
+	}
+}

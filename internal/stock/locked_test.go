@@ -1,0 +1,147 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock"
+	"github.com/seckill-go/seckill-go/internal/lock/redislock"
+	"github.com/seckill-go/seckill-go/internal/lock/zklock"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/stock"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// redisLocker returns a Redis lock client on its own connection to addr.
+func redisLocker(tb testing.TB, addr string, ttl time.Duration) lock.Locker {
+	tb.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	tb.Cleanup(func() { rdb.Close() })
+	c, err := redislock.New(rdb, redislock.Options{TTL: ttl, Logger: itest.Logger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c.Locker()
+}
+
+// zkLocker returns a ZooKeeper lock client with a session of its own on servers.
+func zkLocker(tb testing.TB, servers []string) lock.Locker {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := zklock.Connect(ctx, servers, zklock.Options{SessionTimeout: 4 * time.Second, Logger: itest.Logger()})
+	if err != nil {
+		tb.Fatalf("zookeeper: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	return c.Locker()
+}
+
+func newLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, l lock.Locker, wait time.Duration) *stock.Locked {
+	tb.Helper()
+	d, err := stock.NewLocked(st, strategy, l, wait, nopObserver{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveLockWait(sale.Strategy, time.Duration) {}
+func (nopObserver) LockLost(sale.Strategy)                       {}
+
+// unaware hides Lost() from the deductor: a holder stalled in a GC pause or partitioned from
+// the lock service does not learn in time that its lease is gone.
+type unaware struct{ lock.Locker }
+
+func (u unaware) Acquire(ctx context.Context, name string) (lock.Lease, error) {
+	l, err := u.Locker.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return unawareLease{l}, nil
+}
+
+type unawareLease struct{ lock.Lease }
+
+func (unawareLease) Lost() <-chan struct{} { return nil }
+
+// TestFenceRefusesStaleHolder stalls holder A inside its critical section (after it read the
+// stock, before it writes) and cuts it off from the lock service until its lease is gone; buyer
+// B then takes the lock and the last unit. When A resumes, unaware, its write must be refused by
+// the fence: one unit, one sale. The same run without the fence sells the unit twice, which
+// shows that the fence is what stopped A.
+func TestFenceRefusesStaleHolder(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	for _, tc := range []struct {
+		strategy sale.Strategy
+		dial     func(t *testing.T, viaProxy bool) (lock.Locker, *itest.Proxy)
+	}{
+		{sale.StrategyRedis, func(t *testing.T, viaProxy bool) (lock.Locker, *itest.Proxy) {
+			if !viaProxy {
+				return redisLocker(t, itest.RedisAddr, 300*time.Millisecond), nil
+			}
+			p := itest.NewProxy(t, itest.RedisAddr)
+			return redisLocker(t, p.Addr(), 300*time.Millisecond), p
+		}},
+		{sale.StrategyZK, func(t *testing.T, viaProxy bool) (lock.Locker, *itest.Proxy) {
+			if !viaProxy {
+				return zkLocker(t, itest.ZKServers), nil
+			}
+			p := itest.NewProxy(t, itest.ZKServers[0])
+			return zkLocker(t, []string{p.Addr()}), p
+		}},
+	} {
+		for _, fenced := range []bool{true, false} {
+			name := string(tc.strategy) + "/fenced"
+			if !fenced {
+				name = string(tc.strategy) + "/control without fence"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				p := newProduct(t, st, tc.strategy, 1)
+				aLocker, partition := tc.dial(t, true)
+				bLocker, _ := tc.dial(t, false)
+				a := newLocked(t, st, tc.strategy, unaware{aLocker}, 30*time.Second)
+				b := newLocked(t, st, tc.strategy, bLocker, 60*time.Second)
+				if !fenced {
+					a.DisableFence()
+					b.DisableFence()
+				}
+				var bErr error
+				var once sync.Once
+				a.SetPause(func(context.Context) {
+					once.Do(func() {
+						partition.Cut() // A is cut off from the lock service; its lease runs out
+						bErr = b.Deduct(ctx(t), reservation(p, "buyer-b", 1, ""))
+					})
+				})
+				aErr := a.Deduct(ctx(t), reservation(p, "buyer-a", 1, ""))
+				if bErr != nil {
+					t.Fatalf("B, the legitimate holder, failed: %v", bErr)
+				}
+				f := mustAudit(t, st, p.ID)
+				if !fenced {
+					if aErr != nil || f.Oversold() == 0 {
+						t.Fatalf("control: A = %v and the audit saw %+v; without the fence A's stale write should have oversold", aErr, f)
+					}
+					return
+				}
+				if !errors.Is(aErr, sale.ErrFenced) {
+					t.Fatalf("A's stale write = %v, want it refused by the fence (%v)", aErr, sale.ErrFenced)
+				}
+				if v := f.Violations(false); len(v) > 0 || f.Reservations != 1 || f.Stock != 0 {
+					t.Fatalf("after the stale write: %+v %q; want one reservation, stock 0", f, v)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3"
+
+	"github.com/seckill-go/seckill-go/migrations"
+)
+
+// CreateDatabase creates the database named in dsn if it does not exist yet, connecting to the
+// server without selecting a database. Names are restricted to [A-Za-z0-9_$].
+func CreateDatabase(ctx context.Context, dsn string) error {
+	cfg, err := NormalizeDSN(dsn)
+	if err != nil {
+		return err
+	}
+	name := cfg.DBName
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$') {
+			return fmt.Errorf("store: database name %q: use only letters, digits, '_' and '$'", name)
+		}
+	}
+	cfg.DBName = ""
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+	return classify("create database", err)
+}
+
+// Migrate applies every pending migration of the embedded migrations package. Several processes
+// may call it at once (replicas starting together): a MySQL named lock lets one migrate while the
+// others wait, then find nothing left to do.
+func Migrate(ctx context.Context, log *slog.Logger, db *sql.DB) error {
+	p, err := goose.NewProvider(goose.DialectMySQL, db, migrations.FS,
+		goose.WithSessionLocker(namedLock("seckill.migrate")),
+		goose.WithSlog(log),
+	)
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, r := range results {
+		log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
+	}
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migration version: %w", err)
+	}
+	log.Info("schema up to date", "version", current, "applied_now", len(results))
+	return nil
+}
+
+// namedLock is a goose session locker on MySQL's GET_LOCK, which MariaDB has too and which is
+// released by the server if the holding connection dies.
+type namedLock string
+
+func (l namedLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 120)", string(l)).Scan(&got); err != nil {
+		return fmt.Errorf("get lock %s: %w", l, err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return errors.New("get lock " + string(l) + ": timed out after 120 s")
+	}
+	return nil
+}
+
+func (l namedLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", string(l))
+	return err
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// OutboxEntry is a committed reservation waiting to be published to the order queue.
+type OutboxEntry struct {
+	ID        int64
+	OrderID   string
+	ProductID int64
+	UserID    string
+	Quantity  int
+	Strategy  string
+	CreatedAt time.Time
+}
+
+// ClaimOutbox leases up to limit unpublished reservations to owner for lease. Relays in several
+// processes may call it at once: SKIP LOCKED hands each of them different rows, and a claim whose
+// owner died expires after lease so another relay takes the rows over.
+func (s *Store) ClaimOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]OutboxEntry, error) {
+	var out []OutboxEntry
+	err := s.inTx(ctx, "claim outbox", func(tx *gorm.DB) error {
+		out = out[:0]
+		var ids []int64
+		err := tx.Raw(`
+			SELECT id FROM reservations
+			WHERE published_at IS NULL AND (claim_until IS NULL OR claim_until < NOW(6))
+			ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, limit).Scan(&ids).Error
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		err = tx.Exec(`UPDATE reservations SET claim_owner = ?, claim_until = NOW(6) + INTERVAL ? MICROSECOND
+			WHERE id IN ?`, owner, lease.Microseconds(), ids).Error
+		if err != nil {
+			return err
+		}
+		return tx.Raw(`SELECT id, order_id, product_id, user_id, quantity, strategy, created_at
+			FROM reservations WHERE id IN ? ORDER BY id`, ids).Scan(&out).Error
+	})
+	return out, err
+}
+
+// MarkPublished records that the broker acknowledged the entries.
+func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.db.WithContext(ctx).Exec(`UPDATE reservations
+		SET published_at = NOW(6), claim_owner = NULL, claim_until = NULL
+		WHERE id IN ? AND published_at IS NULL`, ids).Error
+	return classify("mark published", err)
+}
+
+// ReleaseClaims gives owner's unpublished claims back at once, so that a retry need not wait for
+// the lease to run out.
+func (s *Store) ReleaseClaims(ctx context.Context, owner string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.db.WithContext(ctx).Exec(`UPDATE reservations SET claim_owner = NULL, claim_until = NULL
+		WHERE id IN ? AND claim_owner = ? AND published_at IS NULL`, ids, owner).Error
+	return classify("release claims", err)
+}
+
+// OutboxBacklog counts reservations not yet published.
+func (s *Store) OutboxBacklog(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM reservations WHERE published_at IS NULL").Scan(&n).Error
+	return n, classify("outbox backlog", err)
+}
+
+// RequeueUnconfirmed marks for publishing again, in batches of at most limit, reservations that
+// were published between maxAge and minAge ago and still have no order: the safety net for a
+// broker that lost acknowledged messages. A redelivered event is harmless (ConfirmOrders is
+// idempotent), so a generous minAge is the only tuning.
+func (s *Store) RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Raw(`
+		SELECT r.id FROM reservations r LEFT JOIN orders o ON o.reservation_id = r.id
+		WHERE r.published_at BETWEEN NOW(6) - INTERVAL ? MICROSECOND AND NOW(6) - INTERVAL ? MICROSECOND
+		  AND o.id IS NULL
+		LIMIT ?`, maxAge.Microseconds(), minAge.Microseconds(), limit).Scan(&ids).Error
+	if err != nil || len(ids) == 0 {
+		return 0, classify("find unconfirmed", err)
+	}
+	res := s.db.WithContext(ctx).Exec(`UPDATE reservations SET published_at = NULL
+		WHERE id IN ? AND published_at IS NOT NULL`, ids)
+	return res.RowsAffected, classify("requeue unconfirmed", res.Error)
+}
+
+// ConfirmOrders creates the order of each reservation named by orderIDs that has none yet and
+// returns how many it created. The order is built from the reservation row, never from the event,
+// so an event for a reservation that an admin reset deleted creates nothing. Safe to repeat.
+func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, error) {
+	if len(orderIDs) == 0 {
+		return 0, nil
+	}
+	// IGNORE skips the duplicates of a redelivery and a reservation deleted between the SELECT and
+	// the foreign-key check; the source row's types are the target's, so nothing else can be ignored.
+	var created int64
+	err := s.inTx(ctx, "confirm orders", func(tx *gorm.DB) error {
+		res := tx.Exec(`INSERT IGNORE INTO orders (order_id, reservation_id, product_id, user_id, quantity, created_at)
+			SELECT order_id, id, product_id, user_id, quantity, NOW(6) FROM reservations WHERE order_id IN ?`, orderIDs)
+		created = res.RowsAffected
+		return res.Error
+	})
+	return created, err
+}

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+type productRow struct {
+	ID           int64 `gorm:"primaryKey"`
+	Name         string
+	PriceCents   int64
+	Stock        int
+	InitialStock int
+	Strategy     string
+	SaleStartsAt time.Time
+	SaleEndsAt   time.Time
+	PerUserLimit int
+	FenceToken   uint64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+func (productRow) TableName() string { return "products" }
+
+func (r productRow) domain() sale.Product {
+	return sale.Product{
+		ID:           r.ID,
+		Name:         r.Name,
+		PriceCents:   r.PriceCents,
+		Stock:        r.Stock,
+		InitialStock: r.InitialStock,
+		Strategy:     sale.Strategy(r.Strategy),
+		SaleStartsAt: r.SaleStartsAt.UTC(),
+		SaleEndsAt:   r.SaleEndsAt.UTC(),
+		PerUserLimit: r.PerUserLimit,
+	}
+}
+
+// Product returns one product or sale.ErrNotFound.
+func (s *Store) Product(ctx context.Context, id int64) (sale.Product, error) {
+	var row productRow
+	if err := s.db.WithContext(ctx).Take(&row, id).Error; err != nil {
+		return sale.Product{}, classify("product", err)
+	}
+	return row.domain(), nil
+}
+
+// Products returns every product by id.
+func (s *Store) Products(ctx context.Context) ([]sale.Product, error) {
+	var rows []productRow
+	if err := s.db.WithContext(ctx).Order("id").Find(&rows).Error; err != nil {
+		return nil, classify("products", err)
+	}
+	out := make([]sale.Product, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// ProductByName returns the product with the given name with the lowest id, or sale.ErrNotFound.
+func (s *Store) ProductByName(ctx context.Context, name string) (sale.Product, error) {
+	var row productRow
+	if err := s.db.WithContext(ctx).Where("name = ?", name).Order("id").Take(&row).Error; err != nil {
+		return sale.Product{}, classify("product by name", err)
+	}
+	return row.domain(), nil
+}
+
+// CreateProduct inserts a product whose stock and initial stock are np.Stock.
+func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.Time) (sale.Product, error) {
+	row := productRow{
+		Name:         np.Name,
+		PriceCents:   np.PriceCents,
+		Stock:        np.Stock,
+		InitialStock: np.Stock,
+		Strategy:     string(np.Strategy),
+		SaleStartsAt: np.SaleStartsAt.UTC(),
+		SaleEndsAt:   np.SaleEndsAt.UTC(),
+		PerUserLimit: np.PerUserLimit,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return sale.Product{}, classify("create product", err)
+	}
+	return row.domain(), nil
+}
+
+// ResetProduct restocks the product, starts its fence afresh and deletes its reservations, orders
+// and idempotency keys in one transaction. The product row is locked first, so purchases in flight either finish before
+// the reset (and are cleared) or run after it (against the new stock).
+func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now time.Time) (sale.Product, error) {
+	var out sale.Product
+	err := s.inTx(ctx, "reset product", func(tx *gorm.DB) error {
+		var row productRow
+		if err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).Take(&row, id).Error; err != nil {
+			return err
+		}
+		start, end := r.Window(row.domain(), now)
+		row.Stock, row.InitialStock = r.Stock, r.Stock
+		if r.Strategy != "" {
+			row.Strategy = string(r.Strategy)
+		}
+		row.SaleStartsAt, row.SaleEndsAt, row.UpdatedAt = start.UTC(), end.UTC(), now
+		row.FenceToken = 0 // a new sale, a new fence: tokens of another lock service start anywhere
+		for _, table := range []string{"orders", "reservations", "idempotency_keys"} {
+			if err := tx.Exec("DELETE FROM "+table+" WHERE product_id = ?", id).Error; err != nil {
+				return err
+			}
+		}
+		if err := tx.Save(&row).Error; err != nil {
+			return err
+		}
+		out = row.domain()
+		return nil
+	})
+	return out, err
+}
+
+// Stats counts a product's stock, reservations and confirmed orders in one statement.
+func (s *Store) Stats(ctx context.Context, id int64) (sale.Stats, error) {
+	st := sale.Stats{ProductID: id}
+	row := s.db.WithContext(ctx).Raw(`
+		SELECT p.initial_stock, p.stock,
+		       (SELECT COALESCE(SUM(quantity), 0) FROM reservations WHERE product_id = p.id),
+		       (SELECT COUNT(*) FROM reservations WHERE product_id = p.id),
+		       (SELECT COUNT(*) FROM orders WHERE product_id = p.id),
+		       (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE product_id = p.id)
+		FROM products p WHERE p.id = ?`, id).Row()
+	err := row.Scan(&st.InitialStock, &st.Stock, &st.ReservedUnits, &st.Reservations, &st.OrdersConfirmed, &st.ConfirmedUnits)
+	if err != nil {
+		return sale.Stats{}, classify("stats", err)
+	}
+	return st, nil
+}
+
+// Order returns an accepted purchase, confirmed once the consumer has created its order.
+func (s *Store) Order(ctx context.Context, orderID string) (sale.Order, error) {
+	var o sale.Order
+	var confirmed bool
+	row := s.db.WithContext(ctx).Raw(`
+		SELECT r.order_id, r.product_id, r.user_id, r.quantity, o.id IS NOT NULL
+		FROM reservations r LEFT JOIN orders o ON o.reservation_id = r.id
+		WHERE r.order_id = ?`, orderID).Row()
+	if err := row.Scan(&o.OrderID, &o.ProductID, &o.UserID, &o.Quantity, &confirmed); err != nil {
+		return sale.Order{}, classify("order", err)
+	}
+	o.Status = sale.StatusQueued
+	if confirmed {
+		o.Status = sale.StatusConfirmed
+	}
+	return o, nil
+}

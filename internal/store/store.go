@@ -1,0 +1,210 @@
+// Package store is the MySQL/MariaDB adapter of seckill-go: gorm rows, the queries behind the sale
+// domain, the purchase transaction the stock strategies run in, the outbox the relay drains and
+// the orders the consumer writes. It translates driver errors into the sale package's sentinels
+// and never lets a gorm row leave the package.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// Store is the database adapter. It is safe for concurrent use.
+type Store struct {
+	db  *gorm.DB
+	sql *sql.DB
+	log *slog.Logger
+}
+
+// Options tunes the connection pool.
+type Options struct {
+	// MaxOpenConns bounds the pool; size it to the concurrency one process should put on MySQL.
+	MaxOpenConns int
+}
+
+// Open connects to the database named in dsn (see NormalizeDSN) and waits until it answers or
+// ctx ends.
+func Open(ctx context.Context, log *slog.Logger, dsn string, o Options) (*Store, error) {
+	cfg, err := NormalizeDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = driverLogger{log}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	sqlDB := sql.OpenDB(connector)
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 32
+	}
+	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
+	// Keep half the pool warm: a burst opens the rest, and they close again when it is over
+	// instead of holding server connections that other processes may need.
+	sqlDB.SetMaxIdleConns(max(2, o.MaxOpenConns/2))
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB}), &gorm.Config{
+		// Every write here is either a single statement or inside an explicit transaction.
+		SkipDefaultTransaction: true,
+		Logger:                 logger.Discard,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{db: db, sql: sqlDB, log: log}
+	if err := s.waitReady(ctx); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) waitReady(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		s.log.Warn("waiting for MySQL", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: MySQL not reachable: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// NormalizeDSN parses a go-sql-driver DSN and sets what the store relies on: parseTime, UTC
+// times on both sides, client-side parameter interpolation (one round trip per statement) and
+// found-rows semantics for RowsAffected.
+func NormalizeDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: bad MySQL DSN: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("store: the MySQL DSN names no database (…/seckill)")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	// RowsAffected counts matched rows, not changed ones: a write of the value a row already holds
+	// (a lost update under the `none` strategy, say) still reports that it found the row.
+	cfg.ClientFoundRows = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return cfg, nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error { return s.sql.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.sql.PingContext(ctx)
+}
+
+// DB returns the underlying pool, for migrations and audits that speak plain SQL.
+func (s *Store) DB() *sql.DB { return s.sql }
+
+// driverLogger routes the MySQL driver's own messages (broken connections) to slog.
+type driverLogger struct{ log *slog.Logger }
+
+func (l driverLogger) Print(v ...any) { l.log.Warn(fmt.Sprint(v...), "component", "mysql-driver") }
+
+// MySQL error numbers the store reacts to.
+const (
+	errTooManyConns    = 1040
+	errDupEntry        = 1062
+	errLockWaitTimeout = 1205
+	errDeadlock        = 1213
+	errNoReferencedRow = 1452
+)
+
+func mysqlErrno(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+func isDuplicate(err error) bool { return mysqlErrno(err) == errDupEntry }
+
+// retryable reports a transaction that lost a lock conflict and can run again unchanged.
+func retryable(err error) bool {
+	n := mysqlErrno(err)
+	return n == errDeadlock || n == errLockWaitTimeout
+}
+
+// classify turns infrastructure failures into sale.ErrUnavailable so that the HTTP layer answers
+// 503, not 500; domain errors and programming errors pass through unchanged.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ve *sale.ValidationError
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound), errors.Is(err, sql.ErrNoRows):
+		return sale.ErrNotFound
+	case errors.As(err, &ve),
+		errors.Is(err, sale.ErrNotFound), errors.Is(err, sale.ErrSoldOut), errors.Is(err, sale.ErrLimitReached),
+		errors.Is(err, sale.ErrIdempotencyKeyInUse), errors.Is(err, sale.ErrUnavailable),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	var netErr net.Error
+	if retryable(err) || mysqlErrno(err) == errTooManyConns || errors.As(err, &netErr) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
+		return fmt.Errorf("%s: %w: %w", op, sale.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// inTx runs fn in a READ COMMITTED transaction (no gap locks; every statement sees the latest
+// committed rows) and runs it again, up to three times, when it loses a deadlock or a lock wait.
+func (s *Store) inTx(ctx context.Context, op string, fn func(tx *gorm.DB) error) error {
+	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			sleep := time.Duration(rand.Int64N(int64(5*time.Millisecond) << attempt))
+			select {
+			case <-ctx.Done():
+				return classify(op, ctx.Err())
+			case <-time.After(sleep):
+			}
+		}
+		err = s.db.WithContext(ctx).Transaction(fn, opts)
+		if !retryable(err) {
+			break
+		}
+	}
+	return classify(op, err)
+}
