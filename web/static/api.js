@@ -1,0 +1,94 @@
+// The seckill-go HTTP API as the page uses it. Every answer's Date header feeds the server clock
+// estimate; every failure becomes an ApiError with the API's stable error code ("network" when
+// there was no answer at all).
+
+import { observeServerDate } from './clock.js';
+
+/** ApiError is a refused or failed call: status 0 and code "network" when nothing answered. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs = 15000 } = {}) {
+  const h = { Accept: 'application/json', ...headers };
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  if (token) h.Authorization = `Bearer ${token}`;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  const sentAt = Date.now();
+  let res;
+  let text = '';
+  try {
+    res = await fetch(path, {
+      method,
+      headers: h,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: abort.signal,
+      cache: 'no-store',
+      credentials: 'omit',
+    });
+    text = await res.text();
+  } catch {
+    throw new ApiError(0, 'network', 'the server could not be reached');
+  } finally {
+    clearTimeout(timer);
+  }
+  observeServerDate(res.headers.get('Date'), sentAt, Date.now());
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!res.ok) {
+    const e = data && typeof data.error === 'object' && data.error ? data.error : {};
+    throw new ApiError(res.status, typeof e.code === 'string' ? e.code : `http_${res.status}`,
+      typeof e.message === 'string' ? e.message : res.statusText);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+
+/** products lists every sale. */
+export const products = () => call('/api/v1/products').then((d) => d.products);
+
+/** stats returns a product's stock counters and live rates. */
+export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`);
+
+/** purchase buys one unit as user; key is the Idempotency-Key (reuse it to retry safely). */
+export const purchase = (id, user, key) => call(`/api/v1/products/${enc(id)}/purchase`, {
+  method: 'POST',
+  body: { user_id: user, quantity: 1 },
+  headers: { 'Idempotency-Key': key },
+});
+
+/** order returns an accepted purchase: status "queued" or "confirmed". */
+export const order = (orderID) => call(`/api/v1/orders/${enc(orderID)}`);
+
+/** resetProduct restocks a product (admin). */
+export const resetProduct = (token, id, stock, strategy) => call(`/api/v1/admin/products/${enc(id)}/reset`, {
+  method: 'POST', token, body: { stock, strategy },
+});
+
+/** startStampede runs the server's load burst on a product (admin). */
+export const startStampede = (token, id, buyers, strategy, stock) => call(`/api/v1/admin/products/${enc(id)}/stampede`, {
+  method: 'POST', token, body: { buyers, strategy, stock },
+});
+
+/** stampede returns a stampede's progress (admin). */
+export const stampede = (token, stampedeID) => call(`/api/v1/admin/stampedes/${enc(stampedeID)}`, { token });
+
+/** newIdempotencyKey returns a random key; crypto.getRandomValues works outside secure contexts too. */
+export function newIdempotencyKey() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return `web-${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+}

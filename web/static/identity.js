@@ -1,0 +1,104 @@
+// The buyer's identity: a user id made up on the first visit and kept in localStorage, editable.
+// Also remembers, per buyer, the orders this browser placed, so that a reload still shows them.
+
+const BUYER_KEY = 'seckill.buyer';
+const ORDERS_KEY = 'seckill.orders';
+const USER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** validBuyer reports whether id is a user id the API accepts. */
+export function validBuyer(id) {
+  return USER_ID.test(id);
+}
+
+function storage(kind) {
+  try {
+    const s = window[kind];
+    const probe = '__seckill_probe__';
+    s.setItem(probe, probe);
+    s.removeItem(probe);
+    return s;
+  } catch {
+    return null; // storage disabled (private mode, policy): keep things in memory only
+  }
+}
+
+const local = storage('localStorage');
+const memory = new Map();
+
+function read(key) {
+  return local ? local.getItem(key) : memory.get(key) ?? null;
+}
+
+function write(key, value) {
+  if (local) {
+    try {
+      local.setItem(key, value);
+      return;
+    } catch {
+      // quota: fall through to memory
+    }
+  }
+  memory.set(key, value);
+}
+
+function randomBuyer() {
+  const alphabet = 'abcdefghijkmnpqrstuvwxyz23456789';
+  const b = new Uint8Array(6);
+  crypto.getRandomValues(b);
+  return `buyer-${Array.from(b, (x) => alphabet[x % alphabet.length]).join('')}`;
+}
+
+/** currentBuyer returns the stored buyer id, making and storing one on the first visit. */
+export function currentBuyer() {
+  const stored = read(BUYER_KEY);
+  if (stored && validBuyer(stored)) return stored;
+  const id = randomBuyer();
+  write(BUYER_KEY, id);
+  return id;
+}
+
+/** setBuyer stores a new buyer id; it must be valid. */
+export function setBuyer(id) {
+  if (!validBuyer(id)) throw new Error('invalid buyer id');
+  write(BUYER_KEY, id);
+}
+
+function allOrders() {
+  try {
+    const v = JSON.parse(read(ORDERS_KEY) || '{}');
+    return v && typeof v === 'object' ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+/** ordersOf returns {productID: {orderID, status}} of the buyer's orders placed here. */
+export function ordersOf(buyer) {
+  const mine = allOrders()[buyer];
+  return mine && typeof mine === 'object' ? mine : {};
+}
+
+/** rememberOrder stores the buyer's order of a product, or forgets it when order is null. */
+export function rememberOrder(buyer, productID, order) {
+  const all = allOrders();
+  const mine = all[buyer] && typeof all[buyer] === 'object' ? all[buyer] : {};
+  if (order) {
+    mine[productID] = { orderID: String(order.orderID), status: String(order.status) };
+  } else {
+    delete mine[productID];
+  }
+  all[buyer] = mine;
+  // Keep the record small: the 20 buyers seen last.
+  const buyers = Object.keys(all);
+  for (const old of buyers.slice(0, Math.max(0, buyers.length - 20))) delete all[old];
+  write(ORDERS_KEY, JSON.stringify(all));
+}
+
+/** forgetProduct drops every buyer's order of a product (after an admin reset cleared them). */
+export function forgetProduct(productID) {
+  const all = allOrders();
+  for (const buyer of Object.keys(all)) {
+    if (all[buyer] && typeof all[buyer] === 'object') delete all[buyer][productID];
+  }
+  write(ORDERS_KEY, JSON.stringify(all));
+}

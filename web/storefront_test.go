@@ -1,0 +1,498 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-go/seckill-go/internal/app"
+	"github.com/seckill-go/seckill-go/internal/apptest"
+	"github.com/seckill-go/seckill-go/internal/audit"
+)
+
+// screenshotDir is where the test leaves its screenshots: $SECKILL_SCREENSHOT_DIR, or
+// web/testdata/screenshots (git-ignored).
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("SECKILL_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join("testdata", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// chromiumPath returns Debian's chromium, or fails the test saying how to install it. Under -short
+// the test is skipped: it needs the browser and the services.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser end-to-end test: needs chromium and the services")
+	}
+	path := os.Getenv("SECKILL_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("chromium is required for the storefront test and was not found at %s: "+
+			"install it with scripts/chromium.sh (apt-get install -y --no-install-recommends chromium), "+
+			"or point SECKILL_CHROMIUM at a Chrome/Chromium binary", path)
+	}
+	return path
+}
+
+// createProduct puts a product on sale through the admin API.
+func createProduct(t *testing.T, base string, body map[string]any) int64 {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", base+"/api/v1/admin/products", bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+apptest.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var p struct {
+		ID int64 `json:"id"`
+	}
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(raw, &p) != nil {
+		t.Fatalf("create product: %d %s", res.StatusCode, raw)
+	}
+	return p.ID
+}
+
+// productIDs maps the name of every product to its id, from the public API.
+func productIDs(t *testing.T, base string) map[string]int64 {
+	t.Helper()
+	res, err := http.Get(base + "/api/v1/products")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Products []struct {
+			ID   int64  `json:"id"`
+			Name string `json:"name"`
+		} `json:"products"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, p := range body.Products {
+		out[p.Name] = p.ID
+	}
+	return out
+}
+
+// console collects what a tab writes to its console: calls of the console API, uncaught
+// exceptions and browser log entries (failed requests among them).
+type console struct {
+	mu   sync.Mutex
+	all  []string
+	errs []string
+}
+
+func watchConsole(t *testing.T, ctx context.Context, tab string) *console {
+	t.Helper()
+	c := &console{}
+	// Cancelling this context ends the subscription only; the tab lives on until its own
+	// context is cancelled.
+	ctx, stop := context.WithCancel(ctx)
+	msgs := chromedp.Console(ctx) // subscribes now, before the tab navigates
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			line := fmt.Sprintf("[%s] %s (%s:%d)", tab, m, m.URL, m.Line+1)
+			c.mu.Lock()
+			c.all = append(c.all, line)
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				c.errs = append(c.errs, line)
+			}
+			c.mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { stop(); wg.Wait() })
+	return c
+}
+
+func (c *console) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.all {
+		t.Log("console:", l)
+	}
+	if len(c.errs) > 0 {
+		t.Errorf("the page logged %d console errors:\n%s", len(c.errs), strings.Join(c.errs, "\n"))
+	}
+}
+
+// page drives one tab.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (p page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, actions...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitJS waits until the JavaScript expression is truthy.
+func (p page) waitJS(what, expr string, timeout time.Duration) {
+	p.t.Helper()
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr,
+		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		p.t.Fatalf("waiting for %s (%s): %v\nthe page shows:\n%s", what, expr, err, p.text("main"))
+	}
+}
+
+// eval returns the string the expression evaluates to, awaiting it if it is a promise.
+func (p page) eval(expr string) string {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+func (p page) text(sel string) string {
+	q, _ := json.Marshal(sel)
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`(document.querySelector(%s) || {innerText: "(nothing matches)"}).innerText`, q)))
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return v
+}
+
+func (p page) screenshot(dir, name string, full bool) {
+	p.t.Helper()
+	shot := chromedp.CaptureScreenshot()
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	buf, err := chromedp.Run(p.ctx, shot)
+	if err != nil {
+		p.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot: %s", path)
+}
+
+// reducedMotion emulates prefers-reduced-motion: reduce.
+func reducedMotion() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}},
+		})
+		return err
+	})
+}
+
+// setField sets a form field's value as a person would, with the input and change events.
+func setField(id, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const f = document.getElementById(%q); f.value = %q;
+		f.dispatchEvent(new Event('input', {bubbles: true})); f.dispatchEvent(new Event('change', {bubbles: true})); })()`, id, value))
+}
+
+func clearField(id string) chromedp.Action[chromedp.Void] { return setField(id, "") }
+
+func card(id int64) string { return fmt.Sprintf(`.card[data-product-id="%d"]`, id) }
+
+// TestStorefront drives the storefront in Debian's headless chromium against three replicas
+// started in this process: the seeded sales show, a sale opens on its countdown and the buyer
+// buys (once, however many clicks) and sees the order confirmed and the stock go down, a second
+// buyer sees the last unit sold out, every API error code has a human message, the demo drawer
+// runs a stampede with the unsafe strategy (OVERSOLD, as the database says) and with mysql (PASS),
+// the page logs no console error, and screenshots are taken at desktop and phone sizes.
+func TestStorefront(t *testing.T) {
+	chromium := chromiumPath(t)
+	began := time.Now()
+	s, urls := apptest.Cluster(t, 3, map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"})
+	base := urls[0]
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+
+	seedCtx, cancelSeed := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelSeed()
+	if err := app.Run(seedCtx, []string{"seed"}, s.Getenv(map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"}),
+		io.Discard, io.Discard, nil); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	now := time.Now().UTC()
+	soon := createProduct(t, base, map[string]any{
+		"name": "Lightning deal · opens in seconds", "price_cents": 2499, "stock": 5, "strategy": "redis",
+		"sale_starts_at": now.Truncate(time.Second).Add(5 * time.Second).Format(time.RFC3339), // as an admin would
+	})
+	last := createProduct(t, base, map[string]any{"name": "Last one · signed poster", "price_cents": 14900, "stock": 1, "strategy": "zk"})
+	t.Logf("stack up and seeded in %s", time.Since(began).Round(time.Millisecond))
+	ids := productIDs(t, base)
+	opensLater, mysqlProduct, noneProduct := ids["Demo sale · opens soon"], ids["Demo sale · mysql strategy"], ids["Demo sale · none strategy"]
+	if opensLater == 0 || mysqlProduct == 0 || noneProduct == 0 {
+		t.Fatalf("the seed made %v", ids)
+	}
+
+	dir := screenshotDir(t)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.NoFirstRun,
+			chromedp.UserDataDir(t.TempDir()),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("hide-scrollbars", true),
+			chromedp.WindowSize(1440, 900),
+		)...)
+	t.Cleanup(cancelAlloc)
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	consoles := []*console{watchConsole(t, browserCtx, "desktop")}
+	if err := chromedp.Do(browserCtx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(browserCtx, 90*time.Second)
+	defer cancel()
+	a := page{t, ctx}
+
+	// The page and the seeded sales: one per strategy (none included), one opening in 3 minutes,
+	// and the two made above.
+	// Reduced motion: no transition is caught half-way in a screenshot (and the CSS honours it).
+	a.do("open the storefront", chromedp.EmulateViewport(1440, 900), reducedMotion(), chromedp.Navigate(base+"/"))
+	a.waitJS("7 product cards", `document.querySelectorAll('.card').length === 7`, 15*time.Second)
+	for _, want := range []string{"Demo sale · mysql strategy", "Demo sale · redis strategy", "Demo sale · zk strategy",
+		"Demo sale · none strategy", "Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
+		if !strings.Contains(a.text("#products"), want) {
+			t.Errorf("no card for %q", want)
+		}
+	}
+	if got := a.text(card(opensLater) + " .btn-buy"); !strings.HasPrefix(got, "Opens in 0") {
+		t.Errorf("the sale opening in 3 minutes shows %q on its button", got)
+	}
+
+	// A buyer identity was made up and kept; the buyer renames themself with the keyboard.
+	generated := a.text("#buyer-id")
+	if !regexp.MustCompile(`^buyer-[a-z0-9]{6}$`).MatchString(generated) || a.eval(`localStorage.getItem('seckill.buyer')`) != generated {
+		t.Errorf("generated buyer %q, stored %q", generated, a.eval(`localStorage.getItem('seckill.buyer')`))
+	}
+	a.do("rename the buyer",
+		chromedp.Click(chromedp.ID("buyer-edit")),
+		chromedp.WaitVisible(chromedp.ID("buyer-input")),
+		clearField("buyer-input"),
+		chromedp.SendKeys(chromedp.ID("buyer-input"), "not valid!\n"))
+	if hint := a.text("#buyer-hint"); !strings.Contains(hint, "Not a valid buyer name") {
+		t.Errorf("an invalid buyer name shows %q", hint)
+	}
+	a.do("rename the buyer",
+		clearField("buyer-input"),
+		chromedp.SendKeys(chromedp.ID("buyer-input"), "alice-e2e\n"))
+	a.waitJS("the new buyer name", `document.getElementById('buyer-id').textContent === 'alice-e2e' && localStorage.getItem('seckill.buyer') === 'alice-e2e'`, 5*time.Second)
+
+	// A second buyer in a browser context of their own (own localStorage), watching the last unit.
+	bCtx, cancelB := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelB)
+	consoles = append(consoles, watchConsole(t, bCtx, "second buyer"))
+	b := page{t, bCtx}
+	b.do("second buyer opens the storefront", chromedp.EmulateViewport(1024, 768), chromedp.Navigate(base+"/"))
+	b.waitJS("the last unit on sale", fmt.Sprintf(`(document.querySelector('%s .stock-text') || {}).textContent === '1 of 1 left'`, card(last)), 15*time.Second)
+	if bob := b.text("#buyer-id"); bob == "alice-e2e" || !strings.HasPrefix(bob, "buyer-") {
+		t.Errorf("second buyer is %q", bob)
+	}
+
+	// The sale that opens in seconds: disabled with a countdown, then open; two clicks in a row
+	// buy once, with an Idempotency-Key; the order goes queued → confirmed; the stock goes down.
+	buy := card(soon) + " .btn-buy"
+	if a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, buy)) != "true" || !strings.HasPrefix(a.text(buy), "Opens in 00:0") {
+		t.Errorf("before its start the button is %q (disabled %s)", a.text(buy), a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, buy)))
+	}
+	a.waitJS("the sale to open", fmt.Sprintf(`!document.querySelector('%s').disabled`, buy), 15*time.Second)
+	if got := a.text(buy); got != "Buy now" {
+		t.Errorf("open sale button says %q", got)
+	}
+	disabledAfterClick := a.eval(fmt.Sprintf(`(() => { const b = document.querySelector('%s'); b.click(); const d = b.disabled; b.click(); return String(d); })()`, buy))
+	if disabledAfterClick != "true" {
+		t.Errorf("the buy button is not disabled right after the click")
+	}
+	a.waitJS("the order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(soon)), 30*time.Second)
+	a.waitJS("the stock decremented", fmt.Sprintf(`document.querySelector('%s .stock-text').textContent === '4 of 5 left'`, card(soon)), 10*time.Second)
+	var reservations, keys int
+	if err := db.QueryRow(`SELECT (SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e'),
+		(SELECT COUNT(*) FROM idempotency_keys WHERE product_id = ? AND user_id = 'alice-e2e' AND idem_key LIKE 'web-%')`,
+		soon, soon).Scan(&reservations, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if reservations != 1 || keys != 1 {
+		t.Errorf("after a double click: %d reservations and %d idempotency keys of alice-e2e, want 1 and 1", reservations, keys)
+	}
+	if got := a.text(buy); got != "Bought" {
+		t.Errorf("after the purchase the button says %q", got)
+	}
+
+	// The last unit: alice buys it; the second buyer's page shows it sold out.
+	a.do("buy the last unit", chromedp.Click(chromedp.CSS(card(last)+" .btn-buy")))
+	a.waitJS("the last unit's order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(last)), 30*time.Second)
+	b.waitJS("sold out for the second buyer", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+		return c.dataset.phase === 'soldout' && c.querySelector('.btn-buy').disabled &&
+		c.querySelector('.btn-buy').textContent === 'Sold out' && c.querySelector('.pill').textContent === 'Sold out'; })()`, card(last)), 10*time.Second)
+
+	// Every error code of the API has its own message.
+	for _, code := range []string{"sold_out", "limit_reached", "sale_not_started", "sale_ended", "rate_limited", "unavailable", "not_found", "network"} {
+		msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.purchaseMessage({code: %q, message: 'x'}))`, code))
+		if msg == "" || strings.Contains(msg, "The purchase failed") {
+			t.Errorf("no message for %s: %q", code, msg)
+		}
+	}
+	for _, code := range []string{"unauthorized", "stampede_running"} {
+		if msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.adminMessage({code: %q}))`, code)); strings.Contains(msg, "failed") {
+			t.Errorf("no admin message for %s: %q", code, msg)
+		}
+	}
+
+	// The server clock estimate converges from Date headers (a module instance of its own, fed
+	// made-up answers from a server 3.21 s ahead), and the countdown format rounds up.
+	clockCheck := a.eval(`Promise.all([import('/static/clock.js?test'), import('/static/format.js')]).then(([c, f]) => {
+		const offset = 3210;
+		let sent = Date.now() - 60000;
+		for (let i = 0; i < 25; i++) {
+			sent += 1618; // phases spread over the second, as probeDelay's requests are
+			const received = sent + 20;
+			const server = (sent + received) / 2 + offset;
+			c.observeServerDate(new Date(Math.floor(server / 1000) * 1000).toUTCString(), sent, received);
+		}
+		const early = c.serverNowEarliest() - Date.now();
+		return [Math.abs(c.offsetMs() - offset) < 80, c.uncertaintyMs() < 80, early <= offset + 1,
+			f.formatCountdown(161000), f.formatCountdown(999), f.formatCountdown(3723000), f.formatCountdown(0)].join(' ');
+	})`)
+	if clockCheck != "true true true 02:41 00:01 1:02:03 00:00" {
+		t.Errorf("clock estimate and countdown format: %s", clockCheck)
+	}
+
+	// The drawer: opens with focus inside, Esc closes it and gives focus back.
+	a.do("open the drawer", chromedp.Click(chromedp.ID("admin-open")))
+	a.waitJS("the drawer open with the token field focused", `document.getElementById('admin').open && document.activeElement.id === 'token-input'`, 5*time.Second)
+	a.do("press Escape", chromedp.KeyEvent(kb.Escape))
+	a.waitJS("the drawer closed, focus back on its button", `!document.getElementById('admin').open && document.activeElement.id === 'admin-open'`, 5*time.Second)
+
+	a.do("enter the admin token",
+		chromedp.Click(chromedp.ID("admin-open")),
+		chromedp.SendKeys(chromedp.ID("token-input"), apptest.AdminToken+"\n"))
+	a.waitJS("the token kept for the tab", fmt.Sprintf(`sessionStorage.getItem('seckill.adminToken') === %q`, apptest.AdminToken), 5*time.Second)
+
+	stampede := func(product int64, strategy string) string {
+		t.Helper()
+		before := a.eval(`document.getElementById('race').dataset.stampedeId || ''`)
+		a.do("set up a stampede",
+			setField("demo-product", strconv.FormatInt(product, 10)),
+			setField("demo-strategy", strategy),
+			setField("demo-stock", "20"),
+			setField("demo-buyers", "200"),
+			chromedp.Click(chromedp.ID("demo-stampede")))
+		a.waitJS("the verdict of the "+strategy+" stampede", fmt.Sprintf(`(() => { const r = document.getElementById('race');
+			return r.dataset.state === 'done' && r.dataset.stampedeId !== %q; })()`, before), 45*time.Second)
+		return a.text("#race-verdict")
+	}
+	auditOf := func(product int64) audit.Facts {
+		t.Helper()
+		f, err := audit.Load(context.Background(), db, product)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	// The unsafe control first: the verdict is the database's.
+	verdict := stampede(noneProduct, "none")
+	f := auditOf(noneProduct)
+	want := "PASS — 20 sold, 0 oversold"
+	if f.Oversold() > 0 {
+		want = fmt.Sprintf("OVERSOLD by %d units", f.Oversold())
+	}
+	if verdict != want || !f.Drained() {
+		t.Errorf("none stampede: verdict %q, audit %+v: want %q", verdict, f, want)
+	}
+	t.Logf("none stampede: %s (%d reserved of %d)", verdict, f.ReservedUnits, f.InitialStock)
+
+	// A safe strategy: exactly the stock sold, and the panel of the product says so too.
+	if verdict := stampede(mysqlProduct, "mysql"); verdict != "PASS — 20 sold, 0 oversold" {
+		t.Errorf("mysql stampede verdict %q", verdict)
+	}
+	if v := auditOf(mysqlProduct).Violations(true); len(v) > 0 {
+		t.Errorf("mysql stampede audit: %v", v)
+	}
+	if got := a.text(card(mysqlProduct) + " .verdict"); got != "PASS — 20 sold, 0 oversold" {
+		t.Errorf("the mysql card's verdict says %q", got)
+	}
+	a.waitJS("the stampede in the per-second rates", fmt.Sprintf(`/peak [1-9]/.test(document.querySelector('%s .spark-caption').textContent)`, card(mysqlProduct)), 10*time.Second)
+	if got := a.text(card(mysqlProduct) + ` [data-stat="oversold"]`); got != "0" {
+		t.Errorf("the mysql card's oversold indicator reads %q", got)
+	}
+	a.screenshot(dir, "storefront-desktop-drawer.png", false)
+
+	a.do("close the drawer", chromedp.Click(chromedp.ID("admin-close")))
+	a.waitJS("the drawer closed", `!document.getElementById('admin').open`, 5*time.Second)
+	a.screenshot(dir, "storefront-desktop.png", false)
+	a.screenshot(dir, "storefront-desktop-full.png", true)
+
+	// The same page on a phone: one column, nothing wider than the screen.
+	a.do("turn the page into a phone",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
+		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	a.waitJS("the phone layout", `document.documentElement.clientWidth === 390 && document.documentElement.scrollWidth === 390`, 5*time.Second)
+	a.screenshot(dir, "storefront-phone.png", false)
+	a.screenshot(dir, "storefront-phone-full.png", true)
+
+	// A fresh page load at phone size, as a phone would make it.
+	phoneCtx, cancelPhone := chromedp.NewContext(browserCtx)
+	t.Cleanup(cancelPhone)
+	consoles = append(consoles, watchConsole(t, phoneCtx, "phone"))
+	phone := page{t, phoneCtx}
+	phone.do("open the storefront on a phone",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
+		chromedp.Navigate(base+"/"))
+	phone.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 7 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
+	if w := phone.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
+		t.Errorf("the page is %s px wide on a 390 px screen", w)
+	}
+
+	for _, c := range consoles {
+		c.check(t)
+	}
+	t.Logf("storefront test took %s", time.Since(began).Round(time.Millisecond))
+}
