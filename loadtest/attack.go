@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// attempt is one planned request: buyer b's try number n, with its Idempotency-Key.
+type attempt struct {
+	buyer  int
+	n      int
+	user   string
+	target string // replica base URL
+	key    string
+}
+
+// answer is what one request got.
+type answer struct {
+	attempt
+	sent     time.Time
+	latency  time.Duration
+	status   int // 0: no answer (transport error)
+	code     string
+	orderID  string
+	replayed bool
+	err      string
+}
+
+// outcome names an answer for the report.
+func (a answer) outcome() string {
+	switch {
+	case a.status == http.StatusAccepted && a.replayed:
+		return "replayed"
+	case a.status == http.StatusAccepted:
+		return "accepted"
+	case a.status == 0:
+		return "transport_error"
+	case a.code == "sold_out" || a.code == "limit_reached" || a.code == "rate_limited" || a.code == "unavailable":
+		return a.code
+	}
+	return "other"
+}
+
+// definitive reports whether the answer settles the attempt: a transport error or a 5xx leaves
+// it unknown whether the purchase committed.
+func (a answer) definitive() bool {
+	return a.status != 0 && a.status < 500 && a.status != http.StatusTooManyRequests
+}
+
+// runAll measures the baselines, then attacks each strategy in turn.
+func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*Report, error) {
+	now := time.Now()
+	rep := &Report{
+		RunID:     now.UTC().Format("20060102-150405"),
+		StartedAt: now.UTC(),
+		Machine:   machine(),
+		Targets:   o.targets,
+		Settings: Settings{Stock: o.stock, Buyers: o.buyers, Attempts: o.attempts, Rate: o.rate,
+			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos},
+		Passed: true,
+	}
+	admin := &adminClient{base: o.targets[0], token: o.adminToken}
+	if o.baselineFor > 0 {
+		bl, err := measureBaselines(ctx, db, o, admin, say)
+		if err != nil {
+			return nil, err
+		}
+		rep.Baselines = bl
+	}
+	for _, st := range o.strategies {
+		sr, err := attackStrategy(ctx, db, o, admin, rep.RunID, st, say)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st, err)
+		}
+		for _, b := range rep.Baselines {
+			if b.Strategy == st && b.OpsPerSec > 0 {
+				sr.Ratio = sr.AcceptedPerSec / b.OpsPerSec
+			}
+		}
+		if sr.Verdict == "FAIL" {
+			rep.Passed = false
+		}
+		rep.Strategies = append(rep.Strategies, *sr)
+		say("%s: %s — %d requests, %d accepted, %.0f req/s, %s", st, sr.Verdict, sr.Requests, sr.Accepted,
+			sr.RequestsPerSec, strings.Join(sr.Violations, "; "))
+	}
+	return rep, nil
+}
+
+// attackStrategy runs the whole cycle for one strategy: product, attack, settle, drain, audit.
+func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, say func(string, ...any)) (*StrategyReport, error) {
+	pid, err := admin.saleProduct(ctx, "loadtest · "+strategy, strategy, o.stock)
+	if err != nil {
+		return nil, err
+	}
+	say("%s: product %d, %d units, %d buyers × %d attempts over %d replicas", strategy, pid, o.stock, o.buyers, o.attempts, len(o.targets))
+	plan := planAttempts(o, runID, strategy)
+	answers, events, err := attack(ctx, o, pid, plan, say)
+	if err != nil {
+		return nil, err
+	}
+	settled := settle(ctx, o, pid, answers)
+	say("%s: %d answers, %d settled after the attack; waiting for the order queue", strategy, len(answers), len(settled))
+
+	dctx, cancel := context.WithTimeout(ctx, o.drainTimeout)
+	defer cancel()
+	return judge(dctx, db, o, strategy, pid, answers, settled, events)
+}
+
+// planAttempts lays out every request: buyer i on replica i mod n; try 1 and its retry carry one
+// key, try 3 a second key (a second purchase, which the per-user limit must refuse). A buyer's
+// tries sit next to each other, so at full speed they race.
+func planAttempts(o *options, runID, strategy string) []attempt {
+	plan := make([]attempt, 0, o.buyers*o.attempts)
+	for b := range o.buyers {
+		user := fmt.Sprintf("lt%s-%s-%d", strings.ReplaceAll(runID, "-", ""), strategy, b)
+		target := o.targets[b%len(o.targets)]
+		for n := 1; n <= o.attempts; n++ {
+			key := user + "-k1"
+			if n == 3 {
+				key = user + "-k2"
+			}
+			plan = append(plan, attempt{buyer: b, n: n, user: user, target: target, key: key})
+		}
+	}
+	return plan
+}
+
+// attack sends the plan with vegeta and returns every answer, and the chaos events.
+func attack(ctx context.Context, o *options, productID int64, plan []attempt, say func(string, ...any)) ([]answer, []Event, error) {
+	var next atomic.Int64
+	targeter := func(t *vegeta.Target) error {
+		i := next.Add(1) - 1
+		if i >= int64(len(plan)) {
+			return vegeta.ErrNoTargets
+		}
+		a := plan[i]
+		body, _ := json.Marshal(map[string]any{"user_id": a.user, "quantity": 1})
+		t.Method = http.MethodPost
+		t.URL = fmt.Sprintf("%s/api/v1/products/%d/purchase?lt=%d", a.target, productID, i)
+		t.Body = body
+		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {a.key}}
+		return nil
+	}
+	attacker := vegeta.NewAttacker(
+		vegeta.Workers(uint64(o.workers)), vegeta.MaxWorkers(uint64(o.workers)),
+		vegeta.Connections(o.workers), vegeta.KeepAlive(true),
+		vegeta.Timeout(30*time.Second), vegeta.MaxBody(4096), vegeta.HTTP2(false),
+	)
+	pacer := vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
+
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var events []Event
+	start := time.Now()
+	chaosDone := make(chan []Event, 1)
+	if o.chaos == "kill" {
+		go func() { chaosDone <- killAndRestart(actx, o, start, say) }()
+	} else {
+		chaosDone <- nil
+	}
+
+	answers := make([]answer, 0, len(plan))
+	results := attacker.Attack(targeter, pacer, o.maxDuration, "seckill")
+	for res := range results {
+		if ctx.Err() != nil {
+			attacker.Stop()
+		}
+		a, ok := toAnswer(res, plan)
+		if ok {
+			answers = append(answers, a)
+		}
+	}
+	cancel() // the attack is over: a kill not yet done is not done
+	events = <-chaosDone
+	return answers, events, ctx.Err()
+}
+
+// toAnswer maps a vegeta result back to its planned attempt through the lt query parameter.
+func toAnswer(res *vegeta.Result, plan []attempt) (answer, bool) {
+	u, err := url.Parse(res.URL)
+	if err != nil {
+		return answer{}, false
+	}
+	i, err := strconv.Atoi(u.Query().Get("lt"))
+	if err != nil || i < 0 || i >= len(plan) {
+		return answer{}, false
+	}
+	a := answer{attempt: plan[i], sent: res.Timestamp, latency: res.Latency, status: int(res.Code), err: res.Error}
+	a.decode(res.Body, res.Headers.Get("Idempotent-Replayed") == "true")
+	return a, true
+}
+
+func (a *answer) decode(body []byte, replayed bool) {
+	var b struct {
+		OrderID string `json:"order_id"`
+		Error   struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &b) == nil {
+		a.orderID, a.code = b.OrderID, b.Error.Code
+	}
+	a.replayed = replayed
+}
+
+// settle re-sends, with the same Idempotency-Key, every attempt whose answer left it unknown
+// whether the purchase committed (no answer, 5xx, 429), until a replica gives a definitive one:
+// the buyers a real client would retry. Their answers complete what the buyers were told.
+func settle(ctx context.Context, o *options, productID int64, answers []answer) []answer {
+	decided := map[string]bool{} // buyer/key pairs with a definitive answer
+	for _, a := range answers {
+		if a.definitive() {
+			decided[a.key] = true
+		}
+	}
+	var open []attempt
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if !decided[a.key] && !seen[a.key] {
+			seen[a.key] = true
+			open = append(open, a.attempt)
+		}
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	var out []answer
+	for _, at := range open {
+		for try := range 30 {
+			target := o.targets[(at.buyer+try)%len(o.targets)]
+			a := post(ctx, client, target, productID, at)
+			if a.definitive() || ctx.Err() != nil {
+				out = append(out, a)
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return out
+}
+
+func post(ctx context.Context, client *http.Client, target string, productID int64, at attempt) answer {
+	body, _ := json.Marshal(map[string]any{"user_id": at.user, "quantity": 1})
+	a := answer{attempt: at, sent: time.Now()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase", target, productID), bytes.NewReader(body))
+	if err != nil {
+		a.err = err.Error()
+		return a
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", at.key)
+	res, err := client.Do(req)
+	a.latency = time.Since(a.sent)
+	if err != nil {
+		a.err = err.Error()
+		return a
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	a.status = res.StatusCode
+	a.decode(data, res.Header.Get("Idempotent-Replayed") == "true")
+	return a
+}
+
+// adminClient talks to the admin API.
+type adminClient struct {
+	base, token string
+}
+
+// saleProduct puts the product called name on sale now for an hour with stock units and the
+// strategy: it resets the product if one of that name exists (clearing its reservations and
+// orders) and creates it otherwise. Reusing names keeps the storefront from filling up with one
+// product per run.
+func (c *adminClient) saleProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
+	id, err := c.findProduct(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now().UTC()
+	body := map[string]any{
+		"stock": stock, "strategy": strategy,
+		"sale_starts_at": now.Add(-time.Second).Format(time.RFC3339), "sale_ends_at": now.Add(time.Hour).Format(time.RFC3339),
+	}
+	path, want := fmt.Sprintf("/api/v1/admin/products/%d/reset", id), http.StatusOK
+	if id == 0 {
+		body["name"], body["price_cents"], body["per_user_limit"] = name, 100, 1
+		path, want = "/api/v1/admin/products", http.StatusCreated
+	}
+	var p struct {
+		ID int64 `json:"id"`
+	}
+	if err := c.call(ctx, http.MethodPost, path, body, want, &p); err != nil {
+		return 0, err
+	}
+	if p.ID == 0 {
+		return 0, errors.New("put product on sale: the answer has no id")
+	}
+	return p.ID, nil
+}
+
+// findProduct returns the id of the first product called name, or 0.
+func (c *adminClient) findProduct(ctx context.Context, name string) (int64, error) {
+	var list struct {
+		Products []struct {
+			ID   int64  `json:"id"`
+			Name string `json:"name"`
+		} `json:"products"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/api/v1/products", nil, http.StatusOK, &list); err != nil {
+		return 0, err
+	}
+	for _, p := range list.Products {
+		if p.Name == name {
+			return p.ID, nil
+		}
+	}
+	return 0, nil
+}
+
+// call sends body as JSON (if not nil) with the admin token and decodes a want-status answer
+// into out.
+func (c *adminClient) call(ctx context.Context, method, path string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s (is the stack up? `make up`): %w", method, path, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		return fmt.Errorf("%s %s: %s %s", method, path, res.Status, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// machine describes where the run happened, for the report.
+func machine() string {
+	host, _ := os.Hostname()
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s: %d × %s, %s/%s, %s", host, runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

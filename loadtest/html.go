@@ -1,0 +1,904 @@
+package main
+
+// The HTML report: one self-contained page, readable offline and attachable to an issue. The
+// charts are inline SVG computed here (no JavaScript, no CDN, no web fonts), so the page shows
+// the same thing in a browser, in a mail client that strips scripts, and on paper.
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// writeHTML renders r as a self-contained HTML page. Nothing is written if rendering fails.
+func writeHTML(w io.Writer, r *Report) error {
+	if r == nil {
+		return fmt.Errorf("write HTML report: no report")
+	}
+	var buf bytes.Buffer
+	if err := reportTemplate.Execute(&buf, newPageView(r)); err != nil {
+		return fmt.Errorf("write HTML report %s: %w", r.RunID, err)
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write HTML report %s: %w", r.RunID, err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- the page's view of a Report
+
+type pageView struct {
+	*Report
+	Started  string
+	Pace     string
+	Chaos    string
+	Verdict  verdictView
+	Failed   []string // strategies whose verdict is FAIL
+	Rows     []strategyView
+	Outcomes []string // column order of the outcome table
+	Combined chartView
+}
+
+type strategyView struct {
+	*StrategyReport
+	Index       int
+	Color       string
+	Unsafe      bool
+	Verdict     verdictView
+	LatAccepted Latency // the latency of accepted purchases
+	LatAll      Latency // the latency of every answer
+	HasAccepted bool
+	HasAll      bool
+	Outcomes    []int // in pageView.Outcomes order
+	LatencyRef  chartView
+	AcceptedRef chartView
+}
+
+type verdictView struct {
+	Word   string // PASS, FAIL, OVERSOLD
+	Symbol string // shown beside the word so the verdict does not rest on colour alone
+	Class  string // CSS class: pass, fail, warn
+	Note   string
+}
+
+func newPageView(r *Report) pageView {
+	names := make([]string, len(r.Strategies))
+	for i, s := range r.Strategies {
+		names[i] = s.Strategy
+	}
+	colors := strategyColors(names)
+
+	p := pageView{
+		Report:   r,
+		Started:  "—",
+		Pace:     pace(r.Settings),
+		Chaos:    orNone(r.Settings.Chaos),
+		Outcomes: outcomeColumns(r.Strategies),
+	}
+	if !r.StartedAt.IsZero() {
+		p.Started = r.StartedAt.UTC().Format("2006-01-02 15:04:05 MST")
+	}
+	if r.Passed {
+		p.Verdict = verdictView{Word: "PASS", Symbol: "✓", Class: "pass",
+			Note: "Every safe strategy kept every invariant, and the unsafe control (if run) was caught overselling."}
+	} else {
+		p.Verdict = verdictView{Word: "FAIL", Symbol: "✗", Class: "fail",
+			Note: "An invariant broke, or the unsafe control failed to show its oversell: see the violations below."}
+	}
+	for i := range r.Strategies {
+		s := &r.Strategies[i]
+		if s.Verdict == "FAIL" {
+			p.Failed = append(p.Failed, s.Strategy)
+		}
+		row := strategyView{
+			StrategyReport: s,
+			Index:          i,
+			Color:          colors[s.Strategy],
+			Unsafe:         s.Strategy == unsafeStrategy,
+			Verdict:        strategyVerdict(s.Verdict),
+		}
+		row.LatAccepted, row.LatAll = s.Latency["accepted"], s.Latency["all"]
+		row.HasAccepted, row.HasAll = row.LatAccepted.Count > 0, row.LatAll.Count > 0
+		for _, o := range p.Outcomes {
+			row.Outcomes = append(row.Outcomes, s.Outcomes[o])
+		}
+		row.LatencyRef = latencyChart(fmt.Sprintf("chart-%d-latency", i), s, row.Color)
+		row.AcceptedRef = acceptedChart(fmt.Sprintf("chart-%d-accepted", i), s, row.Color, stockOf(r, s))
+		p.Rows = append(p.Rows, row)
+	}
+	p.Combined = combinedChart("chart-all-accepted", r, colors)
+	return p
+}
+
+// unsafeStrategy is the negative control: it deducts without any exclusion and must oversell.
+const unsafeStrategy = "none"
+
+func strategyVerdict(word string) verdictView {
+	switch word {
+	case "PASS":
+		return verdictView{Word: word, Symbol: "✓", Class: "pass"}
+	case "OVERSOLD":
+		return verdictView{Word: word, Symbol: "⚠", Class: "warn", Note: "expected of the unsafe control"}
+	case "":
+		return verdictView{Word: "—", Class: "none"}
+	default:
+		return verdictView{Word: word, Symbol: "✗", Class: "fail"}
+	}
+}
+
+// outcomeColumns lists the outcomes of the report in the Markdown table's order, followed by
+// any outcome the harness added since, sorted.
+func outcomeColumns(ss []StrategyReport) []string {
+	cols := slices.Clone(outcomeOrder)
+	var extra []string
+	for _, s := range ss {
+		for o := range s.Outcomes {
+			if !slices.Contains(cols, o) && !slices.Contains(extra, o) {
+				extra = append(extra, o)
+			}
+		}
+	}
+	slices.Sort(extra)
+	return append(cols, extra...)
+}
+
+// stockOf is the stock the strategy's product was put on sale with, as the database says.
+func stockOf(r *Report, s *StrategyReport) int {
+	if s.Facts.InitialStock > 0 {
+		return s.Facts.InitialStock
+	}
+	return r.Settings.Stock
+}
+
+// ---------------------------------------------------------------- colours
+
+// Okabe–Ito and Paul Tol colours: distinguishable with the common colour-vision deficiencies
+// and on paper. The unsafe control always gets the warning colour, and its lines are dashed.
+const warnColor = "#D55E00"
+
+var (
+	fixedColors = map[string]string{"mysql": "#0072B2", "redis": "#CC79A7", "zk": "#009E73", unsafeStrategy: warnColor}
+	spareColors = []string{"#56B4E9", "#882255", "#44AA99", "#999933", "#332288", "#AA4499"}
+)
+
+// strategyColors gives every strategy one colour, the same in every chart of the page.
+func strategyColors(names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	next := 0
+	for _, n := range names {
+		if _, done := out[n]; done {
+			continue
+		}
+		if c, ok := fixedColors[n]; ok {
+			out[n] = c
+			continue
+		}
+		out[n] = spareColors[next%len(spareColors)]
+		next++
+	}
+	return out
+}
+
+func dashOf(strategy string) string {
+	if strategy == unsafeStrategy {
+		return "7 4"
+	}
+	return ""
+}
+
+// ---------------------------------------------------------------- chart geometry (pure)
+
+// px is an SVG coordinate, printed with one decimal at most.
+type px float64
+
+func (p px) String() string { return formatNum(float64(p), 1) }
+
+type point struct{ X, Y float64 }
+
+// scale maps a domain interval onto a pixel range, linearly or on log10.
+type scale struct {
+	d0, d1, r0, r1 float64
+	log            bool
+}
+
+func linearScale(d0, d1, r0, r1 float64) scale {
+	if d1 == d0 {
+		d1 = d0 + 1
+	}
+	return scale{d0: d0, d1: d1, r0: r0, r1: r1}
+}
+
+// logScale needs 0 < d0 < d1.
+func logScale(d0, d1, r0, r1 float64) scale {
+	s := linearScale(math.Log10(d0), math.Log10(d1), r0, r1)
+	s.log = true
+	return s
+}
+
+// at maps v; NaN for values a log scale cannot show.
+func (s scale) at(v float64) float64 {
+	if s.log {
+		if v <= 0 {
+			return math.NaN()
+		}
+		v = math.Log10(v)
+	}
+	return s.r0 + (v-s.d0)/(s.d1-s.d0)*(s.r1-s.r0)
+}
+
+// niceStep is a round step (1, 2 or 5 × 10^k) cutting span into about n intervals.
+func niceStep(span float64, n int) float64 {
+	if span <= 0 || math.IsNaN(span) || math.IsInf(span, 0) {
+		return 1
+	}
+	raw := span / float64(max(n, 1))
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	switch norm := raw / mag; {
+	case norm < 1.5:
+		return mag
+	case norm < 3:
+		return 2 * mag
+	case norm < 7:
+		return 5 * mag
+	default:
+		return 10 * mag
+	}
+}
+
+// niceMax rounds hi up to a multiple of the tick step of [0, hi] in about n intervals, so the
+// axis ends on a labelled tick.
+func niceMax(hi float64, n int) float64 {
+	if !(hi > 0) || math.IsInf(hi, 0) {
+		return 1
+	}
+	step := niceStep(hi, n)
+	return math.Ceil(hi/step-1e-9) * step
+}
+
+// linearTicks are the multiples of a nice step within [lo, hi], about n intervals apart.
+func linearTicks(lo, hi float64, n int) []float64 {
+	if !(hi > lo) {
+		return []float64{lo}
+	}
+	step := niceStep(hi-lo, n)
+	first := math.Ceil(lo/step - 1e-9)
+	var ticks []float64
+	for i := first; i*step <= hi+step*1e-9; i++ {
+		ticks = append(ticks, roundTo(i*step, step))
+	}
+	return ticks
+}
+
+// logTicks are the powers of ten within [lo, hi], with 2× and 5× between them when the range
+// spans less than three decades.
+func logTicks(lo, hi float64) []float64 {
+	if !(lo > 0) || !(hi > lo) {
+		return nil
+	}
+	first, last := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	mults := []float64{1}
+	if last-first < 3 {
+		mults = []float64{1, 2, 5}
+	}
+	var ticks []float64
+	for e := first; e <= last; e++ {
+		for _, m := range mults {
+			v := m * math.Pow(10, e)
+			if v >= lo*(1-1e-9) && v <= hi*(1+1e-9) {
+				ticks = append(ticks, roundTo(v, math.Pow(10, e)))
+			}
+		}
+	}
+	return ticks
+}
+
+// logDomain widens [lo, hi] (both > 0) to whole decades.
+func logDomain(lo, hi float64) (float64, float64) {
+	return math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+}
+
+// roundTo removes the float noise of v = i × step (0.30000000000000004 → 0.3).
+func roundTo(v, step float64) float64 {
+	digits := max(0, 1-int(math.Floor(math.Log10(step)))) + 1
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// tickLabel writes an axis value short: 0.5, 20, 1500, 12k, 2.5M.
+func tickLabel(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return formatNum(v/1e6, 2) + "M"
+	case a >= 1e4:
+		return formatNum(v/1e3, 1) + "k"
+	default:
+		return formatNum(v, 3)
+	}
+}
+
+// formatNum prints v with at most `decimals` decimals and no trailing zeros.
+func formatNum(v float64, decimals int) string {
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+// pathData is the SVG path through pts; a point with a NaN coordinate ends the line, and the
+// next one starts a new piece, so a gap in the data is a gap in the line.
+func pathData(pts []point) string {
+	var b strings.Builder
+	pen := false
+	for _, p := range pts {
+		if math.IsNaN(p.X) || math.IsNaN(p.Y) || math.IsInf(p.X, 0) || math.IsInf(p.Y, 0) {
+			pen = false
+			continue
+		}
+		if pen {
+			b.WriteByte('L')
+		} else {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteByte('M')
+		}
+		b.WriteString(formatNum(p.X, 1))
+		b.WriteByte(' ')
+		b.WriteString(formatNum(p.Y, 1))
+		pen = true
+	}
+	return b.String()
+}
+
+// cumulativeAccepted is the running total of first-time 202s at the end of each timeline slice,
+// starting from (0, 0).
+func cumulativeAccepted(tl []Sample) []point {
+	step := TimelineStep.Seconds()
+	pts := make([]point, 0, len(tl)+1)
+	pts = append(pts, point{0, 0})
+	total := 0
+	for _, s := range tl {
+		total += s.Accepted
+		pts = append(pts, point{s.T + step, float64(total)})
+	}
+	return pts
+}
+
+// latencySeries are the p50 and p99 of each slice at its middle; a slice without requests has
+// no latency and leaves a gap.
+func latencySeries(tl []Sample) (p50, p99 []point) {
+	half := TimelineStep.Seconds() / 2
+	for _, s := range tl {
+		x := s.T + half
+		if s.Requests == 0 {
+			p50 = append(p50, point{x, math.NaN()})
+			p99 = append(p99, point{x, math.NaN()})
+			continue
+		}
+		p50 = append(p50, point{x, s.P50})
+		p99 = append(p99, point{x, s.P99})
+	}
+	return p50, p99
+}
+
+// project maps data points to pixels.
+func project(pts []point, sx, sy scale) []point {
+	out := make([]point, len(pts))
+	for i, p := range pts {
+		out[i] = point{sx.at(p.X), sy.at(p.Y)}
+	}
+	return out
+}
+
+// timelineEnd is the last second worth showing: the end of the last slice, event or answer.
+func timelineEnd(s *StrategyReport) float64 {
+	end := s.Seconds
+	if n := len(s.Timeline); n > 0 {
+		end = max(end, s.Timeline[n-1].T+TimelineStep.Seconds())
+	}
+	for _, e := range s.Events {
+		end = max(end, e.T)
+	}
+	return end
+}
+
+// ---------------------------------------------------------------- charts
+
+type chartView struct {
+	ID, Title, Desc string
+	W, H            px
+	X0, Y0, X1, Y1  px // the plot area
+	XLabel, YLabel  string
+	XTicks, YTicks  []tickView
+	Refs            []refView
+	Events          []eventView
+	Lines           []lineView
+	Legend          []legendView
+	Empty           string // shown instead of data
+}
+
+type tickView struct {
+	Pos   px
+	Label string
+}
+
+type lineView struct {
+	Name        string
+	D           string
+	Color, Dash string
+	Width       px
+}
+
+type refView struct {
+	Y, LabelX, LabelY px
+	Label             string
+}
+
+type eventView struct {
+	X, LabelX, LabelY px
+	Anchor            string
+	Label             string
+}
+
+type legendView struct {
+	X, Y        px
+	Color, Dash string
+	Label       string
+}
+
+// chartFrame lays out a chart: its size, the legend rows above the plot and the plot area.
+type chartFrame struct {
+	w, h                   float64
+	left, right, top, bot  float64
+	legendX0, legendY0     float64
+	legendRowH, legendMaxW float64
+}
+
+func newFrame(w, h float64, legend []string) (chartFrame, []point) {
+	f := chartFrame{w: w, h: h, left: 60, right: 18, bot: 44, legendRowH: 18}
+	f.legendX0, f.legendY0 = f.left, 16
+	f.legendMaxW = w - f.left - f.right
+	pos := legendLayout(legend, f.legendX0, f.legendY0, f.legendMaxW, f.legendRowH)
+	rows := 1
+	if n := len(pos); n > 0 {
+		rows = int(math.Round((pos[n-1].Y-f.legendY0)/f.legendRowH)) + 1
+	}
+	f.top = f.legendY0 + float64(rows-1)*f.legendRowH + 18
+	return f, pos
+}
+
+// legendLayout places legend entries left to right from (x0, y0), wrapping to a new row of
+// height rowH when the next one would pass maxW. Text width is estimated at 7 px a character
+// (12 px sans-serif), which is all the precision a legend needs.
+func legendLayout(labels []string, x0, y0, maxW, rowH float64) []point {
+	const swatch, gap, charW = 22, 18, 7
+	pos := make([]point, len(labels))
+	x, y := x0, y0
+	for i, l := range labels {
+		w := swatch + charW*float64(len([]rune(l)))
+		if x > x0 && x+w > x0+maxW {
+			x, y = x0, y+rowH
+		}
+		pos[i] = point{x, y}
+		x += w + gap
+	}
+	return pos
+}
+
+func (f chartFrame) view(id, title, desc, xlabel, ylabel string) chartView {
+	return chartView{
+		ID: id, Title: title, Desc: desc, XLabel: xlabel, YLabel: ylabel,
+		W: px(f.w), H: px(f.h),
+		X0: px(f.left), Y0: px(f.top), X1: px(f.w - f.right), Y1: px(f.h - f.bot),
+	}
+}
+
+func (f chartFrame) xScale(end float64) (scale, []tickView) {
+	end = niceMax(end, 8)
+	sx := linearScale(0, end, f.left, f.w-f.right)
+	return sx, ticksOf(linearTicks(0, end, 8), sx)
+}
+
+func ticksOf(vals []float64, s scale) []tickView {
+	out := make([]tickView, 0, len(vals))
+	for _, v := range vals {
+		out = append(out, tickView{Pos: px(s.at(v)), Label: tickLabel(v)})
+	}
+	return out
+}
+
+func legendViews(pos []point, lines []lineView) []legendView {
+	out := make([]legendView, len(lines))
+	for i, l := range lines {
+		out[i] = legendView{X: px(pos[i].X), Y: px(pos[i].Y), Color: l.Color, Dash: l.Dash, Label: l.Name}
+	}
+	return out
+}
+
+func eventViews(events []Event, sx scale, f chartFrame) []eventView {
+	out := make([]eventView, 0, len(events))
+	for i, e := range events {
+		x := sx.at(e.T)
+		ev := eventView{X: px(x), LabelX: px(x + 4), LabelY: px(f.top + 14 + 14*float64(i%3)), Anchor: "start", Label: e.What}
+		if x > f.left+(f.w-f.left-f.right)*0.6 {
+			ev.LabelX, ev.Anchor = px(x-4), "end"
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+const (
+	chartW, chartH       = 560, 300
+	combinedW, combinedH = 1120, 360
+	xAxisLabel           = "seconds since the first request"
+)
+
+// latencyChart plots the p50 and p99 latency of each timeline slice. When p99 and p50 are two
+// decades or more apart (a lock wait beside a fast path), the axis is logarithmic, or the p50
+// line would lie flat on the floor.
+func latencyChart(id string, s *StrategyReport, color string) chartView {
+	lines := []lineView{{Name: "p99", Color: color, Width: 2}, {Name: "p50", Color: color, Dash: "5 4", Width: 1.5}}
+	f, pos := newFrame(chartW, chartH, []string{"p99", "p50"})
+	title := fmt.Sprintf("%s: latency over time", s.Strategy)
+	c := f.view(id, title, fmt.Sprintf("p50 and p99 latency in milliseconds of the requests sent in each %s slice, strategy %s.", TimelineStep, s.Strategy),
+		xAxisLabel, "latency, ms")
+	c.Legend = legendViews(pos, lines)
+
+	p50, p99 := latencySeries(s.Timeline)
+	lo, hi := math.Inf(1), 0.0
+	for _, p := range slices.Concat(p50, p99) {
+		if p.Y > 0 {
+			lo, hi = min(lo, p.Y), max(hi, p.Y)
+		}
+	}
+	sx, xt := f.xScale(timelineEnd(s))
+	c.XTicks = xt
+	if hi == 0 {
+		c.Empty = "no latency samples"
+		c.YTicks = ticksOf([]float64{0}, linearScale(0, 1, f.h-f.bot, f.top))
+		return c
+	}
+	var sy scale
+	if hi/lo >= 100 {
+		d0, d1 := logDomain(lo, hi)
+		sy = logScale(d0, d1, f.h-f.bot, f.top)
+		c.YTicks = ticksOf(logTicks(d0, d1), sy)
+		c.YLabel = "latency, ms (log scale)"
+	} else {
+		top := niceMax(hi, 5)
+		sy = linearScale(0, top, f.h-f.bot, f.top)
+		c.YTicks = ticksOf(linearTicks(0, top, 5), sy)
+	}
+	lines[0].D = pathData(project(p99, sx, sy))
+	lines[1].D = pathData(project(p50, sx, sy))
+	c.Lines = lines
+	c.Events = eventViews(s.Events, sx, f)
+	return c
+}
+
+// acceptedChart plots the running total of accepted purchases against the stock.
+func acceptedChart(id string, s *StrategyReport, color string, stock int) chartView {
+	lines := []lineView{{Name: "accepted (cumulative)", Color: color, Dash: dashOf(s.Strategy), Width: 2}}
+	labels := []string{lines[0].Name, fmt.Sprintf("stock (%d)", stock)}
+	f, pos := newFrame(chartW, chartH, labels)
+	c := f.view(id, fmt.Sprintf("%s: accepted over time", s.Strategy),
+		fmt.Sprintf("Cumulative accepted purchases of strategy %s against the stock of %d units; above the stock line is an oversell.", s.Strategy, stock),
+		xAxisLabel, "accepted purchases")
+	c.Legend = legendViews(pos, append(lines, lineView{Name: labels[1], Color: refColor, Dash: refDash}))
+
+	sx, xt := f.xScale(timelineEnd(s))
+	c.XTicks = xt
+	pts := cumulativeAccepted(s.Timeline)
+	top := niceMax(max(float64(stock), pts[len(pts)-1].Y)*1.05, 5)
+	sy := linearScale(0, top, f.h-f.bot, f.top)
+	c.YTicks = ticksOf(linearTicks(0, top, 5), sy)
+	c.Refs = []refView{stockRef(stock, sy, f)}
+	if len(s.Timeline) == 0 {
+		c.Empty = "no timeline samples"
+		return c
+	}
+	lines[0].D = pathData(project(pts, sx, sy))
+	c.Lines = lines
+	c.Events = eventViews(s.Events, sx, f)
+	return c
+}
+
+// combinedChart races every strategy's cumulative accepted purchases on one time axis.
+func combinedChart(id string, r *Report, colors map[string]string) chartView {
+	var lines []lineView
+	var stocks []int
+	end := 0.0
+	for i := range r.Strategies {
+		s := &r.Strategies[i]
+		name := s.Strategy
+		if name == unsafeStrategy {
+			name += " (unsafe control)"
+		}
+		lines = append(lines, lineView{Name: name, Color: colors[s.Strategy], Dash: dashOf(s.Strategy), Width: 2})
+		if st := stockOf(r, s); !slices.Contains(stocks, st) {
+			stocks = append(stocks, st)
+		}
+		end = max(end, timelineEnd(s))
+	}
+	slices.Sort(stocks)
+	labels := make([]string, 0, len(lines)+1)
+	for _, l := range lines {
+		labels = append(labels, l.Name)
+	}
+	labels = append(labels, "stock")
+	f, pos := newFrame(combinedW, combinedH, labels)
+	c := f.view(id, "Accepted over time, all strategies",
+		"Cumulative accepted purchases of every strategy on one time axis, against the stock; the steepest line sells out first, and a line above the stock line oversold.",
+		xAxisLabel, "accepted purchases")
+	c.Legend = legendViews(pos, append(slices.Clone(lines), lineView{Name: "stock", Color: refColor, Dash: refDash}))
+
+	sx, xt := f.xScale(end)
+	c.XTicks = xt
+	hi := 0.0
+	series := make([][]point, len(r.Strategies))
+	for i := range r.Strategies {
+		series[i] = cumulativeAccepted(r.Strategies[i].Timeline)
+		hi = max(hi, series[i][len(series[i])-1].Y)
+	}
+	for _, st := range stocks {
+		hi = max(hi, float64(st))
+	}
+	top := niceMax(hi*1.05, 6)
+	sy := linearScale(0, top, f.h-f.bot, f.top)
+	c.YTicks = ticksOf(linearTicks(0, top, 6), sy)
+	for _, st := range stocks {
+		c.Refs = append(c.Refs, stockRef(st, sy, f))
+	}
+	if !slices.ContainsFunc(r.Strategies, func(s StrategyReport) bool { return len(s.Timeline) > 0 }) {
+		c.Empty = "no timeline samples"
+		return c
+	}
+	for i := range lines {
+		if len(r.Strategies[i].Timeline) > 0 {
+			lines[i].D = pathData(project(series[i], sx, sy))
+		}
+	}
+	c.Lines = lines
+	return c
+}
+
+const (
+	refColor = "#5b6270"
+	refDash  = "2 3"
+)
+
+func stockRef(stock int, sy scale, f chartFrame) refView {
+	y := sy.at(float64(stock))
+	return refView{Y: px(y), LabelX: px(f.w - f.right - 4), LabelY: px(y - 5), Label: fmt.Sprintf("stock %d", stock)}
+}
+
+// ---------------------------------------------------------------- template
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"int":  formatInt,
+	"f":    func(v float64, decimals int) string { return formatFixed(v, decimals) },
+	"ms":   func(v float64) string { return formatFixed(v, msDecimals(v)) },
+	"secs": func(v float64) string { return formatFixed(v, 2) + " s" },
+	"dur":  func(d time.Duration) string { return d.String() },
+	"add":  func(a, b px) px { return a + b },
+	"sub":  func(a, b px) px { return a - b },
+	"mid":  func(a, b px) px { return (a + b) / 2 },
+	"ratio": func(v float64) string {
+		if v == 0 {
+			return "—"
+		}
+		return formatFixed(v, 2) + "×"
+	},
+}).Parse(pageHTML))
+
+// formatInt groups thousands: 12,345.
+func formatInt(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// formatFixed prints v with exactly `decimals` decimals and grouped thousands.
+func formatFixed(v float64, decimals int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.Atoi(whole)
+	if err != nil {
+		return s
+	}
+	out := formatInt(n)
+	if n == 0 && strings.HasPrefix(whole, "-") {
+		out = "-0"
+	}
+	if frac != "" {
+		out += "." + frac
+	}
+	return out
+}
+
+// msDecimals keeps about three significant digits of a latency.
+func msDecimals(v float64) int {
+	switch a := math.Abs(v); {
+	case a < 10:
+		return 2
+	case a < 100:
+		return 1
+	default:
+		return 0
+	}
+}
+
+const pageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>seckill-go load test {{.RunID}}: {{.Verdict.Word}}</title>
+<style>
+:root { --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg-alt: #f6f8fa;
+  --pass: #1a7f37; --pass-bg: #dafbe1; --fail: #b42318; --fail-bg: #ffebe9; --warn: #9a4a00; --warn-bg: #fff1e0; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1280px; padding: 24px; color: var(--fg); background: #fff;
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+h1 { font-size: 24px; margin: 0 0 8px; }
+h2 { font-size: 19px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+code { font: 13px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; }
+.verdict { display: flex; align-items: center; gap: 24px; margin: 20px 0; padding: 16px 24px; border-radius: 8px; border: 2px solid; }
+.verdict .word { font-size: 44px; font-weight: 800; letter-spacing: 0.04em; white-space: nowrap; }
+.verdict p { margin: 0; font-size: 16px; }
+.pass { color: var(--pass); } .fail { color: var(--fail); } .warn { color: var(--warn); }
+.verdict.pass { background: var(--pass-bg); border-color: var(--pass); }
+.verdict.fail { background: var(--fail-bg); border-color: var(--fail); }
+.badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-weight: 700; font-size: 12px; border: 1px solid; white-space: nowrap; }
+.badge.pass { background: var(--pass-bg); } .badge.fail { background: var(--fail-bg); } .badge.warn { background: var(--warn-bg); }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: 4px 7px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+th { background: var(--bg-alt); font-weight: 600; white-space: normal; vertical-align: bottom; }
+table.strategies { font-size: 13px; }
+table.strategies th, table.strategies td { padding: 4px 6px; }
+th.l, td.l { text-align: left; }
+thead tr:first-child th[colspan] { text-align: center; border-left: 1px solid var(--line); }
+td.sep, th.sep { border-left: 1px solid var(--line); }
+tr.violations td { text-align: left; white-space: normal; color: var(--fail); background: var(--fail-bg); }
+tr.violations ul { margin: 0; padding-left: 20px; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
+.muted { color: var(--muted); }
+h2 .muted { font-size: 14px; font-weight: 400; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 16px; }
+figure { margin: 0; }
+svg { max-width: 100%; height: auto; display: block; font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
+svg .plot { fill: #fff; stroke: var(--line); }
+svg .grid { stroke: #eaeef2; }
+svg .axis { stroke: #8c959f; }
+svg .tick { font-size: 11px; fill: var(--muted); }
+svg .axis-label { font-size: 12px; fill: var(--fg); }
+svg .legend { font-size: 12px; fill: var(--fg); }
+svg .ref { stroke: #5b6270; stroke-width: 1.5; stroke-dasharray: 2 3; }
+svg .ref-label { font-size: 11px; fill: #5b6270; font-weight: 600; }
+svg .event { stroke: #1b1f24; stroke-width: 1.2; stroke-dasharray: 4 3; }
+svg .event-label { font-size: 11px; fill: #1b1f24; font-weight: 600; }
+svg .halo { paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
+svg .empty { font-size: 14px; fill: var(--muted); }
+.facts { margin: 4px 0 8px; color: var(--muted); }
+ul.events { margin: 4px 0 8px; padding-left: 20px; }
+footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+@media print { body { padding: 0; } .charts { grid-template-columns: 1fr 1fr; } }
+</style>
+</head>
+<body>
+<header>
+<h1>seckill-go load test <code>{{.RunID}}</code></h1>
+<dl class="meta">
+<dt>started</dt><dd>{{.Started}}</dd>
+<dt>machine</dt><dd>{{if .Machine}}{{.Machine}}{{else}}—{{end}}</dd>
+<dt>targets</dt><dd>{{range $i, $t := .Targets}}{{if $i}}, {{end}}<code>{{$t}}</code>{{else}}—{{end}}</dd>
+<dt>settings</dt><dd>{{int .Settings.Stock}} units · {{int .Settings.Buyers}} buyers × {{.Settings.Attempts}} attempts · {{.Pace}} · at most {{dur .Settings.MaxDuration}} per strategy · chaos: {{.Chaos}}</dd>
+</dl>
+</header>
+
+<section class="verdict {{.Verdict.Class}}" role="status" aria-label="overall verdict: {{.Verdict.Word}}">
+<span class="word">{{.Verdict.Symbol}} {{.Verdict.Word}}</span>
+<p>{{.Verdict.Note}}{{if .Failed}} Failed: {{range $i, $s := .Failed}}{{if $i}}, {{end}}<strong>{{$s}}</strong>{{end}}.{{end}}</p>
+</section>
+
+<h2>Strategies</h2>
+{{if .Rows}}<div class="table-wrap"><table class="strategies">
+<thead>
+<tr><th class="l" rowspan="2">strategy</th><th class="l" rowspan="2">verdict</th><th rowspan="2">requests</th><th rowspan="2">req/s</th><th rowspan="2">accepted</th><th rowspan="2">accepted/s</th><th rowspan="2">sell-out</th><th rowspan="2">ratio to baseline</th><th colspan="4">accepted latency, ms</th><th colspan="4">all latency, ms</th><th rowspan="2" class="sep">oversold units</th></tr>
+<tr><th class="sep">p50</th><th>p95</th><th>p99</th><th>max</th><th class="sep">p50</th><th>p95</th><th>p99</th><th>max</th></tr>
+</thead>
+<tbody>
+{{range .Rows}}<tr>
+<td class="l"><span class="swatch" style="background: {{.Color}}"></span><a href="#strategy-{{.Index}}">{{.Strategy}}</a>{{if .Unsafe}} <span class="muted">(unsafe control)</span>{{end}}</td>
+<td class="l"><span class="badge {{.Verdict.Class}}">{{.Verdict.Symbol}} {{.Verdict.Word}}</span></td>
+<td>{{int .Requests}}</td><td>{{f .RequestsPerSec 0}}</td><td>{{int .Accepted}}</td><td>{{f .AcceptedPerSec 0}}</td><td>{{if .SellOutSeconds}}{{secs .SellOutSeconds}}{{else}}—{{end}}</td><td>{{ratio .Ratio}}</td>
+{{if .HasAccepted}}<td class="sep">{{ms .LatAccepted.P50}}</td><td>{{ms .LatAccepted.P95}}</td><td>{{ms .LatAccepted.P99}}</td><td>{{ms .LatAccepted.Max}}</td>{{else}}<td class="sep">—</td><td>—</td><td>—</td><td>—</td>{{end}}
+{{if .HasAll}}<td class="sep">{{ms .LatAll.P50}}</td><td>{{ms .LatAll.P95}}</td><td>{{ms .LatAll.P99}}</td><td>{{ms .LatAll.Max}}</td>{{else}}<td class="sep">—</td><td>—</td><td>—</td><td>—</td>{{end}}
+<td class="sep{{if .Oversold}} {{if .Unsafe}}warn{{else}}fail{{end}}{{end}}"><strong>{{int .Oversold}}</strong></td>
+</tr>
+{{if .Violations}}<tr class="violations"><td colspan="17"><strong>{{.Strategy}}: {{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}{{if .Unsafe}} (expected of the unsafe control){{end}}</strong><ul>{{range .Violations}}<li>{{.}}</li>{{end}}</ul></td></tr>
+{{end}}{{end}}</tbody>
+</table></div>
+<p class="muted">req/s: requests over the whole attack. accepted/s: accepted purchases over the sell-out time (first request to last first-time 202). Ratio: accepted/s over the strategy's baseline below.</p>
+
+<h3>Answers by outcome</h3>
+<div class="table-wrap"><table>
+<thead><tr><th class="l">strategy</th>{{range .Outcomes}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>{{range .Rows}}<tr><td class="l"><span class="swatch" style="background: {{.Color}}"></span>{{.Strategy}}</td>{{range .Outcomes}}<td>{{int .}}</td>{{end}}</tr>
+{{end}}</tbody>
+</table></div>
+{{else}}<p class="muted">No strategy was attacked.</p>{{end}}
+
+<h2>Baselines</h2>
+{{if .Baselines}}<div class="table-wrap"><table>
+<thead><tr><th class="l">strategy</th><th class="l">operation</th><th>concurrency</th><th>ops/s</th></tr></thead>
+<tbody>{{range .Baselines}}<tr><td class="l">{{.Strategy}}</td><td class="l"><code>{{.Operation}}</code></td><td>{{.Concurrency}}</td><td>{{f .OpsPerSec 0}}</td></tr>
+{{end}}</tbody>
+</table></div>
+<p class="muted">The raw rate of the store operation under each strategy, straight through its client library, in the same run: the yardstick of the ratio column.</p>
+{{else}}<p class="muted">No baselines were measured in this run, so there is no ratio column to read.</p>{{end}}
+
+{{if .Rows}}<h2>Accepted over time, all strategies</h2>
+{{template "chart" .Combined}}
+{{end}}
+{{range .Rows}}
+<section id="strategy-{{.Index}}">
+<h2><span class="swatch" style="background: {{.Color}}"></span>{{.Strategy}}{{if .Unsafe}} (unsafe control){{end}} <span class="badge {{.Verdict.Class}}">{{.Verdict.Symbol}} {{.Verdict.Word}}</span>{{if .Verdict.Note}} <span class="muted">{{.Verdict.Note}}</span>{{end}}</h2>
+<p class="facts">product #{{.ProductID}} · database after the queue drained: initial stock {{int .Facts.InitialStock}}, stock {{int .Facts.Stock}}, {{int .Facts.ReservedUnits}} units reserved in {{int .Facts.Reservations}} purchases, {{int .Facts.OrderUnits}} units in {{int .Facts.Orders}} orders, {{int .Facts.Unpublished}} unpublished, {{int .Facts.UsersOverLimit}} users over the limit, {{int .Facts.OrphanOrders}} orphan orders</p>
+{{if .Events}}<ul class="events">{{range .Events}}<li>{{f .T 1}} s: {{.What}}</li>{{end}}</ul>{{end}}
+<div class="charts">
+{{template "chart" .LatencyRef}}
+{{template "chart" .AcceptedRef}}
+</div>
+</section>
+{{end}}
+<footer>Generated by <code>go run ./loadtest</code> (seckill-go). Self-contained: no scripts, fonts or images are loaded.</footer>
+</body>
+</html>
+{{define "chart"}}<figure class="chart">
+<svg id="{{.ID}}" role="img" aria-label="{{.Title}}" aria-describedby="{{.ID}}-desc" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}">
+<title>{{.Title}}</title>
+<desc id="{{.ID}}-desc">{{.Desc}}</desc>
+<rect class="plot" x="{{.X0}}" y="{{.Y0}}" width="{{sub .X1 .X0}}" height="{{sub .Y1 .Y0}}"/>
+{{- $c := .}}
+{{range .YTicks}}<line class="grid" x1="{{$c.X0}}" x2="{{$c.X1}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text class="tick" x="{{sub $c.X0 6}}" y="{{.Pos}}" dy="0.32em" text-anchor="end">{{.Label}}</text>
+{{end}}{{range .XTicks}}<line class="grid" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.Y0}}" y2="{{$c.Y1}}"/><text class="tick" x="{{.Pos}}" y="{{add $c.Y1 16}}" text-anchor="middle">{{.Label}}</text>
+{{end}}<line class="axis" x1="{{.X0}}" x2="{{.X0}}" y1="{{.Y0}}" y2="{{.Y1}}"/><line class="axis" x1="{{.X0}}" x2="{{.X1}}" y1="{{.Y1}}" y2="{{.Y1}}"/>
+<text class="axis-label" transform="translate(16 {{mid .Y0 .Y1}}) rotate(-90)" text-anchor="middle">{{.YLabel}}</text>
+<text class="axis-label" x="{{mid .X0 .X1}}" y="{{sub .H 8}}" text-anchor="middle">{{.XLabel}}</text>
+{{range .Refs}}<line class="ref" x1="{{$c.X0}}" x2="{{$c.X1}}" y1="{{.Y}}" y2="{{.Y}}"/><text class="ref-label halo" x="{{.LabelX}}" y="{{.LabelY}}" text-anchor="end">{{.Label}}</text>
+{{end}}{{range .Lines}}{{if .D}}<path d="{{.D}}" fill="none" stroke="{{.Color}}" stroke-width="{{.Width}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}} stroke-linejoin="round" stroke-linecap="round"><title>{{.Name}}</title></path>
+{{end}}{{end}}{{range .Events}}<line class="event" x1="{{.X}}" x2="{{.X}}" y1="{{$c.Y0}}" y2="{{$c.Y1}}"/><text class="event-label halo" x="{{.LabelX}}" y="{{.LabelY}}" text-anchor="{{.Anchor}}">⚡ {{.Label}}</text>
+{{end}}{{range .Legend}}<line x1="{{.X}}" x2="{{add .X 16}}" y1="{{.Y}}" y2="{{.Y}}" stroke="{{.Color}}" stroke-width="2.5"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/><text class="legend" x="{{add .X 22}}" y="{{.Y}}" dy="0.32em">{{.Label}}</text>
+{{end}}{{if .Empty}}<text class="empty" x="{{mid .X0 .X1}}" y="{{mid .Y0 .Y1}}" text-anchor="middle">{{.Empty}}</text>
+{{end}}</svg>
+</figure>{{end}}`

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the audit reads the database directly
+
+	"github.com/seckill-go/seckill-go/internal/audit"
+)
+
+func openDB(dsn string) (*sql.DB, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("audit database: %w", err)
+	}
+	db.SetMaxOpenConns(4)
+	return db, nil
+}
+
+// judge audits one attack from both sides — what the buyers were told and what the database
+// holds — and computes the figures of the report.
+func judge(ctx context.Context, db *sql.DB, o *options, strategy string, productID int64, answers, settled []answer, events []Event) (*StrategyReport, error) {
+	sr := &StrategyReport{
+		Strategy:  strategy,
+		ProductID: productID,
+		Requests:  len(answers),
+		Outcomes:  map[string]int{},
+		Status:    map[int]int{},
+		Latency:   map[string]Latency{},
+		Events:    events,
+	}
+	var violations []string
+	add := func(format string, args ...any) { violations = append(violations, fmt.Sprintf(format, args...)) }
+
+	// The buyers' side.
+	sort.Slice(answers, func(i, j int) bool { return answers[i].sent.Before(answers[j].sent) })
+	var start, end, lastFirstAccept time.Time
+	if len(answers) > 0 {
+		start = answers[0].sent
+	}
+	firstSeen := map[string]bool{}
+	byOutcome := map[string][]time.Duration{}
+	ordersOfBuyer := map[int]map[string]bool{}
+	orderOfKey := map[string]string{}
+	var accepted []string
+	for _, a := range append(slices.Clone(answers), settled...) {
+		if a.status == http.StatusAccepted {
+			if prev, ok := orderOfKey[a.key]; ok && prev != a.orderID {
+				add("buyer %d's retry with the same Idempotency-Key got order %s, the first answer was %s", a.buyer, a.orderID, prev)
+			}
+			orderOfKey[a.key] = a.orderID
+			if ordersOfBuyer[a.buyer] == nil {
+				ordersOfBuyer[a.buyer] = map[string]bool{}
+			}
+			ordersOfBuyer[a.buyer][a.orderID] = true
+			if !firstSeen[a.orderID] {
+				firstSeen[a.orderID] = true
+				accepted = append(accepted, a.orderID)
+			}
+		}
+	}
+	for _, a := range answers {
+		out := a.outcome()
+		if out == "accepted" {
+			lastFirstAccept = latest(lastFirstAccept, a.sent.Add(a.latency))
+		}
+		sr.Outcomes[out]++
+		sr.Status[a.status]++
+		byOutcome[out] = append(byOutcome[out], a.latency)
+		byOutcome["all"] = append(byOutcome["all"], a.latency)
+		if t := a.sent.Add(a.latency); t.After(end) {
+			end = t
+		}
+		if a.status == http.StatusInternalServerError {
+			add("a 500 answered buyer %d: %s", a.buyer, a.err)
+		}
+		if a.outcome() == "other" {
+			add("unexpected answer to buyer %d: %d %s %s", a.buyer, a.status, a.code, a.err)
+		}
+	}
+	for out, lat := range byOutcome {
+		sr.Latency[out] = percentiles(lat)
+	}
+	sr.Timeline = timeline(answers, start)
+	sr.Accepted = len(accepted)
+	sr.Outcomes["settled_after_attack"] = len(settled)
+	if !start.IsZero() {
+		sr.Seconds = end.Sub(start).Seconds()
+		sr.RequestsPerSec = float64(sr.Requests) / max(sr.Seconds, 1e-9)
+		if !lastFirstAccept.IsZero() {
+			sr.SellOutSeconds = lastFirstAccept.Sub(start).Seconds()
+			sr.AcceptedPerSec = float64(sr.Accepted) / max(sr.SellOutSeconds, 1e-9)
+		}
+	}
+	for b, orders := range ordersOfBuyer {
+		if len(orders) > 1 {
+			add("buyer %d was accepted %d times (limit 1)", b, len(orders))
+		}
+	}
+	if sr.Accepted > o.stock {
+		add("OVERSOLD: %d purchases accepted for %d units", sr.Accepted, o.stock)
+	}
+
+	// The database's side, once the order queue has drained.
+	facts, err := audit.WaitDrained(ctx, db, productID, 100*time.Millisecond)
+	drained := err == nil
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	if !drained {
+		add("the order queue did not drain within %s: %d reservations, %d orders", o.drainTimeout, facts.Reservations, facts.Orders)
+	}
+	sr.Facts = facts
+	sr.Oversold = max(facts.Oversold(), sr.Accepted-facts.InitialStock)
+	violations = append(violations, facts.Violations(drained)...)
+	missing, unexpected, err := audit.CompareAccepted(context.Background(), db, productID, accepted)
+	if err != nil {
+		return nil, err
+	}
+	if drained && len(missing) > 0 {
+		add("%d accepted purchases have no order (first: %s)", len(missing), missing[0])
+	}
+	if len(unexpected) > 0 {
+		add("%d orders were never acknowledged to a buyer (first: %s)", len(unexpected), unexpected[0])
+	}
+	if o.buyers > facts.InitialStock && facts.Stock > 0 && sr.Oversold == 0 {
+		add("UNDERSOLD: %d of %d units left although %d buyers came", facts.Stock, facts.InitialStock, o.buyers)
+	}
+	sr.Violations = violations
+
+	switch {
+	case strategy == "none" && sr.Oversold > 0:
+		sr.Verdict = "OVERSOLD"
+	case strategy == "none":
+		sr.Verdict = "FAIL"
+		sr.Violations = append(sr.Violations, "the unsafe control did not oversell: the run could not have caught an oversell")
+	case len(violations) > 0:
+		sr.Verdict = "FAIL"
+	default:
+		sr.Verdict = "PASS"
+	}
+	return sr, nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func percentiles(lat []time.Duration) Latency {
+	if len(lat) == 0 {
+		return Latency{}
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	return Latency{Count: len(lat), P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: at(1)}
+}
+
+// timeline buckets the answers by when their request was sent.
+func timeline(answers []answer, start time.Time) []Sample {
+	if len(answers) == 0 {
+		return nil
+	}
+	var out []Sample
+	var lat []time.Duration
+	flush := func(i int) {
+		l := percentiles(lat)
+		out[i].P50, out[i].P99 = l.P50, l.P99
+		lat = lat[:0]
+	}
+	for _, a := range answers {
+		i := int(a.sent.Sub(start) / TimelineStep)
+		for len(out) <= i {
+			if len(out) > 0 {
+				flush(len(out) - 1)
+			}
+			out = append(out, Sample{T: float64(len(out)) * TimelineStep.Seconds()})
+		}
+		out[i].Requests++
+		if a.outcome() == "accepted" {
+			out[i].Accepted++
+		}
+		lat = append(lat, a.latency)
+	}
+	flush(len(out) - 1)
+	return out
+}
+
+// auditOnly drains and audits one product (the k6 run's), reading how many purchases k6 saw
+// accepted from its summary when given.
+func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
+	dctx, cancel := context.WithTimeout(ctx, o.drainTimeout)
+	defer cancel()
+	facts, err := audit.WaitDrained(dctx, db, o.productID, 100*time.Millisecond)
+	drained := err == nil
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	violations := facts.Violations(drained)
+	if !drained {
+		violations = append(violations, fmt.Sprintf("the order queue did not drain within %s: %d reservations, %d orders",
+			o.drainTimeout, facts.Reservations, facts.Orders))
+	}
+	if o.k6Summary != "" {
+		n, err := k6Accepted(o.k6Summary)
+		if err != nil {
+			return err
+		}
+		if n != facts.Reservations {
+			violations = append(violations, fmt.Sprintf("k6 saw %d purchases accepted, the database holds %d reservations", n, facts.Reservations))
+		}
+		fmt.Fprintf(w, "k6 accepted: %d\n", n)
+	}
+	out, _ := json.MarshalIndent(facts, "", "  ")
+	fmt.Fprintf(w, "product %d: %s\n", o.productID, out)
+	if len(violations) > 0 {
+		for _, v := range violations {
+			fmt.Fprintln(w, "VIOLATION:", v)
+		}
+		return errInvariants(fmt.Sprintf("product %d: %d invariants broken", o.productID, len(violations)))
+	}
+	fmt.Fprintf(w, "PASS: initial %d, stock %d, reserved %d, ordered %d, oversold %d\n",
+		facts.InitialStock, facts.Stock, facts.ReservedUnits, facts.OrderUnits, facts.Oversold())
+	return nil
+}
+
+// k6Accepted reads the seckill_accepted counter of a k6 JSON summary.
+func k6Accepted(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var s struct {
+		Metrics map[string]struct {
+			Values map[string]float64 `json:"values"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return 0, fmt.Errorf("k6 summary %s: %w", path, err)
+	}
+	m, ok := s.Metrics["seckill_accepted"]
+	if !ok {
+		return 0, nil // no purchase was accepted: k6 omits a counter never added to
+	}
+	return int(m.Values["count"]), nil
+}

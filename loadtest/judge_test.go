@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPercentiles(t *testing.T) {
+	var lat []time.Duration
+	for i := 1; i <= 100; i++ {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	got := percentiles(lat)
+	want := Latency{Count: 100, P50: 50, P95: 95, P99: 99, Max: 100}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("percentiles (-want +got):\n%s", diff)
+	}
+	if got := percentiles(nil); got != (Latency{}) {
+		t.Fatalf("percentiles(nil) = %+v", got)
+	}
+}
+
+func TestTimeline(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	at := func(ms int, status int, replayed bool) answer {
+		return answer{sent: start.Add(time.Duration(ms) * time.Millisecond), latency: 10 * time.Millisecond, status: status, replayed: replayed}
+	}
+	got := timeline([]answer{at(0, 202, false), at(50, 409, false), at(250, 202, true), at(260, 202, false)}, start)
+	want := []Sample{
+		{T: 0, Requests: 2, Accepted: 1, P50: 10, P99: 10},
+		{T: 0.1},
+		{T: 0.2, Requests: 2, Accepted: 1, P50: 10, P99: 10},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("timeline (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanAttempts(t *testing.T) {
+	o := &options{buyers: 2, attempts: 3, targets: []string{"http://a", "http://b"}}
+	plan := planAttempts(o, "20261122-000000", "mysql")
+	var got []string
+	for _, a := range plan {
+		got = append(got, a.target+" "+a.user+" "+a.key)
+	}
+	want := []string{
+		"http://a lt20261122000000-mysql-0 lt20261122000000-mysql-0-k1",
+		"http://a lt20261122000000-mysql-0 lt20261122000000-mysql-0-k1",
+		"http://a lt20261122000000-mysql-0 lt20261122000000-mysql-0-k2",
+		"http://b lt20261122000000-mysql-1 lt20261122000000-mysql-1-k1",
+		"http://b lt20261122000000-mysql-1 lt20261122000000-mysql-1-k1",
+		"http://b lt20261122000000-mysql-1 lt20261122000000-mysql-1-k2",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+}
+
+func TestK6Accepted(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if n, err := k6Accepted(write("a.json", `{"metrics":{"seckill_accepted":{"type":"counter","values":{"count":42,"rate":3.5}}}}`)); err != nil || n != 42 {
+		t.Fatalf("k6Accepted = %d, %v; want 42", n, err)
+	}
+	if n, err := k6Accepted(write("b.json", `{"metrics":{}}`)); err != nil || n != 0 {
+		t.Fatalf("k6Accepted without the counter = %d, %v; want 0", n, err)
+	}
+	if _, err := k6Accepted(write("c.json", `not json`)); err == nil {
+		t.Fatal("k6Accepted accepted a broken summary")
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// markdown renders the report as the tables printed to stdout and saved beside the JSON.
+func markdown(r *Report) string {
+	var b strings.Builder
+	verdict := "PASS"
+	if !r.Passed {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "\n## seckill-go load test %s — %s\n\n", r.RunID, verdict)
+	fmt.Fprintf(&b, "%s · %d replicas · %d units · %d buyers × %d attempts · %s · chaos: %s\n\n",
+		r.Machine, len(r.Targets), r.Settings.Stock, r.Settings.Buyers, r.Settings.Attempts, pace(r.Settings), orNone(r.Settings.Chaos))
+	b.WriteString("| strategy | verdict | requests | req/s | accepted | sell-out s | accepted/s | baseline ops/s | ratio | accepted p50 / p95 / p99 / max ms | all p99 ms | 5xx | oversold |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, s := range r.Strategies {
+		acc := s.Latency["accepted"]
+		fmt.Fprintf(&b, "| %s | **%s** | %d | %.0f | %d | %.2f | %.0f | %s | %s | %.1f / %.1f / %.1f / %.1f | %.1f | %d | %d |\n",
+			s.Strategy, s.Verdict, s.Requests, s.RequestsPerSec, s.Accepted, s.SellOutSeconds, s.AcceptedPerSec,
+			baselineOf(r, s.Strategy), ratio(s.Ratio), acc.P50, acc.P95, acc.P99, acc.Max, s.Latency["all"].P99, fivexx(s), s.Oversold)
+	}
+	b.WriteString("\nAnswers by outcome:\n\n| strategy | " + strings.Join(outcomeOrder, " | ") + " |\n|---|" + strings.Repeat("---:|", len(outcomeOrder)) + "\n")
+	for _, s := range r.Strategies {
+		cells := make([]string, len(outcomeOrder))
+		for i, o := range outcomeOrder {
+			cells[i] = fmt.Sprint(s.Outcomes[o])
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", s.Strategy, strings.Join(cells, " | "))
+	}
+	b.WriteString("\nDatabase audit after the queue drained (plain SQL):\n\n| strategy | initial | stock | reserved | orders | unpublished | users over limit | orphan orders |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Strategies {
+		f := s.Facts
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", s.Strategy, f.InitialStock, f.Stock, f.ReservedUnits, f.OrderUnits, f.Unpublished, f.UsersOverLimit, f.OrphanOrders)
+	}
+	for _, s := range r.Strategies {
+		for _, e := range s.Events {
+			fmt.Fprintf(&b, "\n- %s, %.1f s: %s", s.Strategy, e.T, e.What)
+		}
+		for _, v := range s.Violations {
+			fmt.Fprintf(&b, "\n- **%s: %s**", s.Strategy, v)
+		}
+	}
+	if len(r.Baselines) > 0 {
+		b.WriteString("\n\nBaselines, same run (the ratio column is accepted/s over these):\n\n| strategy | operation | goroutines | ops/s |\n|---|---|---:|---:|\n")
+		for _, bl := range r.Baselines {
+			fmt.Fprintf(&b, "| %s | %s | %d | %.0f |\n", bl.Strategy, bl.Operation, bl.Concurrency, bl.OpsPerSec)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// outcomeOrder is the column order of the outcome table.
+var outcomeOrder = []string{"accepted", "replayed", "sold_out", "limit_reached", "rate_limited", "unavailable", "transport_error", "other", "settled_after_attack"}
+
+func pace(s Settings) string {
+	if s.Rate == 0 {
+		return fmt.Sprintf("as fast as %d workers go", s.Workers)
+	}
+	return fmt.Sprintf("%d req/s, %d workers", s.Rate, s.Workers)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func baselineOf(r *Report, strategy string) string {
+	for _, b := range r.Baselines {
+		if b.Strategy == strategy {
+			return fmt.Sprintf("%.0f", b.OpsPerSec)
+		}
+	}
+	return "—"
+}
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func fivexx(s StrategyReport) int {
+	n := 0
+	for code, c := range s.Status {
+		if code >= 500 {
+			n += c
+		}
+	}
+	return n
+}
+
+// writeReport writes results/<run>.md, .json and .html and returns their paths.
+func writeReport(dir string, r *Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(dir, r.RunID)
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{base + ".md": []byte(markdown(r)), base + ".json": js}
+	var html strings.Builder
+	if err := writeHTML(&html, r); err != nil {
+		return nil, err
+	}
+	files[base+".html"] = []byte(html.String())
+	var names []string
+	for name, data := range files {
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
