@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+#
+# The seckill image: one static binary (the storefront in web/ and the SQL migrations are embedded
+# with go:embed) on an empty base, run as a non-root user.
+#
+#   docker build -t seckill-go .                   the app (the last stage, "runtime")
+#   docker build --target loadtest -t seckill-go-loadtest .
+#
+# docker-compose.yml builds both. The `go build` lines use exactly the Makefile's GO_BUILD_ENV and
+# GO_BUILD_FLAGS, and GO_VERSION is go.mod's go line: deploy/docker_test.go checks both, so the
+# image holds the binary CI builds. Needs BuildKit (the default builder since Docker 23).
+
+ARG GO_VERSION=1.26.8
+
+FROM golang:${GO_VERSION}-bookworm AS build
+WORKDIR /src
+# Modules first, so that this layer is rebuilt only when go.mod or go.sum change.
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/seckill ./cmd/seckill && \
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/healthcheck ./deploy/healthcheck
+
+# The load-test harness (loadtest/), for `docker compose run --rm loadtest`.
+FROM build AS build-loadtest
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/loadtest ./loadtest && \
+    mkdir -p /out/results
+
+FROM scratch AS loadtest
+COPY --from=build-loadtest /out/loadtest /usr/local/bin/loadtest
+COPY --from=build-loadtest --chown=65532:65532 /out/results /results
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/loadtest", "-out", "/results"]
+
+# The app: nothing but the binary, its health probe and the CA roots (for a DSN with tls=true).
+# No shell, no package manager, no /etc/passwd: the user is a bare uid.
+FROM scratch AS runtime
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /out/seckill /usr/local/bin/seckill
+COPY --from=build /out/healthcheck /usr/local/bin/healthcheck
+USER 65532:65532
+ENV SECKILL_HTTP_ADDR=:8080
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD ["/usr/local/bin/healthcheck", "/healthz"]
+ENTRYPOINT ["/usr/local/bin/seckill"]
+CMD ["serve"]
