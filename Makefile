@@ -1,0 +1,91 @@
+# seckill-go developer entry points. `make` alone lists them.
+# The local stack runs without Docker: see scripts/ (state in .run/, binaries in bin/).
+
+.DEFAULT_GOAL := help
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+GO ?= go
+# Release build flags: the Dockerfile must build with exactly these (it can run `make build`).
+GO_BUILD_ENV   := CGO_ENABLED=0
+GO_BUILD_FLAGS := -trimpath -ldflags='-s -w'
+# Flags for `make test`; extend them, e.g. make test GOTESTFLAGS='-race -count=1 -timeout 15m -run TestOversell -v'
+GOTESTFLAGS ?= -race -count=1 -timeout 15m
+# staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
+STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
+
+.PHONY: help up down services services-down status build test test-short lint bench loadtest loadtest-chaos k6 compose-check screenshots logs clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+up: ## start services, 3 replicas and nginx on http://127.0.0.1:8080/ (idempotent)
+	scripts/up.sh
+
+down: ## stop everything `make up` started (MariaDB/Redis only if it started them)
+	scripts/down.sh all
+
+services: ## start MariaDB, Redis, ZooKeeper and the dev Kafka broker (idempotent)
+	scripts/services.sh up
+
+services-down: ## stop the services that `make services` started
+	scripts/services.sh down
+
+status: ## show what runs and answers
+	scripts/status.sh
+
+build: ## build bin/seckill and bin/devbroker with the release flags
+	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/seckill ./cmd/seckill
+	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/devbroker ./cmd/devbroker
+
+test: ## all tests (integration and the browser test included) against the local services (started if needed)
+	scripts/services.sh up
+	scripts/chromium.sh
+	$(GO) test $(GOTESTFLAGS) ./...
+
+test-short: ## unit tests only: no services needed
+	$(GO) test -race -short ./...
+
+lint: ## gofmt, go vet, staticcheck (and shellcheck when installed)
+	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	@if command -v shellcheck >/dev/null; then shellcheck -x scripts/*.sh deploy/nginx/*.sh loadtest/k6/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
+
+bench: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) against the local services
+	scripts/services.sh up
+	$(GO) test -run='^$$' -bench=. -benchtime=3s ./internal/lock/...
+
+# Flags for `make loadtest`, e.g. make loadtest LOADTEST_FLAGS='-stock 1000 -workers 128'
+LOADTEST_FLAGS ?=
+
+loadtest: ## load-test mysql, redis, zk and the `none` control over the 3 replicas of `make up`; audit; report
+	$(GO) run ./loadtest -strategies mysql,redis,zk,none $(LOADTEST_FLAGS)
+
+loadtest-chaos: ## the same with one replica SIGKILLed and restarted during each attack
+	$(GO) run ./loadtest -strategies mysql,redis,zk -chaos kill $(LOADTEST_FLAGS)
+
+# `make k6` settings; purchase.js reads more from the environment (BUYERS, PEAK_RATE, RAMP_UP, HOLD,
+# MAX_VUS, ...: see loadtest/k6/purchase.js), e.g. make k6 K6_STRATEGY=zk BUYERS=500 PEAK_RATE=300
+K6_STOCK ?= 200
+K6_STRATEGY ?= mysql
+
+k6: ## k6 stampede on a fresh product of the running stack (K6_STOCK, K6_STRATEGY), then the DB audit
+	K6_STOCK=$(K6_STOCK) K6_STRATEGY=$(K6_STRATEGY) loadtest/k6/run.sh
+
+compose-check: ## validate docker-compose.yml with the compose tool and prometheus.yml with promtool (no Docker engine needed)
+	scripts/compose-check.sh
+
+screenshots: ## run the browser test and copy its screenshots to docs/ for the README
+	scripts/services.sh up
+	scripts/chromium.sh
+	$(GO) test -count=1 -run TestStorefront ./web/
+	cp web/testdata/screenshots/storefront-desktop-full.png docs/storefront-desktop.png
+	cp web/testdata/screenshots/storefront-phone.png docs/storefront-phone.png
+	cp web/testdata/screenshots/storefront-desktop-drawer.png docs/storefront-drawer.png
+
+logs: ## follow the replica logs
+	tail -n 20 -F .run/logs/replica-*.log
+
+clean: down ## stop everything, then remove bin/ and .run/ (ZooKeeper and broker data too)
+	rm -rf bin .run

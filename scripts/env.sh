@@ -1,0 +1,19 @@
+# shellcheck shell=bash
+# The environment shared by the local stack, `make up` and `make test`.
+# Every value can be overridden by the caller's environment, e.g.
+#   SECKILL_DEFAULT_STRATEGY=redis make up
+# These are development values: the admin token below is public.
+
+export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-root:@tcp(127.0.0.1:3306)/seckill}
+export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
+export SECKILL_ZK_SERVERS=${SECKILL_ZK_SERVERS:-127.0.0.1:2181}
+export SECKILL_KAFKA_BROKERS=${SECKILL_KAFKA_BROKERS:-127.0.0.1:9092}
+export SECKILL_KAFKA_TOPIC=${SECKILL_KAFKA_TOPIC:-seckill.orders}
+export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}
+export SECKILL_DEFAULT_STRATEGY=${SECKILL_DEFAULT_STRATEGY:-mysql}
+# The dev stack serves the unsafe `none` strategy (the app's own default is false): the seeded
+# demo, the storefront's stampede and `make loadtest` use it to show an oversell being caught.
+export SECKILL_ALLOW_UNSAFE_STRATEGIES=${SECKILL_ALLOW_UNSAFE_STRATEGIES:-true}
+# The storefront's stampede spreads its simulated buyers over every replica of `make up`
+# (scripts/lib.sh: replica N listens on 127.0.0.1:808N). Keep in step with SECKILL_REPLICAS.
+export SECKILL_PEERS=${SECKILL_PEERS:-http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# nginx.sh up HOST:PORT... | down | status — nginx as the local load balancer.
+#
+#   up HOST:PORT...  render deploy/nginx/nginx.conf.tmpl with these upstreams into
+#                    .run/nginx/nginx.conf and start nginx on SECKILL_LB_ADDR
+#                    (default 127.0.0.1:8080), installing the nginx package if
+#                    missing. If it already runs, a changed config is reloaded.
+#   down             stop the nginx that "up" started.
+#   status           print whether it runs and answers.
+#
+# It runs nginx with its own prefix and config only: nothing from /etc/nginx
+# (no sites-enabled, no default :80 server) is used.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$SCRIPT_DIR/lib.sh"
+
+LB_ADDR=${SECKILL_LB_ADDR:-127.0.0.1:8080}
+LB_HOST=${LB_ADDR%:*}
+LB_PORT=${LB_ADDR##*:}
+NGINX_PREFIX=$RUN_DIR/nginx
+NGINX_CONF=$NGINX_PREFIX/nginx.conf
+NGINX_TEMPLATE=$REPO_ROOT/deploy/nginx/nginx.conf.tmpl
+NGINX_BIN=/usr/sbin/nginx
+
+main() {
+	case "${1:-}" in
+	up)
+		shift
+		nginx_up "$@"
+		;;
+	down) stop_process nginx 15 ;;
+	status) nginx_status ;;
+	*)
+		echo "usage: $0 up HOST:PORT... | down | status" >&2
+		exit 2
+		;;
+	esac
+}
+
+nginx_up() {
+	(($# > 0)) || die "nginx.sh up: give at least one upstream HOST:PORT"
+	[[ -x $NGINX_BIN ]] || apt_install nginx
+	mkdir -p "$NGINX_PREFIX/logs" "$NGINX_PREFIX/temp"
+	nginx_render "$@" >"$NGINX_CONF.new"
+
+	if is_running nginx; then
+		nginx_reload_if_changed
+		return
+	fi
+	mv -f "$NGINX_CONF.new" "$NGINX_CONF"
+	if port_open "$LB_HOST" "$LB_PORT"; then
+		die "nginx: $LB_ADDR is already taken by a process these scripts did not start"
+	fi
+	nginx_cmd -t -q || die "nginx: $NGINX_CONF is invalid"
+	start_bg nginx "$NGINX_BIN" "${NGINX_ARGS[@]}"
+	wait_ready nginx 15 port_open "$LB_HOST" "$LB_PORT" || die "nginx did not start"
+	log "nginx: listening on $LB_ADDR -> $*"
+}
+
+# nginx_render UPSTREAM... prints the template with the placeholders filled in.
+nginx_render() {
+	local tmpl servers='' addr
+	tmpl=$(<"$NGINX_TEMPLATE")
+	for addr in "$@"; do
+		servers+=${servers:+$'\n        '}"server $addr;"
+	done
+	shopt -u patsub_replacement 2>/dev/null || true # keep "&" literal in replacements (bash 5.2)
+	tmpl=${tmpl//__LISTEN__/$LB_ADDR}
+	tmpl=${tmpl//__UPSTREAM_SERVERS__/$servers}
+	printf '# Rendered from deploy/nginx/nginx.conf.tmpl by scripts/nginx.sh: do not edit.\n%s\n' "$tmpl"
+}
+
+nginx_reload_if_changed() {
+	if cmp -s "$NGINX_CONF.new" "$NGINX_CONF"; then
+		rm -f "$NGINX_CONF.new"
+		log "nginx: already running (pid $(read_pid nginx)) on $LB_ADDR"
+		return
+	fi
+	mv -f "$NGINX_CONF.new" "$NGINX_CONF"
+	nginx_cmd -t -q || die "nginx: $NGINX_CONF is invalid"
+	kill -HUP "$(read_pid nginx)"
+	log "nginx: config changed, reloaded (pid $(read_pid nginx))"
+}
+
+# The arguments every nginx invocation shares: our prefix, config and error
+# log (so nothing is written to /var/log/nginx), in the foreground.
+NGINX_ARGS=(-p "$NGINX_PREFIX/" -c "$NGINX_CONF" -e "$NGINX_PREFIX/logs/error.log" -g 'daemon off;')
+
+nginx_cmd() { "$NGINX_BIN" "${NGINX_ARGS[@]}" "$@"; }
+
+nginx_status() {
+	local state=DOWN
+	port_open "$LB_HOST" "$LB_PORT" && state=up
+	if is_running nginx; then
+		state+=" (started by these scripts, pid $(read_pid nginx))"
+	elif [[ $state == up ]]; then
+		state+=" (not started by these scripts)"
+	fi
+	printf '%-10s %-16s %s\n' nginx "$LB_ADDR" "$state"
+}
+
+main "$@"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# replica.sh start|kill N — one replica of the local stack (see up.sh), for chaos runs:
+#   start N   start replica N (127.0.0.1:808N) unless it runs, and wait until it is healthy
+#   kill N    SIGKILL replica N, as a crash would (no shutdown, no cleanup)
+# The load test's `-chaos kill` uses both.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$SCRIPT_DIR/lib.sh"
+# shellcheck source=scripts/env.sh
+. "$SCRIPT_DIR/env.sh"
+
+main() {
+	local cmd=${1:-} n=${2:-}
+	[[ $n =~ ^[1-9]$ ]] || die "usage: replica.sh start|kill N (N = 1..9)"
+	case $cmd in
+	start)
+		is_running "replica-$n" || start_replica_process "$n"
+		wait_replica "$n"
+		;;
+	kill)
+		local pid
+		pid=$(read_pid "replica-$n") || die "replica-$n: no pid file (was it started by make up?)"
+		kill -KILL "$pid" 2>/dev/null || true
+		log "replica-$n: SIGKILLed (pid $pid)"
+		;;
+	*) die "usage: replica.sh start|kill N" ;;
+	esac
+}
+
+main "$@"

@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# services.sh up|down|status — the backing services of the local stack,
+# without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker.
+#
+#   up      start whatever does not answer yet (installing it with apt-get if
+#           missing) and wait until each one answers; a service that already
+#           answers is used as it is, so running "up" twice is harmless.
+#   down    stop what "up" started (it has a pid file in .run/pids); a MariaDB
+#           or Redis that was running before is left alone.
+#   status  print each service and whether it answers.
+#
+# Addresses are fixed (127.0.0.1, default ports) and match scripts/env.sh.
+# ZooKeeper keeps its data in .run/zk, the broker in .run/kafka.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$SCRIPT_DIR/lib.sh"
+# shellcheck source=scripts/env.sh
+. "$SCRIPT_DIR/env.sh"
+
+HOST=127.0.0.1
+MYSQL_PORT=3306
+REDIS_PORT=6379
+ZK_PORT=2181
+KAFKA_PORT=9092
+KAFKA_PARTITIONS=6
+ZK_DIR=$RUN_DIR/zk
+KAFKA_DIR=$RUN_DIR/kafka
+JAVA_LIB=/usr/share/java
+
+# Services in start order; "down" goes in reverse.
+SERVICES=(mariadb redis zookeeper kafka)
+
+main() {
+	case "${1:-}" in
+	up) services_up ;;
+	down) services_down ;;
+	status) services_status ;;
+	*)
+		echo "usage: $0 up|down|status" >&2
+		exit 2
+		;;
+	esac
+}
+
+services_up() {
+	ensure_run_dirs
+	local svc
+	for svc in "${SERVICES[@]}"; do
+		ensure_service "$svc"
+	done
+	require_cmd mysql mariadb-client
+	mariadb_ensure_root_over_tcp
+	mariadb_ensure_database
+}
+
+services_down() {
+	local i svc
+	for ((i = ${#SERVICES[@]} - 1; i >= 0; i--)); do
+		svc=${SERVICES[i]}
+		if is_running "$svc"; then
+			stop_process "$svc" "$(stop_timeout "$svc")"
+		elif "${svc}_answers"; then
+			log "$svc: not started by these scripts, left running"
+		fi
+	done
+}
+
+services_status() {
+	local svc state
+	for svc in "${SERVICES[@]}"; do
+		if "${svc}_answers"; then state=up; else state=DOWN; fi
+		if is_running "$svc"; then
+			state+=" (started by these scripts, pid $(read_pid "$svc"))"
+		elif [[ $state == up ]]; then
+			state+=" (not started by these scripts)"
+		fi
+		printf '%-10s %-16s %s\n' "$svc" "$(service_addr "$svc")" "$state"
+	done
+}
+
+# ensure_service NAME: NAME answers when this returns. It uses a running
+# instance, waits for one we started earlier, or installs and starts one.
+ensure_service() {
+	local name=$1 start
+	if "${name}_answers"; then
+		log "$name: already answers on $(service_addr "$name")"
+		return 0
+	fi
+	if is_running "$name"; then
+		log "$name: started earlier (pid $(read_pid "$name")), waiting for it"
+	else
+		"${name}_install"
+		log "$name: starting"
+		start=$(now_ns)
+		"${name}_start"
+	fi
+	wait_ready "$name" "$(start_timeout "$name")" "${name}_answers" ||
+		die "$name did not become ready (log: $(log_file "$name"))"
+	log "$name: ready on $(service_addr "$name")${start:+ after $(elapsed_since "$start")}"
+}
+
+service_addr() {
+	case $1 in
+	mariadb) echo "$HOST:$MYSQL_PORT" ;;
+	redis) echo "$HOST:$REDIS_PORT" ;;
+	zookeeper) echo "$HOST:$ZK_PORT" ;;
+	kafka) echo "$HOST:$KAFKA_PORT" ;;
+	esac
+}
+
+start_timeout() {
+	case $1 in
+	zookeeper) echo 60 ;;
+	*) echo 30 ;;
+	esac
+}
+
+# MariaDB flushes InnoDB on a clean shutdown: give it longer than the rest.
+stop_timeout() {
+	case $1 in
+	mariadb) echo 60 ;;
+	*) echo 15 ;;
+	esac
+}
+
+# ---------------------------------------------------------------- MariaDB
+
+# mysqladmin ping succeeds whenever the server runs, even if the login is
+# refused, but not when the server refuses the host itself (error 1130): a
+# fresh Debian install has no root@127.0.0.1 until mariadb_ensure_root_over_tcp.
+# Without the client installed, an open port has to do.
+mariadb_answers() {
+	local out
+	if ! command -v mysqladmin >/dev/null; then
+		port_open "$HOST" "$MYSQL_PORT"
+		return
+	fi
+	out=$(mysqladmin -h"$HOST" -P"$MYSQL_PORT" -uroot --connect-timeout=2 ping 2>&1) && return 0
+	[[ $out == *"is not allowed to connect"* ]]
+}
+
+mariadb_install() {
+	[[ -x /usr/sbin/mariadbd ]] || apt_install mariadb-server
+}
+
+mariadb_start() {
+	install -d -o mysql -g mysql /run/mysqld
+	start_bg mariadb /usr/sbin/mariadbd --user=mysql --bind-address="$HOST" --port="$MYSQL_PORT"
+}
+
+mysql_root() { mysql -uroot "$@"; }
+
+mariadb_root_over_tcp() { mysql_root -h"$HOST" -P"$MYSQL_PORT" -e 'SELECT 1' >/dev/null 2>&1; }
+
+# A fresh Debian install lets root in only through the unix socket; the app
+# and the tests connect over TCP as root with an empty password (dev only).
+# Only a server these scripts started is changed; any other is left as it is.
+mariadb_ensure_root_over_tcp() {
+	mariadb_root_over_tcp && return 0
+	if ! is_running mariadb; then
+		warn "mariadb: root cannot log in over TCP without a password; set SECKILL_MYSQL_DSN for this server"
+		return 0
+	fi
+	log "mariadb: allowing root over TCP with an empty password (dev only)"
+	mysql_root --protocol=socket -e "
+		ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('');
+		CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+		GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;" ||
+		die "mariadb: cannot log in as root over TCP, and the socket login failed too"
+}
+
+# The app's migrations need the database of SECKILL_MYSQL_DSN to exist.
+mariadb_ensure_database() {
+	local db=${SECKILL_MYSQL_DSN##*/}
+	db=${db%%\?*}
+	[[ $db =~ ^[A-Za-z0-9_]+$ ]] || die "cannot read a database name from SECKILL_MYSQL_DSN"
+	mariadb_root_over_tcp || return 0
+	mysql_root -h"$HOST" -P"$MYSQL_PORT" -e "CREATE DATABASE IF NOT EXISTS \`$db\` CHARACTER SET utf8mb4"
+}
+
+# ---------------------------------------------------------------- Redis
+
+# RESP PING over /dev/tcp: works without redis-cli.
+redis_answers() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf "PING\r\n" >&3; read -r reply <&3; [[ $reply == +PONG* ]]' \
+		"$HOST" "$REDIS_PORT" 2>/dev/null
+}
+
+redis_install() {
+	command -v redis-server >/dev/null || apt_install redis-server
+}
+
+# No persistence: the dev stack re-seeds Redis from MySQL.
+redis_start() {
+	local as_redis=()
+	if id redis >/dev/null 2>&1; then
+		install -d -o redis -g redis /run/redis
+		as_redis=(setpriv --reuid=redis --regid=redis --init-groups)
+	else
+		install -d /run/redis
+	fi
+	start_bg redis "${as_redis[@]}" redis-server --daemonize no --bind "$HOST" --port "$REDIS_PORT" \
+		--dir /run/redis --save "" --appendonly no
+}
+
+# ---------------------------------------------------------------- ZooKeeper
+
+# "ruok" answers imok before the server serves sessions; "srvr" prints a
+# Mode: line only once it does.
+zookeeper_answers() {
+	four_letter "$HOST" "$ZK_PORT" srvr | grep '^Mode:' >/dev/null
+}
+
+zookeeper_install() {
+	[[ -f $JAVA_LIB/zookeeper.jar ]] || apt_install zookeeper
+}
+
+zookeeper_start() {
+	local cp
+	zookeeper_write_config
+	cp=$(zookeeper_classpath)
+	start_bg zookeeper java -Xmx512m -XX:+UseSerialGC \
+		-Dlog4j.configuration="file:$ZK_DIR/log4j.properties" \
+		-cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$ZK_DIR/zoo.cfg"
+}
+
+# zookeeper_classpath prints the server jar plus slf4j's log4j binding and
+# log4j 1.2, as Debian names them (with or without version suffixes).
+zookeeper_classpath() {
+	local jar found cp=''
+	for jar in zookeeper slf4j-log4j12 log4j-1.2; do
+		found=$(find_jar "$jar") || die "zookeeper: no $jar jar in $JAVA_LIB (is the zookeeper package installed?)"
+		cp+=${cp:+:}$found
+	done
+	printf '%s' "$cp"
+}
+
+find_jar() {
+	local name=$1 f
+	for f in "$JAVA_LIB/$name.jar" "$JAVA_LIB/$name"-[0-9]*.jar; do
+		[[ -f $f ]] && {
+			printf '%s' "$f"
+			return 0
+		}
+	done
+	return 1
+}
+
+zookeeper_write_config() {
+	mkdir -p "$ZK_DIR/data"
+	cat >"$ZK_DIR/zoo.cfg" <<EOF
+# Written by scripts/services.sh: a single dev server on 127.0.0.1 only.
+tickTime=2000
+dataDir=$ZK_DIR/data
+clientPort=$ZK_PORT
+clientPortAddress=$HOST
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr
+EOF
+	cat >"$ZK_DIR/log4j.properties" <<'EOF'
+# Written by scripts/services.sh: everything to stdout, which goes to .run/logs/zookeeper.log.
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+EOF
+}
+
+# ---------------------------------------------------------------- Kafka (devbroker)
+
+# Our own broker is ready once it has loaded its data dir and printed its
+# address; one we did not start is ready when it accepts connections.
+kafka_answers() {
+	port_open "$HOST" "$KAFKA_PORT" || return 1
+	is_running kafka || return 0
+	grep -q '^devbroker: listening' "$(log_file kafka)"
+}
+
+# kafka_install builds bin/devbroker if it is missing or older than its sources.
+kafka_install() {
+	local bin=$BIN_DIR/devbroker
+	if [[ -x $bin ]] && [[ -z $(find "$REPO_ROOT/cmd/devbroker" "$REPO_ROOT/go.mod" "$REPO_ROOT/go.sum" -newer "$bin" -print -quit) ]]; then
+		return 0
+	fi
+	log "kafka: building $bin"
+	(cd "$REPO_ROOT" && go build -o "$bin" ./cmd/devbroker)
+}
+
+kafka_start() {
+	mkdir -p "$KAFKA_DIR"
+	start_bg kafka "$BIN_DIR/devbroker" -port "$KAFKA_PORT" -data-dir "$KAFKA_DIR" \
+		-partitions "$KAFKA_PARTITIONS" -topics "$SECKILL_KAFKA_TOPIC"
+}
+
+# Sourcing this file (for tests or other scripts) defines the functions only.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
+fi
