@@ -132,6 +132,7 @@ type stampedeJSON struct {
 	Buyers        int      `json:"buyers"`
 	Targets       []string `json:"targets"`
 	Sent          int      `json:"sent"`
+	Retries       int      `json:"retries"`
 	Accepted      int      `json:"accepted"`
 	SoldOut       int      `json:"sold_out"`
 	LimitReached  int      `json:"limit_reached"`
@@ -150,6 +151,7 @@ func toStampedeJSON(p stampede.Progress) stampedeJSON {
 		Buyers:        p.Buyers,
 		Targets:       p.Targets,
 		Sent:          p.Sent,
+		Retries:       p.Retries,
 		Accepted:      p.Accepted,
 		SoldOut:       p.SoldOut,
 		LimitReached:  p.LimitReached,

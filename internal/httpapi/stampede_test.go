@@ -38,9 +38,9 @@ func TestStatsWithRates(t *testing.T) {
 
 func TestStampedeJSON(t *testing.T) {
 	start := time.Date(2026, 11, 22, 10, 0, 0, 123_456_789, time.UTC)
-	running := toStampedeJSON(stampede.Progress{ID: "0123456789ab", ProductID: 3, Buyers: 10, Sent: 4, Accepted: 1, Running: true, StartedAt: start})
+	running := toStampedeJSON(stampede.Progress{ID: "0123456789ab", ProductID: 3, Buyers: 10, Sent: 4, Retries: 2, Accepted: 1, Running: true, StartedAt: start})
 	data, _ := json.Marshal(running)
-	want := `{"stampede_id":"0123456789ab","product_id":3,"buyers":10,"targets":[],"sent":4,"accepted":1,"sold_out":0,` +
+	want := `{"stampede_id":"0123456789ab","product_id":3,"buyers":10,"targets":[],"sent":4,"retries":2,"accepted":1,"sold_out":0,` +
 		`"limit_reached":0,"rejected_other":0,"errors":0,"running":true,"started_at":"2026-11-22T10:00:00.123Z","finished_at":null}`
 	if diff := cmp.Diff(want, string(data)); diff != "" {
 		t.Errorf("running stampede (-want +got):\n%s", diff)

@@ -39,6 +39,7 @@ type progressRow struct {
 	Buyers        int       `json:"buyers"`
 	Targets       []string  `json:"targets"`
 	Sent          int       `json:"sent"`
+	Retries       int       `json:"retries"`
 	Accepted      int       `json:"accepted"`
 	SoldOut       int       `json:"sold_out"`
 	LimitReached  int       `json:"limit_reached"`

@@ -251,7 +251,7 @@ func TestBoardAgainstRedis(t *testing.T) {
 	}
 	p := stampede.Progress{
 		ID: id, ProductID: 3, Buyers: 200, Targets: []string{"http://a:1", "http://b:2"},
-		Sent: 150, Accepted: 20, SoldOut: 120, LimitReached: 1, RejectedOther: 2, Errors: 3,
+		Sent: 150, Retries: 4, Accepted: 20, SoldOut: 120, LimitReached: 1, RejectedOther: 2, Errors: 3,
 		Running: true, StartedAt: time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC),
 	}
 	if err := b.Put(ctx, p); err != nil {

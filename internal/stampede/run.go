@@ -65,6 +65,7 @@ type run struct {
 
 	next     atomic.Int64 // index of the next buyer to start
 	sent     atomic.Int64
+	retries  atomic.Int64
 	outcomes [numOutcomes]atomic.Int64
 
 	mu         sync.Mutex
@@ -101,6 +102,7 @@ func (st *run) snapshot() Progress {
 		Buyers:        st.buyers,
 		Targets:       append([]string(nil), st.targets...),
 		Sent:          int(st.sent.Load()),
+		Retries:       int(st.retries.Load()),
 		Accepted:      int(st.outcomes[outcomeAccepted].Load()),
 		SoldOut:       int(st.outcomes[outcomeSoldOut].Load()),
 		LimitReached:  int(st.outcomes[outcomeLimitReached].Load()),
@@ -142,7 +144,7 @@ func (r *Runner) execute(ctx context.Context, st *run) {
 	defer cancel()
 	r.publish(finalCtx, p)
 	r.log.Info("stampede finished", "stampede_id", p.ID, "product_id", p.ProductID, "buyers", p.Buyers,
-		"sent", p.Sent, "accepted", p.Accepted, "sold_out", p.SoldOut, "limit_reached", p.LimitReached,
+		"sent", p.Sent, "retries", p.Retries, "accepted", p.Accepted, "sold_out", p.SoldOut, "limit_reached", p.LimitReached,
 		"rejected_other", p.RejectedOther, "errors", p.Errors, "took", p.FinishedAt.Sub(p.StartedAt),
 		"stopped", ctx.Err() != nil)
 }
@@ -186,6 +188,7 @@ func (r *Runner) buy(ctx context.Context, st *run, i int) outcome {
 			return o
 		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
 		}
+		st.retries.Add(1)
 	}
 	return o
 }

@@ -44,6 +44,9 @@ type Progress struct {
 	// Targets are the base URLs the buyers are spread over.
 	Targets []string
 	Sent    int
+	// Retries counts the purchases sent again after an ambiguous answer (no answer, 429, 502,
+	// 503, 504), with the same Idempotency-Key: the buyers made Sent+Retries requests in all.
+	Retries int
 	// Accepted buyers got a 202; SoldOut and LimitReached a 409 with that code; RejectedOther any
 	// other answer (403, 429 or 503 after the retries...); Errors no answer at all.
 	Accepted      int

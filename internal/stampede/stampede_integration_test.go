@@ -143,12 +143,15 @@ func TestStampedeNeverOversells(t *testing.T) {
 				t.Errorf("product after the stampede's reset: %s, want strategy %s", product.raw, strategy)
 			}
 
-			// Every attempt reached a replica's purchase use case within the last seconds.
+			// Every buyer reached a replica's purchase use case within the last seconds. A retry
+			// (after a lock wait ran out on a busy machine, say) is one more attempt, unless it was
+			// shed before the use case.
+			retries := p.num("retries")
 			itest.Eventually(t, 10*time.Second, func() (bool, string) {
 				st := call(t, "GET", runner+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/stats", nil, false)
 				req, acc := sumSeries(st, "requests"), sumSeries(st, "accepted")
-				ok := st.body["rates_available"] == true && req == buyers && acc == stock && st.num("oversold") == 0
-				return ok, fmt.Sprintf("stats %s: %d attempts and %d accepted counted, want %d and %d", st.raw, req, acc, buyers, stock)
+				ok := st.body["rates_available"] == true && req >= buyers && req <= buyers+retries && acc == stock && st.num("oversold") == 0
+				return ok, fmt.Sprintf("stats %s: %d attempts and %d accepted counted, want %d to %d and %d", st.raw, req, acc, buyers, buyers+retries, stock)
 			})
 		})
 	}

@@ -228,8 +228,8 @@ func TestRunRetriesAmbiguousAnswersWithTheSameKey(t *testing.T) {
 	s.mu.Unlock()
 	close(s.release)
 	got := waitDone(t, r, p.ID)
-	if got.Accepted != 3 || got.RejectedOther != 0 || s.hits != 6 {
-		t.Fatalf("progress %+v after %d hits: want 3 accepted in 6 attempts", got, s.hits)
+	if got.Accepted != 3 || got.RejectedOther != 0 || got.Retries != 3 || s.hits != 6 {
+		t.Fatalf("progress %+v after %d hits: want 3 accepted in 6 attempts, 3 of them retries", got, s.hits)
 	}
 }
 

@@ -457,15 +457,19 @@ func TestCancelWhileWaiting(t *testing.T) {
 // moment Release returns. Not parallel, so that no other test's lease is counted.
 func TestReleaseStopsRenewal(t *testing.T) {
 	const leases = 5
-	inFlight := make(chan struct{}, leases)
+	const ttl = 600 * time.Millisecond
+	var sent, done atomic.Int64
+	inFlight := make(chan struct{}, 2*leases)
 	slow := hookFunc(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if args := cmd.Args(); len(args) > 1 && args[1] == redislock.RenewScriptHash {
+			sent.Add(1)
+			defer done.Add(1)
 			inFlight <- struct{}{}
 			time.Sleep(100 * time.Millisecond)
 		}
 		return next(ctx, cmd)
 	})
-	c := newClient(t, redisClient(t, slow), redislock.Options{TTL: 600 * time.Millisecond})
+	c := newClient(t, redisClient(t, slow), redislock.Options{TTL: ttl})
 	if left := leftovers(2 * time.Second); len(left) > 0 {
 		t.Fatalf("%d goroutines before the test", len(left))
 	}
@@ -482,8 +486,19 @@ func TestReleaseStopsRenewal(t *testing.T) {
 	for _, l := range held {
 		mustRelease(t, l)
 	}
-	if left := lingering(); len(left) > 0 {
-		t.Fatalf("goroutines left the moment Release returned:\n%s", left)
+	// Release waited for every extension in flight; what is left of the timer callbacks is
+	// their return, so they end at once (a goroutine may still be between Done and its exit
+	// the instant Release returns, which is why this waits a little).
+	if s, d := sent.Load(), done.Load(); s != d {
+		t.Fatalf("Release returned with %d of %d extensions still in flight", s-d, s)
+	}
+	if left := leftovers(time.Second); len(left) > 0 {
+		t.Fatalf("goroutines left after Release:\n%s", left)
+	}
+	before := sent.Load()
+	time.Sleep(ttl) // three renewal periods
+	if after := sent.Load(); after != before {
+		t.Fatalf("%d extensions sent after Release", after-before)
 	}
 }
 
