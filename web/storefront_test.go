@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -58,27 +57,6 @@ func chromiumPath(t *testing.T) string {
 			"or point SECKILL_CHROMIUM at a Chrome/Chromium binary", path)
 	}
 	return path
-}
-
-// createProduct puts a product on sale through the admin API.
-func createProduct(t *testing.T, base string, body map[string]any) int64 {
-	t.Helper()
-	data, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", base+"/api/v1/admin/products", bytes.NewReader(data))
-	req.Header.Set("Authorization", "Bearer "+apptest.AdminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var p struct {
-		ID int64 `json:"id"`
-	}
-	if res.StatusCode != http.StatusCreated || json.Unmarshal(raw, &p) != nil {
-		t.Fatalf("create product: %d %s", res.StatusCode, raw)
-	}
-	return p.ID
 }
 
 // productIDs maps the name of every product to its id, from the public API.
@@ -255,11 +233,11 @@ func TestStorefront(t *testing.T) {
 		t.Fatalf("seed: %v", err)
 	}
 	soonOpens := time.Now().UTC().Truncate(time.Second).Add(5 * time.Second) // whole seconds, as an admin would
-	soon := createProduct(t, base, map[string]any{
+	soon := apptest.CreateProduct(t, base, map[string]any{
 		"name": "Lightning deal · opens in seconds", "price_cents": 2499, "stock": 5, "strategy": "redis",
 		"sale_starts_at": soonOpens.Format(time.RFC3339),
 	})
-	last := createProduct(t, base, map[string]any{"name": "Last one · signed poster", "price_cents": 14900, "stock": 1, "strategy": "zk"})
+	last := apptest.CreateProduct(t, base, map[string]any{"name": "Last one · signed poster", "price_cents": 14900, "stock": 1, "strategy": "zk"})
 	t.Logf("stack up and seeded in %s", time.Since(began).Round(time.Millisecond))
 	ids := productIDs(t, base)
 	opensLater, mysqlProduct, noneProduct := ids["Demo sale · opens soon"], ids["Demo sale · mysql strategy"], ids["Demo sale · none strategy"]

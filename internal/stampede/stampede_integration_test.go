@@ -72,13 +72,9 @@ func call(t *testing.T, method, url string, body any, admin bool) answer {
 
 func createProduct(t *testing.T, base, strategy string, stock int) int64 {
 	t.Helper()
-	a := call(t, "POST", base+"/api/v1/admin/products", map[string]any{
+	return apptest.CreateProduct(t, base, map[string]any{
 		"name": "stampede " + strategy, "price_cents": 500, "stock": stock, "strategy": strategy,
-	}, true)
-	if a.status != http.StatusCreated {
-		t.Fatalf("create product: %d %s", a.status, a.raw)
-	}
-	return int64(a.num("id"))
+	})
 }
 
 func stampedeURL(base string, id int64) string {
