@@ -3,7 +3,6 @@ package deploy
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
 )
 
 const nginxScript = "deploy/nginx/compose-nginx.sh"
@@ -178,7 +179,7 @@ func TestNginxComposeRuns(t *testing.T) {
 	if err := os.Chmod(prefix, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))
 
 	cmd := exec.Command("sh", filepath.Join(repoRoot(t), nginxScript))
 	cmd.Env = []string{
@@ -238,16 +239,6 @@ func TestNginxComposeRuns(t *testing.T) {
 			t.Errorf("%s -> %q, %v: want the container's stdout/stderr", link, dst, err)
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // imageVersion returns the numeric version at the start of an image's tag ("1.30.4" of
