@@ -110,6 +110,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, ready func
 		return err
 	}
 	workers = append(workers, a.workers...)
+	if cfg.HTTP.PprofAddr != "" {
+		w, err := pprofWorker(log, cfg.HTTP.PprofAddr)
+		if err != nil {
+			return err
+		}
+		workers = append(workers, w)
+	}
 	return runProcess(ctx, log, cfg, ln, a.handler, a.frontWorkers, workers, writer, ready)
 }
 

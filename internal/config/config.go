@@ -26,6 +26,8 @@ type Config struct {
 	HTTP struct {
 		Addr            string
 		ShutdownTimeout time.Duration
+		// PprofAddr, when set, serves net/http/pprof on a listener of its own (never on the API's).
+		PprofAddr string
 	}
 	MySQL struct {
 		DSN          string
@@ -50,6 +52,15 @@ type Config struct {
 		AllowUnsafe     bool
 		LockWait        time.Duration
 		LockTTL         time.Duration
+		// BatchMax is the most purchases of one product combined into one deduction; 1 is the
+		// textbook one-buyer-per-transaction behaviour.
+		BatchMax int
+		// BatchLinger is how long a batch waits for more purchases before it runs; 0 combines only
+		// what queued up while the previous batch of the product ran.
+		BatchLinger time.Duration
+		// Refresh is how often a replica re-reads the sale state it keeps in memory: the bound on
+		// how stale it can be when a change broadcast is missed.
+		Refresh time.Duration
 	}
 	Limits struct {
 		PerUserRate  float64
@@ -91,6 +102,7 @@ func (c *Config) table() []*setting {
 	return []*setting{
 		{env: "SECKILL_HTTP_ADDR", flag: "http-addr", def: ":8080", usage: "HTTP listen address (host:port; port 0 picks a free one)", set: str(&c.HTTP.Addr)},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", usage: "grace period for in-flight requests at shutdown", set: dur(&c.HTTP.ShutdownTimeout)},
+		{env: "SECKILL_PPROF_ADDR", flag: "pprof-addr", def: "", usage: "serve net/http/pprof on this address (host:port; empty: off). Keep it on loopback", set: str(&c.HTTP.PprofAddr)},
 		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", def: "root:@tcp(127.0.0.1:3306)/seckill", usage: "MySQL/MariaDB DSN (go-sql-driver format)", secret: true, set: str(&c.MySQL.DSN)},
 		{env: "SECKILL_MYSQL_MAX_OPEN_CONNS", flag: "mysql-max-open-conns", def: "32", usage: "MySQL connection pool size per process", set: integer(&c.MySQL.MaxOpenConns)},
 		{env: "SECKILL_REDIS_ADDR", flag: "redis-addr", def: "127.0.0.1:6379", usage: "Redis address (host:port)", set: str(&c.Redis.Addr)},
@@ -106,6 +118,9 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the `none` strategy, which oversells on purpose", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 503", set: dur(&c.Sale.LockWait)},
 		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "Redis lock lease, renewed every third of it while held", set: dur(&c.Sale.LockTTL)},
+		{env: "SECKILL_BATCH_MAX", flag: "batch-max", def: "128", usage: "most purchases of one product combined into one deduction (1: one transaction and one lock per buyer)", set: integer(&c.Sale.BatchMax)},
+		{env: "SECKILL_BATCH_LINGER", flag: "batch-linger", def: "0s", usage: "how long a batch waits for more purchases before it runs (0: combine only what queued while the previous batch ran)", set: dur(&c.Sale.BatchLinger)},
+		{env: "SECKILL_SALE_REFRESH", flag: "sale-refresh", def: "1s", usage: "how often a replica re-reads the sale state it keeps in memory (the staleness bound when a change broadcast is missed)", set: dur(&c.Sale.Refresh)},
 		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user per replica (0: no limit)", set: float(&c.Limits.PerUserRate)},
 		{env: "SECKILL_RATE_BURST", flag: "rate-burst", def: "10", usage: "burst of the per-user rate limit", set: integer(&c.Limits.PerUserBurst)},
 		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
@@ -161,6 +176,17 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 		add("SECKILL_HTTP_ADDR: %v", err)
 	}
+	if c.HTTP.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.PprofAddr); err != nil {
+			add("SECKILL_PPROF_ADDR: %v", err)
+		}
+	}
+	if c.Sale.BatchMax < 1 || c.Sale.BatchMax > MaxBatch {
+		add("SECKILL_BATCH_MAX must be between 1 and %d", MaxBatch)
+	}
+	if c.Sale.BatchLinger < 0 || c.Sale.BatchLinger > time.Second {
+		add("SECKILL_BATCH_LINGER must be between 0 and 1s")
+	}
 	if len(c.AdminToken) < 8 {
 		add("SECKILL_ADMIN_TOKEN is required and must have at least 8 characters (`make up` sets a dev value)")
 	}
@@ -175,7 +201,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}
@@ -241,6 +267,10 @@ func list(dst *[]string) func(string) error {
 		return nil
 	}
 }
+
+// MaxBatch bounds SECKILL_BATCH_MAX: one batch is one multi-row INSERT, and its statement must
+// stay far below max_allowed_packet.
+const MaxBatch = 1000
 
 // MaxStampedeBuyers bounds SECKILL_STAMPEDE_MAX_BUYERS: a stampede is a demo, not a load test.
 const MaxStampedeBuyers = 1_000_000
