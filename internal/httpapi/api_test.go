@@ -1,0 +1,347 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/metrics"
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// fakeSales answers purchases with purchase and stats with a fixed value; the other methods are
+// not used by these tests.
+type fakeSales struct {
+	Sales
+	purchase func(sale.PurchaseRequest) (sale.Receipt, error)
+}
+
+func (f fakeSales) Purchase(_ context.Context, req sale.PurchaseRequest) (sale.Receipt, error) {
+	return f.purchase(req)
+}
+
+func (fakeSales) Stats(context.Context, int64) (sale.Stats, error) {
+	return sale.Stats{InitialStock: 10, Stock: 0}, nil
+}
+
+type failingRates struct{}
+
+func (failingRates) Rates(context.Context, int64) (sale.Rates, error) {
+	return sale.Rates{}, errors.New("redis: connection refused")
+}
+
+// syncBuffer is a log destination for a router that may log from more than one goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines(tb testing.TB) []map[string]any {
+	tb.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			tb.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// testRouter is the real router over purchase, logging JSON at debug level into logs.
+func testRouter(tb testing.TB, purchase func(sale.PurchaseRequest) (sale.Receipt, error), cfg Config, logs io.Writer) http.Handler {
+	tb.Helper()
+	m := metrics.New()
+	cfg.AdminToken = "secret"
+	cfg.Metrics = m.Handler()
+	cfg.Web = fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := New(Deps{Log: log, Sales: fakeSales{purchase: purchase}, Stampedes: noStampedes{}, HTTPMetrics: m, Live: failingRates{}}, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
+
+func failWith(err error) func(sale.PurchaseRequest) (sale.Receipt, error) {
+	return func(sale.PurchaseRequest) (sale.Receipt, error) { return sale.Receipt{}, err }
+}
+
+type response struct {
+	Status  int
+	Body    string
+	Headers map[string]string
+}
+
+// serve sends one request and returns the status, the body and the headers named in keep.
+func serve(h http.Handler, method, path, body string, header map[string]string, keep ...string) response {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	out := response{Status: rec.Code, Body: rec.Body.String(), Headers: map[string]string{}}
+	for _, k := range keep {
+		if v := rec.Header().Get(k); v != "" {
+			out.Headers[k] = v
+		}
+	}
+	return out
+}
+
+func errorJSON(code, msg string) string {
+	data, _ := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: msg}})
+	return string(data)
+}
+
+const (
+	generic5xx       = "a dependency is unavailable or too slow; nothing was changed, retry shortly"
+	genericInternal  = "internal error; it has been logged with the request id"
+	purchasePath     = "/api/v1/products/7/purchase"
+	jsonContentTypeV = "application/json; charset=utf-8"
+)
+
+// TestErrorContract: every refusal leaves with its status, the {"error":{"code","message"}} body
+// and its headers, whether the body was pre-encoded or not.
+func TestErrorContract(t *testing.T) {
+	receipt := sale.Receipt{OrderID: "o-1", Status: sale.StatusQueued, ProductID: 7, UserID: "alice", Quantity: 1, Strategy: sale.StrategyMySQL}
+	for _, tc := range []struct {
+		name     string
+		purchase func(sale.PurchaseRequest) (sale.Receipt, error)
+		method   string
+		path     string
+		body     string
+		header   map[string]string
+		want     response
+	}{
+		{name: "sold out", purchase: failWith(sale.ErrSoldOut),
+			want: response{409, errorJSON(codeSoldOut, "sold out"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "sold out, wrapped", purchase: failWith(fmt.Errorf("product 7: %w", sale.ErrSoldOut)),
+			want: response{409, errorJSON(codeSoldOut, "product 7: sold out"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "limit reached", purchase: failWith(fmt.Errorf("%w: at most %d per user", sale.ErrLimitReached, 1)),
+			want: response{409, errorJSON(codeLimitReached, "per-user limit reached: at most 1 per user"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "already purchased", purchase: failWith(sale.ErrAlreadyPurchased),
+			want: response{409, errorJSON(codeLimitReached, "per-user limit reached: this user already bought this product"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "not started", purchase: failWith(sale.ErrSaleNotStarted),
+			want: response{403, errorJSON(codeSaleNotStarted, "sale not started"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "ended", purchase: failWith(sale.ErrSaleEnded),
+			want: response{403, errorJSON(codeSaleEnded, "sale ended"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "not found", purchase: failWith(sale.ErrNotFound),
+			want: response{404, errorJSON(codeNotFound, "not found"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "rate limited by the domain", purchase: failWith(sale.ErrRateLimited),
+			want: response{429, errorJSON(codeRateLimited, "rate limited"), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
+		{name: "unavailable", purchase: failWith(sale.ErrLockTimeout),
+			want: response{503, errorJSON(codeUnavailable, generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "canceled", purchase: failWith(context.Canceled),
+			want: response{503, errorJSON(codeUnavailable, generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "unexpected", purchase: failWith(errors.New("boom: secret dsn user:pw@db")),
+			want: response{500, errorJSON(codeInternal, genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "panic", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { panic("boom") },
+			want: response{500, errorJSON(codeInternal, genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "invalid id", path: "/api/v1/products/x/purchase",
+			want: response{400, errorJSON(codeInvalid, "id: must be a positive integer"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "unknown field", body: `{"user_id":"alice","USER_ID":"b"}`,
+			want: response{400, errorJSON(codeInvalid, "USER_ID: unknown field"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "malformed", body: `{"user_id":`,
+			want: response{400, errorJSON(codeInvalid, "malformed JSON at byte 11"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "bad user", body: `{"user_id":"a b"}`,
+			want: response{400, errorJSON(codeInvalid, "user_id: may contain only letters, digits, '_' and '-'"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "too large", body: `{"user_id":"` + strings.Repeat("a", 20<<10) + `"}`,
+			want: response{413, errorJSON(codePayloadTooLarge, "request body too large: the limit is 16384 bytes"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "accepted", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { return receipt, nil },
+			want: response{202, `{"order_id":"o-1","status":"queued","product_id":7,"user_id":"alice","quantity":1,"strategy":"mysql"}`,
+				map[string]string{"Content-Type": jsonContentTypeV, "Location": "/api/v1/orders/o-1"}}},
+		{name: "replayed", header: map[string]string{"Idempotency-Key": "k1"},
+			purchase: func(req sale.PurchaseRequest) (sale.Receipt, error) {
+				r := receipt
+				r.Replayed = req.IdempotencyKey == "k1"
+				return r, nil
+			},
+			want: response{202, `{"order_id":"o-1","status":"queued","product_id":7,"user_id":"alice","quantity":1,"strategy":"mysql"}`,
+				map[string]string{"Content-Type": jsonContentTypeV, "Location": "/api/v1/orders/o-1", "Idempotent-Replayed": "true"}}},
+		{name: "no route", method: "GET", path: "/api/v1/nope",
+			want: response{404, errorJSON(codeNotFound, "no such endpoint"), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "wrong method", method: "GET", path: purchasePath,
+			want: response{405, errorJSON(codeMethodNotAllowed, "method not allowed on this endpoint"), map[string]string{"Content-Type": jsonContentTypeV}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.method == "" {
+				tc.method = "POST"
+			}
+			if tc.path == "" {
+				tc.path = purchasePath
+			}
+			if tc.body == "" {
+				tc.body = `{"user_id":"alice"}`
+			}
+			if tc.purchase == nil {
+				tc.purchase = failWith(errors.New("not reached"))
+			}
+			h := testRouter(t, tc.purchase, Config{}, io.Discard)
+			got := serve(h, tc.method, tc.path, tc.body, tc.header, "Content-Type", "Retry-After", "Location", "Idempotent-Replayed")
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPerUserLimit: a user beyond the burst gets 429 with Retry-After; other users do not.
+func TestPerUserLimit(t *testing.T) {
+	h := testRouter(t, failWith(sale.ErrSoldOut), Config{PerUserRate: 0.001, PerUserBurst: 2}, io.Discard)
+	var got []int
+	for _, user := range []string{"alice", "alice", "alice", "bob"} {
+		got = append(got, serve(h, "POST", purchasePath, `{"user_id":"`+user+`"}`, nil).Status)
+	}
+	if diff := cmp.Diff([]int{409, 409, 429, 409}, got); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	res := serve(h, "POST", purchasePath, `{"user_id":"alice"}`, nil, "Retry-After")
+	want := response{429, errorJSON(codeRateLimited, "rate limited"), map[string]string{"Retry-After": "1"}}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Errorf("limited response (-want +got):\n%s", diff)
+	}
+}
+
+// TestInflightLimit: beyond MaxInflightPurchases at once, purchases are shed with 429, and a slot
+// is free again once a purchase returns.
+func TestInflightLimit(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := testRouter(t, func(req sale.PurchaseRequest) (sale.Receipt, error) {
+		if req.UserID == "slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		return sale.Receipt{}, sale.ErrSoldOut
+	}, Config{MaxInflightPurchases: 1}, io.Discard)
+	done := make(chan int)
+	go func() { done <- serve(h, "POST", purchasePath, `{"user_id":"slow"}`, nil).Status }()
+	<-entered
+	shed := serve(h, "POST", purchasePath, `{"user_id":"fast"}`, nil, "Retry-After")
+	close(release)
+	if got := <-done; got != 409 {
+		t.Errorf("the slow purchase = %d, want 409", got)
+	}
+	want := response{429, errorJSON(codeRateLimited, "rate limited"), map[string]string{"Retry-After": "1"}}
+	if diff := cmp.Diff(want, shed); diff != "" {
+		t.Errorf("shed purchase (-want +got):\n%s", diff)
+	}
+	if got := serve(h, "POST", purchasePath, `{"user_id":"fast"}`, nil).Status; got != 409 {
+		t.Errorf("after the slot was freed = %d, want 409", got)
+	}
+}
+
+// TestRequestIDInEveryLogLine: whatever a request logs (its debug request line, a 5xx logged
+// once, a recovered panic, a degraded dependency) carries the id the response echoes, whether the
+// caller sent one or the server made it; and a 5xx error is logged exactly once.
+func TestRequestIDInEveryLogLine(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		purchase func(sale.PurchaseRequest) (sale.Receipt, error)
+		method   string
+		path     string
+		id       string // sent as X-Request-ID; "" sends none
+		wantMsgs []string
+	}{
+		{name: "sold out, caller's id", purchase: failWith(sale.ErrSoldOut), id: "lb-1234",
+			wantMsgs: []string{"http request"}},
+		{name: "sold out, made id", purchase: failWith(sale.ErrSoldOut),
+			wantMsgs: []string{"http request"}},
+		{name: "insane id replaced", purchase: failWith(sale.ErrSoldOut), id: "has space",
+			wantMsgs: []string{"http request"}},
+		{name: "unavailable", purchase: failWith(sale.ErrLockTimeout), id: "lb-5",
+			wantMsgs: []string{"request failed", "http request"}},
+		{name: "unexpected", purchase: failWith(errors.New("boom")),
+			wantMsgs: []string{"request failed unexpectedly", "http request"}},
+		{name: "panic", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { panic("boom") },
+			wantMsgs: []string{"panic in handler"}},
+		{name: "stats without live rates", method: "GET", path: "/api/v1/products/7/stats",
+			wantMsgs: []string{"live rates unavailable", "http request"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncBuffer
+			h := testRouter(t, tc.purchase, Config{}, &logs)
+			if tc.method == "" {
+				tc.method, tc.path = "POST", purchasePath
+			}
+			var hdr map[string]string
+			if tc.id != "" {
+				hdr = map[string]string{"X-Request-ID": tc.id}
+			}
+			res := serve(h, tc.method, tc.path, `{"user_id":"alice"}`, hdr, "X-Request-ID")
+			id := res.Headers["X-Request-ID"]
+			switch {
+			case tc.id != "" && saneRequestID(tc.id):
+				if id != tc.id {
+					t.Fatalf("X-Request-ID = %q, want the caller's %q", id, tc.id)
+				}
+			case len(id) != 16:
+				t.Fatalf("X-Request-ID = %q, want 16 hex digits made by the server", id)
+			}
+			var msgs []string
+			for _, line := range logs.lines(t) {
+				msgs = append(msgs, fmt.Sprint(line["msg"]))
+				if line["request_id"] != id {
+					t.Errorf("log line without the request id %q: %v", id, line)
+				}
+			}
+			if diff := cmp.Diff(tc.wantMsgs, msgs); diff != "" {
+				t.Errorf("log messages (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRequestIDsDiffer: ids made by the server differ from request to request.
+func TestRequestIDsDiffer(t *testing.T) {
+	h := testRouter(t, failWith(sale.ErrSoldOut), Config{}, io.Discard)
+	seen := map[string]bool{}
+	for range 100 {
+		id := serve(h, "POST", purchasePath, `{"user_id":"alice"}`, nil, "X-Request-ID").Headers["X-Request-ID"]
+		if seen[id] {
+			t.Fatalf("request id %q made twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+// TestDebugLogOff: at info level the request line is not written (and not built).
+func TestDebugLogOff(t *testing.T) {
+	var logs syncBuffer
+	m := metrics.New()
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, err := New(Deps{Log: log, Sales: fakeSales{purchase: failWith(sale.ErrSoldOut)}, Stampedes: noStampedes{}, HTTPMetrics: m, Now: time.Now},
+		Config{AdminToken: "x", Metrics: m.Handler(), Web: fstest.MapFS{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(h, "POST", purchasePath, `{"user_id":"alice"}`, nil)
+	if lines := logs.lines(t); len(lines) != 0 {
+		t.Errorf("at info level a 409 logged %v", lines)
+	}
+}
