@@ -64,7 +64,7 @@ type errorDetail struct {
 
 // respondError writes err as the API's JSON error. 4xx messages come from the error itself and
 // are meant for the caller; 5xx messages are generic and the error is logged, once, here.
-func respondError(c *gin.Context, err error) {
+func (h *handlers) respondError(c *gin.Context, err error) {
 	for _, e := range errorTable {
 		if !errors.Is(err, e.err) {
 			continue
@@ -72,7 +72,7 @@ func respondError(c *gin.Context, err error) {
 		msg := err.Error()
 		if e.status >= 500 {
 			msg = "a dependency is unavailable or too slow; nothing was changed, retry shortly"
-			logFor(c).Warn("request failed", "status", e.status, "err", err)
+			h.logFor(c).Warn("request failed", "status", e.status, "err", err)
 		}
 		if e.status == http.StatusTooManyRequests {
 			c.Header("Retry-After", "1")
@@ -80,7 +80,7 @@ func respondError(c *gin.Context, err error) {
 		abortJSON(c, e.status, e.code, msg)
 		return
 	}
-	logFor(c).Error("request failed unexpectedly", "err", err)
+	h.logFor(c).Error("request failed unexpectedly", "err", err)
 	abortJSON(c, http.StatusInternalServerError, codeInternal, "internal error; it has been logged with the request id")
 }
 
@@ -88,12 +88,5 @@ func abortJSON(c *gin.Context, status int, code, msg string) {
 	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
 }
 
-// logFor returns the request's logger (with its request id).
-func logFor(c *gin.Context) *slog.Logger {
-	if l, ok := c.Get(ctxLogger); ok {
-		if log, ok := l.(*slog.Logger); ok {
-			return log
-		}
-	}
-	return slog.Default()
-}
+// logFor returns the logger of c's request (h.log with its request id).
+func (h *handlers) logFor(c *gin.Context) *slog.Logger { return requestLog(h.log, c) }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -28,6 +29,8 @@ type Sales interface {
 type Check func(ctx context.Context) error
 
 type handlers struct {
+	// log is the process's logger; a request logs through logFor, which adds its id.
+	log       *slog.Logger
 	sales     Sales
 	stampedes Stampedes
 	live      LiveRates
@@ -49,7 +52,7 @@ func productID(c *gin.Context) (int64, error) {
 func (h *handlers) listProducts(c *gin.Context) {
 	ps, err := h.sales.Products(c.Request.Context())
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	out := productsJSON{Products: make([]productJSON, len(ps))}
@@ -62,12 +65,12 @@ func (h *handlers) listProducts(c *gin.Context) {
 func (h *handlers) getProduct(c *gin.Context) {
 	id, err := productID(c)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	p, err := h.sales.Product(c.Request.Context(), id)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toProductJSON(p))
@@ -76,26 +79,26 @@ func (h *handlers) getProduct(c *gin.Context) {
 func (h *handlers) purchase(c *gin.Context) {
 	id, err := productID(c)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	var body purchaseJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		respondDecodeError(c, err)
+		h.respondDecodeError(c, err)
 		return
 	}
 	req := parsePurchase(id, body, c.GetHeader("Idempotency-Key"))
 	if err := req.Validate(); err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	if !h.limiter.Allow(req.UserID, h.now()) {
-		respondError(c, sale.ErrRateLimited)
+		h.respondError(c, sale.ErrRateLimited)
 		return
 	}
 	receipt, err := h.sales.Purchase(c.Request.Context(), req)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	if receipt.Replayed {
@@ -114,18 +117,18 @@ func parsePurchase(productID int64, body purchaseJSON, idemKey string) sale.Purc
 	return sale.PurchaseRequest{ProductID: productID, UserID: body.UserID, Quantity: qty, IdempotencyKey: idemKey}
 }
 
-func respondDecodeError(c *gin.Context, err error) {
+func (h *handlers) respondDecodeError(c *gin.Context, err error) {
 	if errors.Is(err, errBodyTooLarge) {
 		abortJSON(c, http.StatusRequestEntityTooLarge, codePayloadTooLarge, err.Error())
 		return
 	}
-	respondError(c, err)
+	h.respondError(c, err)
 }
 
 func (h *handlers) getOrder(c *gin.Context) {
 	o, err := h.sales.Order(c.Request.Context(), c.Param("order_id"))
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, orderJSON{
@@ -140,12 +143,12 @@ func (h *handlers) getOrder(c *gin.Context) {
 func (h *handlers) getStats(c *gin.Context) {
 	id, err := productID(c)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	st, err := h.sales.Stats(c.Request.Context(), id)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	out := statsJSON{
@@ -176,7 +179,7 @@ func (h *handlers) rates(c *gin.Context, id int64) (sale.Rates, bool) {
 	defer cancel()
 	r, err := h.live.Rates(ctx, id)
 	if err != nil {
-		logFor(c).Debug("live rates unavailable", "product_id", id, "err", err)
+		h.logFor(c).Debug("live rates unavailable", "product_id", id, "err", err)
 		return sale.Rates{}, false
 	}
 	return r, true
@@ -185,17 +188,17 @@ func (h *handlers) rates(c *gin.Context, id int64) (sale.Rates, bool) {
 func (h *handlers) createProduct(c *gin.Context) {
 	var body newProductJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		respondDecodeError(c, err)
+		h.respondDecodeError(c, err)
 		return
 	}
 	np, err := body.domain(h.now())
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	p, err := h.sales.CreateProduct(c.Request.Context(), np)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	c.Header("Location", "/api/v1/products/"+strconv.FormatInt(p.ID, 10))
@@ -205,22 +208,22 @@ func (h *handlers) createProduct(c *gin.Context) {
 func (h *handlers) resetProduct(c *gin.Context) {
 	id, err := productID(c)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	var body resetJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		respondDecodeError(c, err)
+		h.respondDecodeError(c, err)
 		return
 	}
 	r, err := body.domain()
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	p, err := h.sales.ResetProduct(c.Request.Context(), id, r)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toProductJSON(p))
@@ -253,7 +256,7 @@ func (h *handlers) readyz(c *gin.Context) {
 	}
 	wg.Wait()
 	if len(failed) > 0 {
-		logFor(c).Warn("not ready", "checks", results)
+		h.logFor(c).Warn("not ready", "checks", results)
 		c.JSON(http.StatusServiceUnavailable, gin.H{
 			"error":  errorDetail{Code: codeUnavailable, Message: "not ready: a dependency is unreachable"},
 			"checks": results,

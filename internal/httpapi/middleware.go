@@ -18,25 +18,40 @@ import (
 )
 
 const (
-	ctxLogger      = "seckill.logger"
-	headerReqID    = "X-Request-ID"
+	// canonicalReqID is X-Request-ID as net/http keys its header maps: indexing them with it
+	// skips a canonicalization (and its allocation) per request.
+	canonicalReqID = "X-Request-Id"
 	maxReqIDLength = 64
 )
 
 // requestID takes a sane X-Request-ID from the caller (the load balancer sets one) or makes one,
-// echoes it in the response and attaches a logger carrying it.
-func requestID(log *slog.Logger) gin.HandlerFunc {
+// and echoes it in the response. The response header is where the id lives for the rest of the
+// request: requestLog reads it back from there when something is logged, so that a request that
+// logs nothing (most of them) builds no logger and stores nothing in the gin context.
+func requestID() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id := c.GetHeader(headerReqID)
-		if !saneRequestID(id) {
+		var id string
+		if v := c.Request.Header[canonicalReqID]; len(v) > 0 && saneRequestID(v[0]) {
+			id = v[0]
+		} else {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
+			var hx [16]byte
+			hex.Encode(hx[:], b[:])
+			id = string(hx[:])
 		}
-		c.Header(headerReqID, id)
-		c.Set(ctxLogger, log.With("request_id", id))
+		c.Writer.Header()[canonicalReqID] = []string{id}
 		c.Next()
 	}
+}
+
+// requestLog returns log with the id of c's request, the logger of everything c logs.
+func requestLog(log *slog.Logger, c *gin.Context) *slog.Logger {
+	var id string
+	if v := c.Writer.Header()[canonicalReqID]; len(v) > 0 {
+		id = v[0]
+	}
+	return log.With("request_id", id)
 }
 
 func saneRequestID(id string) bool {
@@ -53,14 +68,14 @@ func saneRequestID(id string) bool {
 
 // recovery turns a panic into a logged 500 with the API's error body; it never crashes the
 // process and never shows the panic to the caller.
-func recovery() gin.HandlerFunc {
+func recovery(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v) // the client went away; let net/http handle it
 				}
-				logFor(c).Error("panic in handler", "panic", v, "stack", string(debug.Stack()))
+				requestLog(log, c).Error("panic in handler", "panic", v, "stack", string(debug.Stack()))
 				abortJSON(c, http.StatusInternalServerError, codeInternal, "internal error; it has been logged with the request id")
 			}
 		}()
@@ -74,7 +89,9 @@ type HTTPMetrics interface {
 }
 
 // observe logs every request at debug level (5xx at warn) and records RED metrics per route.
-func observe(m HTTPMetrics) gin.HandlerFunc {
+// The log line is built only when its level is enabled: at the default info level a refused
+// purchase costs no log call at all.
+func observe(log *slog.Logger, m HTTPMetrics) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -89,8 +106,10 @@ func observe(m HTTPMetrics) gin.HandlerFunc {
 		if status >= 500 {
 			level = slog.LevelWarn
 		}
-		logFor(c).Log(c.Request.Context(), level, "http request",
-			"method", c.Request.Method, "route", route, "status", status, "took", took)
+		if ctx := c.Request.Context(); log.Enabled(ctx, level) {
+			requestLog(log, c).Log(ctx, level, "http request",
+				"method", c.Request.Method, "route", route, "status", status, "took", took)
+		}
 	}
 }
 
@@ -123,7 +142,7 @@ func adminOnly(token string) gin.HandlerFunc {
 
 // inflightLimit sheds purchases beyond max running at once on this replica with 429, so that a
 // stampede queues in the clients and not in this process's memory.
-func inflightLimit(max int) gin.HandlerFunc {
+func (h *handlers) inflightLimit(max int) gin.HandlerFunc {
 	if max <= 0 {
 		return func(c *gin.Context) { c.Next() }
 	}
@@ -134,7 +153,7 @@ func inflightLimit(max int) gin.HandlerFunc {
 			defer func() { <-slots }()
 			c.Next()
 		default:
-			respondError(c, sale.ErrRateLimited)
+			h.respondError(c, sale.ErrRateLimited)
 		}
 	}
 }

@@ -74,6 +74,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	setGinMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 
 	h := &handlers{
+		log:       d.Log,
 		sales:     d.Sales,
 		stampedes: d.Stampedes,
 		live:      d.Live,
@@ -84,7 +85,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(recovery(), requestID(d.Log), observe(d.HTTPMetrics), limitBody(cfg.MaxBodyBytes))
+	r.Use(recovery(d.Log), requestID(), observe(d.Log, d.HTTPMetrics), limitBody(cfg.MaxBodyBytes))
 	r.NoRoute(func(c *gin.Context) { abortJSON(c, http.StatusNotFound, codeNotFound, "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) {
 		abortJSON(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this endpoint")
@@ -101,7 +102,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	v1.GET("/products", h.listProducts)
 	v1.GET("/products/:id", h.getProduct)
 	v1.GET("/products/:id/stats", h.getStats)
-	v1.POST("/products/:id/purchase", inflightLimit(cfg.MaxInflightPurchases), h.purchase)
+	v1.POST("/products/:id/purchase", h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
 	v1.GET("/orders/:order_id", h.getOrder)
 
 	admin := v1.Group("/admin", adminOnly(cfg.AdminToken))

@@ -28,22 +28,22 @@ type LiveRates interface {
 func (h *handlers) startStampede(c *gin.Context) {
 	id, err := productID(c)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	var body stampedeRequestJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		respondDecodeError(c, err)
+		h.respondDecodeError(c, err)
 		return
 	}
 	plan, err := h.stampedePlan(id, body)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	p, err := h.stampedes.Start(c.Request.Context(), plan)
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	c.Header("Location", "/api/v1/admin/stampedes/"+p.ID)
@@ -84,7 +84,7 @@ func (h *handlers) stampedePlan(id int64, body stampedeRequestJSON) (stampede.Pl
 func (h *handlers) getStampede(c *gin.Context) {
 	p, err := h.stampedes.Progress(c.Request.Context(), c.Param("stampede_id"))
 	if err != nil {
-		respondError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toStampedeJSON(p))
