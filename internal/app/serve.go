@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-go/seckill-go/internal/changefeed"
 	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/httpapi"
 	"github.com/seckill-go/seckill-go/internal/livestats"
@@ -173,10 +174,18 @@ func newAPI(log *slog.Logger, cfg *config.Config, self net.Addr, st *store.Store
 	deps := httpapi.Deps{Log: log, HTTPMetrics: m}
 	var out api
 	if cfg.Run.API {
-		deductors, err := newDeductors(cfg, st, locks, m)
+		deductors, combiners, err := newDeductors(cfg, st, locks, m)
 		if err != nil {
 			return api{}, err
 		}
+		// The combiners decide what is queued once HTTP has drained, then stop.
+		out.workers = append(out.workers, func(ctx context.Context) error {
+			<-ctx.Done()
+			for _, c := range combiners {
+				c.Close()
+			}
+			return nil
+		})
 		// The live figures get a small Redis pool of their own with short timeouts: a stampede's
 		// counters never compete with the locks for connections, and a slow Redis costs the stats
 		// 300 ms, not the default 5 s.
@@ -210,6 +219,10 @@ func newAPI(log *slog.Logger, cfg *config.Config, self net.Addr, st *store.Store
 		if err != nil {
 			return out, err
 		}
+		feed, err := changefeed.New(log.With("component", "changefeed"), rdb, cfg.DatabaseName())
+		if err != nil {
+			return out, err
+		}
 		svc, err := sale.NewService(sale.Options{
 			Store:           st,
 			Deductors:       deductors,
@@ -217,6 +230,9 @@ func newAPI(log *slog.Logger, cfg *config.Config, self net.Addr, st *store.Store
 			NewOrderID:      newOrderID,
 			Observer:        m,
 			ProductObserver: live,
+			Feed:            feed,
+			Refresh:         cfg.Sale.Refresh,
+			Log:             log.With("component", "sale"),
 			OnReserve:       wake,
 		})
 		if err != nil {
@@ -224,7 +240,8 @@ func newAPI(log *slog.Logger, cfg *config.Config, self net.Addr, st *store.Store
 		}
 		deps.Sales, deps.Stampedes, deps.Live = svc, runner, live
 		out.frontWorkers = append(out.frontWorkers, runner.Run)
-		out.workers = append(out.workers, live.Run)
+		out.workers = append(out.workers, live.Run, svc.Run,
+			func(ctx context.Context) error { return feed.Run(ctx, svc.ApplyChange) })
 	}
 	h, err := httpapi.New(deps, apiCfg)
 	if err != nil {
@@ -250,30 +267,51 @@ func selfURL(addr net.Addr) string {
 // lockers are the distributed locks the lock strategies deduct under.
 type lockers struct{ redis, zk lock.Locker }
 
-// newDeductors returns one Deductor per strategy served by this process.
-func newDeductors(cfg *config.Config, st *store.Store, locks lockers, m *metrics.Metrics) (map[sale.Strategy]sale.Deductor, error) {
-	ds := map[sale.Strategy]sale.Deductor{}
+// newDeductors returns one Deductor per strategy served by this process, and the combiners among
+// them (to close at shutdown). The safe strategies combine the purchases of a product that queue
+// up while one of its deductions runs (SECKILL_BATCH_MAX, SECKILL_BATCH_LINGER); `none`, the
+// negative control, keeps its textbook one-buyer read-check-write.
+func newDeductors(cfg *config.Config, st *store.Store, locks lockers, m *metrics.Metrics) (map[sale.Strategy]sale.Deductor, []*sale.Combiner, error) {
+	batchers := map[sale.Strategy]sale.BatchDeductor{}
 	mysqlD, err := stock.NewMySQL(st)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ds[sale.StrategyMySQL] = mysqlD
+	batchers[sale.StrategyMySQL] = mysqlD
 	for strategy, locker := range map[sale.Strategy]lock.Locker{sale.StrategyRedis: locks.redis, sale.StrategyZK: locks.zk} {
 		d, err := stock.NewLocked(st, strategy, locker, cfg.Sale.LockWait, m)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		ds[strategy] = d
+		batchers[strategy] = d
+	}
+	ds := map[sale.Strategy]sale.Deductor{}
+	var combiners []*sale.Combiner
+	for strategy, b := range batchers {
+		c, err := sale.NewCombiner(b, sale.CombinerOptions{
+			Max:    cfg.Sale.BatchMax,
+			Linger: cfg.Sale.BatchLinger,
+			// A batch waits for its lock (SECKILL_LOCK_WAIT), then runs one transaction.
+			Timeout: cfg.Sale.LockWait + batchTxTimeout,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		ds[strategy] = c
+		combiners = append(combiners, c)
 	}
 	if cfg.Sale.AllowUnsafe {
 		none, err := stock.NewNone(st)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ds[sale.StrategyNone] = none
 	}
-	return ds, nil
+	return ds, combiners, nil
 }
+
+// batchTxTimeout bounds a batch's transaction (its retries on deadlock included).
+const batchTxTimeout = 10 * time.Second
 
 // enabledStrategies lists, in sale.Strategies order, the strategies newDeductors serves.
 func enabledStrategies(cfg *config.Config) []sale.Strategy {

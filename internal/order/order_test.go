@@ -145,7 +145,7 @@ func startBroker(t *testing.T, port int, dir, topic string) *kfake.Cluster {
 	return c
 }
 
-func newProduct(t *testing.T, st *store.Store, stockN int) sale.Product {
+func newProduct(t testing.TB, st *store.Store, stockN int) sale.Product {
 	t.Helper()
 	now := time.Now().UTC()
 	p, err := st.CreateProduct(context.Background(), sale.NewProduct{
@@ -171,6 +171,7 @@ func buy(t *testing.T, st *store.Store, p sale.Product, first, n int) {
 				OrderID: fmt.Sprintf("order-%d-%d-%s", p.ID, i, itest.Suffix(6)), Status: sale.StatusQueued,
 				ProductID: p.ID, UserID: fmt.Sprintf("user-%d", i), Quantity: 1, Strategy: p.Strategy,
 			},
+			Epoch:     p.Epoch,
 			CreatedAt: time.Now().UTC(),
 		})
 		if err != nil {

@@ -27,19 +27,28 @@ var (
 	// ErrIdempotencyKeyInUse means another purchase already committed with the same user and
 	// Idempotency-Key. Deductors return it; the Service answers with the stored receipt instead.
 	ErrIdempotencyKeyInUse = errors.New("idempotency key in use")
-	// ErrRateLimited means the caller sends faster than the server accepts.
+	// ErrRateLimited means the caller sends faster than the server accepts, or the server is busy
+	// with this product: back-pressure, answered 429 with Retry-After. Nothing was deducted.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrBusy means this replica's queue of purchases for the product is full. Nothing was
+	// deducted; the caller may retry shortly.
+	ErrBusy = fmt.Errorf("too many purchases of this product queued: %w", ErrRateLimited)
 	// ErrUnavailable means a dependency (database, lock service, broker) failed or is unreachable.
 	// Nothing was deducted; the caller may retry.
 	ErrUnavailable = errors.New("temporarily unavailable")
-	// ErrLockTimeout means the product's lock could not be acquired in time.
-	ErrLockTimeout = fmt.Errorf("lock wait timed out: %w", ErrUnavailable)
+	// ErrLockTimeout means the product's lock could not be acquired in time. A busy lock is
+	// back-pressure, not a fault: it is answered like ErrRateLimited. Nothing was deducted.
+	ErrLockTimeout = fmt.Errorf("lock wait timed out: %w", ErrRateLimited)
 	// ErrFenced means the stock write was refused because a newer lock holder had already written:
 	// this holder's lease had expired. Nothing was deducted.
 	ErrFenced = fmt.Errorf("stale fencing token: %w", ErrUnavailable)
+	// ErrSaleChanged means the product was reset (a new sale epoch) while the purchase was under
+	// way, so the rules it was admitted under are gone. Nothing was deducted; the Service retries
+	// once with the new sale's rules.
+	ErrSaleChanged = fmt.Errorf("sale reset during the purchase: %w", ErrUnavailable)
 	// ErrStrategyChanged means the product's strategy was switched (by an admin reset) while the
 	// purchase was under way. Nothing was deducted; a retry uses the new strategy.
-	ErrStrategyChanged = fmt.Errorf("sale strategy changed: %w", ErrUnavailable)
+	ErrStrategyChanged = fmt.Errorf("sale strategy changed: %w", ErrSaleChanged)
 	// ErrStrategyDisabled means the product's strategy is not enabled on this server (for example
 	// `none` without SECKILL_ALLOW_UNSAFE_STRATEGIES).
 	ErrStrategyDisabled = fmt.Errorf("strategy not enabled on this server: %w", ErrUnavailable)

@@ -3,6 +3,7 @@ package sale_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,20 @@ func (s *fakeStore) Product(_ context.Context, id int64) (sale.Product, error) {
 	return s.product, nil
 }
 
+func (s *fakeStore) ProductsByID(ctx context.Context, ids []int64) ([]sale.Product, error) {
+	p, err := s.Product(ctx, s.product.ID)
+	return []sale.Product{p}, err
+}
+
+func (s *fakeStore) KeyedReceipts(context.Context, int64, int) (sale.ReceiptSnapshot, error) {
+	snap := sale.ReceiptSnapshot{Epoch: s.product.Epoch, Stock: s.product.Stock}
+	for k, r := range s.receipts {
+		_, key, _ := strings.Cut(k, "/")
+		snap.Receipts = append(snap.Receipts, sale.KeyedReceipt{Key: key, Receipt: r})
+	}
+	return snap, nil
+}
+
 func (s *fakeStore) StoredReceipt(_ context.Context, user, key string) (sale.Receipt, error) {
 	r, ok := s.receipts[user+"/"+key]
 	if !ok {
@@ -37,6 +52,9 @@ func (s *fakeStore) StoredReceipt(_ context.Context, user, key string) (sale.Rec
 type fakeDeductor struct{ s *fakeStore }
 
 func (d fakeDeductor) Deduct(_ context.Context, r sale.Reservation) error {
+	if _, used := d.s.receipts[r.UserID+"/"+r.IdempotencyKey]; used && r.IdempotencyKey != "" {
+		return sale.ErrIdempotencyKeyInUse
+	}
 	if d.s.product.Stock < r.Quantity {
 		return sale.ErrSoldOut
 	}

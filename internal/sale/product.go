@@ -54,6 +54,11 @@ type Product struct {
 	SaleStartsAt time.Time
 	SaleEndsAt   time.Time
 	PerUserLimit int
+	// Epoch numbers the product's sales: it starts at 1 and every admin reset (which clears the
+	// purchases and may change the rules) adds one. A purchase is admitted under the rules of one
+	// epoch and its deduction applies only while the product is still in that epoch, so rules
+	// cached in memory can be stale without a purchase ever committing under rules that are gone.
+	Epoch uint64
 }
 
 // CheckWindow returns ErrSaleNotStarted or ErrSaleEnded when now is outside [start, end).

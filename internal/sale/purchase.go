@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -93,7 +94,27 @@ type Receipt struct {
 type Reservation struct {
 	Receipt
 	IdempotencyKey string
-	CreatedAt      time.Time
+	// Epoch is the sale epoch the purchase was admitted in; the deduction applies only while the
+	// product is still in it (else ErrSaleChanged).
+	Epoch     uint64
+	CreatedAt time.Time
+}
+
+// KeyedReceipt is an accepted purchase that carried an Idempotency-Key.
+type KeyedReceipt struct {
+	Key string
+	Receipt
+}
+
+// ReceiptSnapshot is a product's stock and epoch with the receipts of its keyed purchases, all
+// read at one instant.
+type ReceiptSnapshot struct {
+	Epoch    uint64
+	Stock    int
+	Receipts []KeyedReceipt
+	// Truncated is true when the product had more receipts than asked for; Receipts is then
+	// incomplete.
+	Truncated bool
 }
 
 // Order is a purchase as a buyer sees it afterwards.
@@ -107,11 +128,12 @@ type Order struct {
 
 // Deductor takes units of a product's stock. There is one per strategy, chosen by the product.
 //
-// Deduct must, atomically: take r.Quantity units of r.ProductID's stock if that many are left,
-// insert the reservation and, when r.IdempotencyKey is set, the idempotency key. It returns
-// ErrSoldOut, ErrAlreadyPurchased (the user holds a reservation already), ErrIdempotencyKeyInUse,
-// ErrNotFound, ErrStrategyChanged, or an error wrapping ErrUnavailable; on any error nothing
-// was written.
+// Deduct must, atomically: take r.Quantity units of r.ProductID's stock if that many are left
+// and the product is still in sale epoch r.Epoch with strategy r.Strategy, insert the reservation
+// and, when r.IdempotencyKey is set, the idempotency key. It returns ErrSoldOut,
+// ErrAlreadyPurchased (the user holds a reservation already), ErrIdempotencyKeyInUse,
+// ErrNotFound, ErrSaleChanged (ErrStrategyChanged), ErrBusy or ErrLockTimeout (back-pressure),
+// or an error wrapping ErrUnavailable; on any error nothing was written.
 type Deductor interface {
 	Deduct(ctx context.Context, r Reservation) error
 }
@@ -120,13 +142,19 @@ type Deductor interface {
 type Store interface {
 	Product(ctx context.Context, id int64) (Product, error)
 	Products(ctx context.Context) ([]Product, error)
+	// ProductsByID returns those of the products ids that exist, in any order.
+	ProductsByID(ctx context.Context, ids []int64) ([]Product, error)
 	CreateProduct(ctx context.Context, np NewProduct, now time.Time) (Product, error)
-	// ResetProduct applies reset to the product in one transaction (see Reset).
+	// ResetProduct applies reset to the product in one transaction (see Reset) and starts a new
+	// sale epoch.
 	ResetProduct(ctx context.Context, id int64, reset Reset, now time.Time) (Product, error)
 	Stats(ctx context.Context, id int64) (Stats, error)
 	Order(ctx context.Context, orderID string) (Order, error)
 	// StoredReceipt returns the receipt committed with (userID, key), or ErrNotFound.
 	StoredReceipt(ctx context.Context, userID, key string) (Receipt, error)
+	// KeyedReceipts returns the product's stock and epoch and up to limit receipts of its keyed
+	// purchases, read in one snapshot.
+	KeyedReceipts(ctx context.Context, productID int64, limit int) (ReceiptSnapshot, error)
 }
 
 // Observer is told the outcome of every purchase; metrics implement it.
@@ -135,12 +163,15 @@ type Observer interface {
 }
 
 // Service is the flash-sale use case: it applies the sale's rules and hands the deduction to the
-// product's strategy.
+// product's strategy. The rules come from the sale state it keeps in memory (see saleCache), so
+// that a purchase that cannot succeed costs no database round trip.
 type Service struct {
 	store     Store
 	deductors map[Strategy]Deductor
 	observer  Observer
 	products  ProductObserver
+	feed      ChangeFeed
+	cache     *saleCache
 	now       func() time.Time
 	newID     func() string
 	onReserve func()
@@ -159,13 +190,22 @@ type Options struct {
 	Observer Observer
 	// ProductObserver is optional; it is told the product of each attempt (see ProductObserver).
 	ProductObserver ProductObserver
+	// Feed broadcasts sale changes to the other replicas; optional (a single replica needs none).
+	// The replica's own feed subscription hands what it receives to ApplyChange.
+	Feed ChangeFeed
+	// Refresh is how often the sale state kept in memory is re-read from the store: the bound on
+	// its staleness when a broadcast is missed [1s].
+	Refresh time.Duration
+	// Log is optional.
+	Log *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
 	// OnReserve is called after every accepted purchase (the outbox relay uses it to wake up).
 	OnReserve func()
 }
 
-// NewService returns a Service, or an error naming the missing dependency.
+// NewService returns a Service, or an error naming the missing dependency. Run it (Run) for its
+// sale state to be refreshed.
 func NewService(o Options) (*Service, error) {
 	switch {
 	case o.Store == nil:
@@ -174,6 +214,8 @@ func NewService(o Options) (*Service, error) {
 		return nil, errors.New("sale: no Deductors")
 	case o.NewOrderID == nil:
 		return nil, errors.New("sale: nil NewOrderID")
+	case o.Refresh < 0:
+		return nil, errors.New("sale: negative Refresh")
 	}
 	if _, ok := o.Deductors[o.DefaultStrategy]; !ok {
 		return nil, fmt.Errorf("sale: default strategy %q has no Deductor", o.DefaultStrategy)
@@ -183,6 +225,7 @@ func NewService(o Options) (*Service, error) {
 		deductors: o.Deductors,
 		observer:  o.Observer,
 		products:  o.ProductObserver,
+		feed:      o.Feed,
 		now:       o.Now,
 		newID:     o.NewOrderID,
 		onReserve: o.OnReserve,
@@ -197,11 +240,33 @@ func NewService(o Options) (*Service, error) {
 	if s.products == nil {
 		s.products = nopProductObserver{}
 	}
+	if s.feed == nil {
+		s.feed = nopFeed{}
+	}
 	if s.onReserve == nil {
 		s.onReserve = func() {}
 	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	refresh := o.Refresh
+	if refresh == 0 {
+		refresh = time.Second
+	}
+	s.cache = newSaleCache(o.Store, s.feed, log, refresh, s.now)
 	return s, nil
 }
+
+// Run refreshes the sale state kept in memory until ctx ends, then waits for its background
+// reads. It returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	s.cache.run(ctx)
+	return nil
+}
+
+// ApplyChange takes in a sale change broadcast by a replica (this one included).
+func (s *Service) ApplyChange(c Change) { s.cache.apply(c) }
 
 // Enabled reports whether purchases with strategy st are served here.
 func (s *Service) Enabled(st Strategy) bool {
@@ -231,58 +296,104 @@ func (s *Service) purchase(ctx context.Context, req PurchaseRequest) (Receipt, S
 	if err := req.Validate(); err != nil {
 		return Receipt{}, "", err
 	}
-	if req.IdempotencyKey != "" {
-		r, err := s.replay(ctx, req)
-		if !errors.Is(err, ErrNotFound) {
-			return r, r.Strategy, err
+	for attempt := 0; ; attempt++ {
+		st, err := s.cache.get(ctx, req.ProductID)
+		if err != nil {
+			return Receipt{}, "", err
 		}
-	}
-	p, err := s.store.Product(ctx, req.ProductID)
-	if err != nil {
-		return Receipt{}, "", err
-	}
-	if err := p.CheckWindow(s.now()); err != nil {
+		p := st.p
+		if r, err := s.refuse(ctx, st, req); r.OrderID != "" || err != nil {
+			return r, p.Strategy, err
+		}
+		r := Reservation{
+			Receipt: Receipt{
+				OrderID:   s.newID(),
+				Status:    StatusQueued,
+				ProductID: p.ID,
+				UserID:    req.UserID,
+				Quantity:  req.Quantity,
+				Strategy:  p.Strategy,
+			},
+			IdempotencyKey: req.IdempotencyKey,
+			Epoch:          p.Epoch,
+			CreatedAt:      s.now().UTC(),
+		}
+		err = s.deductors[p.Strategy].Deduct(ctx, r)
+		switch {
+		case err == nil:
+			s.onReserve()
+			return r.Receipt, p.Strategy, nil
+		case errors.Is(err, ErrSaleChanged) && attempt == 0:
+			// Admitted under the rules of an epoch that is gone: read the new sale, decide again.
+			s.cache.invalidate(p.ID, p.Epoch+1)
+			continue
+		case errors.Is(err, ErrSoldOut):
+			// Fewer than Quantity units are left in this epoch, and stock only goes down in it.
+			if s.cache.lower(p.ID, p.Epoch, req.Quantity-1) {
+				s.feed.Publish(context.WithoutCancel(ctx), Change{Kind: ChangeSoldOut, ProductID: p.ID, Epoch: p.Epoch})
+			}
+		}
+		if req.IdempotencyKey != "" && (errors.Is(err, ErrSoldOut) || errors.Is(err, ErrIdempotencyKeyInUse) || errors.Is(err, ErrAlreadyPurchased)) {
+			// A purchase with the same key may have committed first (a lock strategy decides
+			// "sold out" before it looks at keys): answer as it did.
+			if replayed, rerr := s.replay(ctx, req); !errors.Is(rerr, ErrNotFound) {
+				return replayed, p.Strategy, rerr
+			}
+		}
+		if errors.Is(err, ErrIdempotencyKeyInUse) {
+			// The key's row vanished between the conflict and the re-read (an admin reset).
+			err = fmt.Errorf("%w: retry", ErrUnavailable)
+		}
 		return Receipt{}, p.Strategy, err
 	}
-	if req.Quantity > p.PerUserLimit {
-		return Receipt{}, p.Strategy, fmt.Errorf("%w: at most %d per user", ErrLimitReached, p.PerUserLimit)
+}
+
+// refuse applies the sale's rules to req from the state kept in memory. It returns an error
+// when the purchase cannot succeed, or the stored receipt when req is the retry of a purchase
+// that did; a zero Receipt and nil when the purchase should go to the deduction.
+func (s *Service) refuse(ctx context.Context, st *saleState, req PurchaseRequest) (Receipt, error) {
+	p := st.p
+	if err := s.rules(p, req); err != nil {
+		// The retry of an accepted purchase still gets its first answer (after the sale ended,
+		// say), and a key reused for a different purchase is told so. A sale that has not
+		// started has no purchases to replay.
+		if req.IdempotencyKey != "" && !errors.Is(err, ErrSaleNotStarted) {
+			if r, rerr := s.replay(ctx, req); !errors.Is(rerr, ErrNotFound) {
+				return r, rerr
+			}
+		}
+		return Receipt{}, err
 	}
-	// A read that may be a moment stale, so only a shortcut: the deductor decides.
-	if p.Stock < req.Quantity {
-		return Receipt{}, p.Strategy, ErrSoldOut
+	if p.Stock >= req.Quantity {
+		return Receipt{}, nil
 	}
-	d, ok := s.deductors[p.Strategy]
-	if !ok {
-		return Receipt{}, p.Strategy, fmt.Errorf("%w: %s", ErrStrategyDisabled, p.Strategy)
-	}
-	r := Reservation{
-		Receipt: Receipt{
-			OrderID:   s.newID(),
-			Status:    StatusQueued,
-			ProductID: p.ID,
-			UserID:    req.UserID,
-			Quantity:  req.Quantity,
-			Strategy:  p.Strategy,
-		},
-		IdempotencyKey: req.IdempotencyKey,
-		CreatedAt:      s.now().UTC(),
-	}
-	err = d.Deduct(ctx, r)
+	// Sold out (p.Stock is an upper bound). A retry of an accepted purchase still gets its 202.
 	switch {
-	case err == nil:
-		s.onReserve()
-		return r.Receipt, p.Strategy, nil
-	case req.IdempotencyKey != "" && (errors.Is(err, ErrIdempotencyKeyInUse) || errors.Is(err, ErrAlreadyPurchased)):
-		// A concurrent request with the same key committed first: answer as it did.
-		if replayed, rerr := s.replay(ctx, req); !errors.Is(rerr, ErrNotFound) {
-			return replayed, p.Strategy, rerr
+	case req.IdempotencyKey == "":
+	case st.receipts != nil:
+		if r, ok := st.receipts[receiptKey{req.UserID, req.IdempotencyKey}]; ok {
+			return replayOf(r, req)
+		}
+	default:
+		if r, err := s.replay(ctx, req); !errors.Is(err, ErrNotFound) {
+			return r, err
 		}
 	}
-	if errors.Is(err, ErrIdempotencyKeyInUse) {
-		// The key's row vanished between the conflict and the re-read (an admin reset).
-		err = fmt.Errorf("%w: retry", ErrUnavailable)
+	return Receipt{}, ErrSoldOut
+}
+
+// rules checks the sale window, the per-user limit and whether the strategy is served here.
+func (s *Service) rules(p Product, req PurchaseRequest) error {
+	if err := p.CheckWindow(s.now()); err != nil {
+		return err
 	}
-	return Receipt{}, p.Strategy, err
+	if req.Quantity > p.PerUserLimit {
+		return fmt.Errorf("%w: at most %d per user", ErrLimitReached, p.PerUserLimit)
+	}
+	if _, ok := s.deductors[p.Strategy]; !ok {
+		return fmt.Errorf("%w: %s", ErrStrategyDisabled, p.Strategy)
+	}
+	return nil
 }
 
 // replay returns the stored receipt for the request's key, ErrNotFound when there is none, or
@@ -292,6 +403,11 @@ func (s *Service) replay(ctx context.Context, req PurchaseRequest) (Receipt, err
 	if err != nil {
 		return Receipt{}, err
 	}
+	return replayOf(r, req)
+}
+
+// replayOf answers req, a retry with the key of the accepted purchase r.
+func replayOf(r Receipt, req PurchaseRequest) (Receipt, error) {
 	if r.ProductID != req.ProductID || r.Quantity != req.Quantity {
 		return Receipt{}, invalid("Idempotency-Key", "already used by this user for a different purchase")
 	}
@@ -343,7 +459,19 @@ func (s *Service) CreateProduct(ctx context.Context, np NewProduct) (Product, er
 	// The API speaks whole seconds (RFC 3339); a stored fraction would open the sale up to a
 	// second after the time every client was shown.
 	np.SaleStartsAt, np.SaleEndsAt = np.SaleStartsAt.Truncate(time.Second), np.SaleEndsAt.Truncate(time.Second)
-	return s.store.CreateProduct(ctx, np, s.now().UTC())
+	p, err := s.store.CreateProduct(ctx, np, s.now().UTC())
+	if err != nil {
+		return Product{}, err
+	}
+	s.changed(ctx, p)
+	return p, nil
+}
+
+// changed tells this replica's cache, then every replica, that p has a new sale epoch.
+func (s *Service) changed(ctx context.Context, p Product) {
+	c := Change{Kind: ChangeReset, ProductID: p.ID, Epoch: p.Epoch}
+	s.cache.apply(c)
+	s.feed.Publish(context.WithoutCancel(ctx), c)
 }
 
 // ResetProduct restocks a product and forgets its purchases (see Reset).
@@ -358,7 +486,12 @@ func (s *Service) ResetProduct(ctx context.Context, id int64, r Reset) (Product,
 		return Product{}, ErrNotFound
 	}
 	r.SaleStartsAt, r.SaleEndsAt = r.SaleStartsAt.Truncate(time.Second), r.SaleEndsAt.Truncate(time.Second)
-	return s.store.ResetProduct(ctx, id, r, s.now().UTC().Truncate(time.Second))
+	p, err := s.store.ResetProduct(ctx, id, r, s.now().UTC().Truncate(time.Second))
+	if err != nil {
+		return Product{}, err
+	}
+	s.changed(ctx, p)
+	return p, nil
 }
 
 // OutcomeReplayed is what a ProductObserver is told of an accepted retry that got the stored
@@ -382,10 +515,12 @@ func Outcome(err error) string {
 		return "sold_out"
 	case errors.Is(err, ErrLimitReached):
 		return "limit_reached"
-	case errors.Is(err, ErrRateLimited):
-		return "rate_limited"
 	case errors.Is(err, ErrLockTimeout):
 		return "lock_timeout"
+	case errors.Is(err, ErrBusy):
+		return "busy"
+	case errors.Is(err, ErrRateLimited):
+		return "rate_limited"
 	case errors.Is(err, ErrFenced):
 		return "fenced"
 	case errors.Is(err, ErrUnavailable):

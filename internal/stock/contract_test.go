@@ -188,6 +188,7 @@ func reservation(p sale.Product, user string, qty int, key string) sale.Reservat
 			UserID: user, Quantity: qty, Strategy: p.Strategy,
 		},
 		IdempotencyKey: key,
+		Epoch:          p.Epoch,
 		CreatedAt:      time.Now().UTC(),
 	}
 }

@@ -21,15 +21,18 @@ type LockObserver interface {
 
 // Locked deducts under a distributed lock (the `redis` and `zk` strategies): it takes the
 // product's lock, then runs the same read-check-write as `none`, with a plain write. The lock is
-// what keeps two buyers out of the critical section at once; the fencing token is what keeps a
-// holder whose lease ran out (a GC pause, a stalled network) from writing over a newer holder:
+// what keeps two deductions out of the critical section at once; the fencing token is what keeps
+// a holder whose lease ran out (a GC pause, a stalled network) from writing over a newer holder:
 //
 //  1. acquire the lock `product-<id>` → a lease with token T
 //  2. claim the product's fence with T (its own statement: accepted only if T is larger than
 //     every token the product has seen)
-//  3. one transaction: read stock, check, reserve, write stock = read − qty only while the fence
-//     still holds T, commit
+//  3. one transaction: read stock, give it to the batch's purchases in arrival order, reserve
+//     the winners, write stock = read − taken only while the fence still holds T, commit
 //  4. release the lock
+//
+// One lock acquisition and one fenced transaction serve a whole batch of purchases; a batch
+// whose lease is lost before its write sells nothing.
 //
 // Why claim before reading: a fence checked only at the write lets a stale holder that read
 // before a newer holder's write, and writes after the newer holder's read, through — two buyers
@@ -46,7 +49,10 @@ type Locked struct {
 	unfenced bool
 }
 
-var _ sale.Deductor = (*Locked)(nil)
+var (
+	_ sale.Deductor      = (*Locked)(nil)
+	_ sale.BatchDeductor = (*Locked)(nil)
+)
 
 // NewLocked returns the strategy st (redis or zk) over locker. wait bounds the lock wait; a
 // purchase that waits longer gets sale.ErrLockTimeout.
@@ -65,36 +71,82 @@ func NewLocked(st *store.Store, strategy sale.Strategy, locker lock.Locker, wait
 // LockName is the name of a product's lock.
 func LockName(productID int64) string { return "product-" + strconv.FormatInt(productID, 10) }
 
-// Deduct runs the critical section under the product's lock.
+// Deduct runs one purchase as a batch of its own.
 func (l *Locked) Deduct(ctx context.Context, r sale.Reservation) error {
-	lease, err := l.acquire(ctx, r.ProductID)
+	return single(l.DeductBatch(ctx, []sale.Reservation{r}))
+}
+
+// DeductBatch runs the critical section once, under the product's lock, for the whole batch.
+func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
+	if err := checkBatch(batch, l.strategy); err != nil {
+		return nil, err
+	}
+	r0 := batch[0]
+	lease, err := l.acquire(ctx, r0.ProductID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer l.release(ctx, lease)
 
 	if !l.unfenced {
-		if err := l.store.ClaimFence(ctx, r.ProductID, l.strategy, lease.Token()); err != nil {
-			return err
+		if err := l.store.ClaimFence(ctx, r0.ProductID, l.strategy, r0.Epoch, lease.Token()); err != nil {
+			return nil, err
 		}
 	}
-	return l.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
-		return readCheckWrite(ctx, tx, r, l.strategy, func(stock int) error {
-			if l.pause != nil {
-				l.pause(ctx)
+	checkConflicts := false
+	for range maxDuplicateRounds {
+		var o outcomes
+		err := l.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+			o = make(outcomes, len(batch))
+			if checkConflicts {
+				c, err := tx.Conflicts(ctx, r0.ProductID, batch)
+				if err != nil {
+					return err
+				}
+				copy(o, c)
 			}
-			select {
-			case <-lease.Lost():
-				// The fence would refuse the write anyway; stop before trying.
-				return fmt.Errorf("%w: lease lost during the critical section", sale.ErrFenced)
-			default:
+			stock, err := tx.Stock(ctx, r0.ProductID, l.strategy, r0.Epoch)
+			if err != nil {
+				return err
 			}
-			if l.unfenced {
-				return tx.SetStock(ctx, r.ProductID, l.strategy, stock)
+			winners, taken := o.allocate(batch, o.open(), stock)
+			if taken == 0 {
+				return nil
 			}
-			return tx.SetStockFenced(ctx, r.ProductID, l.strategy, lease.Token(), stock)
+			if err := tx.Reserve(ctx, pick(batch, winners)...); err != nil {
+				return err
+			}
+			return l.write(ctx, tx, lease, r0, stock-taken)
 		})
-	})
+		switch {
+		case err == nil:
+			return o, nil
+		case errors.Is(err, store.ErrDuplicate):
+			checkConflicts = true
+			continue
+		case len(batch) == 1 && (errors.Is(err, sale.ErrIdempotencyKeyInUse) || errors.Is(err, sale.ErrAlreadyPurchased)):
+			return []error{err}, nil
+		}
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: the batch kept colliding with concurrent purchases of the same users", sale.ErrUnavailable)
+}
+
+// write is the end of the critical section: the new stock, fenced.
+func (l *Locked) write(ctx context.Context, tx *store.PurchaseTx, lease lock.Lease, r0 sale.Reservation, stock int) error {
+	if l.pause != nil {
+		l.pause(ctx)
+	}
+	select {
+	case <-lease.Lost():
+		// The fence would refuse the write anyway; stop before trying.
+		return fmt.Errorf("%w: lease lost during the critical section", sale.ErrFenced)
+	default:
+	}
+	if l.unfenced {
+		return tx.SetStock(ctx, r0.ProductID, l.strategy, r0.Epoch, stock)
+	}
+	return tx.SetStockFenced(ctx, r0.ProductID, l.strategy, r0.Epoch, lease.Token(), stock)
 }
 
 func (l *Locked) acquire(ctx context.Context, productID int64) (lock.Lease, error) {

@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/store"
@@ -11,12 +12,18 @@ import (
 // MySQL deducts with one conditional UPDATE (`... WHERE id = ? AND stock >= ?`) inside the
 // purchase transaction. The database's row lock is the mutual exclusion and the condition is the
 // check, evaluated on the latest committed stock: it cannot oversell, whatever the number of
-// replicas. Its ceiling is the hot row: purchases of one product commit one after another.
+// replicas. Its ceiling is the hot row: deductions of one product commit one after another,
+// which is why a batch of purchases takes its units with one UPDATE.
 type MySQL struct {
 	store *store.Store
+	// beforeCommit, when set by a test, runs at the end of each transaction attempt.
+	beforeCommit func(ctx context.Context, tx *store.PurchaseTx) error
 }
 
-var _ sale.Deductor = (*MySQL)(nil)
+var (
+	_ sale.Deductor      = (*MySQL)(nil)
+	_ sale.BatchDeductor = (*MySQL)(nil)
+)
 
 // NewMySQL returns the mysql strategy.
 func NewMySQL(st *store.Store) (*MySQL, error) {
@@ -26,13 +33,94 @@ func NewMySQL(st *store.Store) (*MySQL, error) {
 	return &MySQL{store: st}, nil
 }
 
-// Deduct reserves first and updates the hot row last, so that the row lock is held only for the
-// UPDATE and the commit, not for the inserts.
+// Deduct runs one purchase as a batch of its own.
 func (m *MySQL) Deduct(ctx context.Context, r sale.Reservation) error {
-	return m.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
-		if err := tx.Reserve(ctx, r); err != nil {
-			return err
+	return single(m.DeductBatch(ctx, []sale.Reservation{r}))
+}
+
+// DeductBatch reserves first and updates the hot row last, so that the row lock is held only
+// for the UPDATE and the commit, not for the inserts:
+//
+//  1. insert every reservation (and idempotency key) of the batch: two multi-row INSERTs
+//  2. UPDATE stock = stock - <the batch's units> WHERE stock >= <the batch's units>
+//  3. if that took nothing (fewer units left than the batch wants): lock the row, read the
+//     stock, give it to the earliest purchases that fit, delete the others' reservations, and
+//     take what the winners got
+//  4. commit
+//
+// A purchase whose user or key collides with a committed one fails the INSERT for the whole
+// batch; the transaction then runs again, first finding out which purchases collide.
+func (m *MySQL) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
+	if err := checkBatch(batch, sale.StrategyMySQL); err != nil {
+		return nil, err
+	}
+	r0 := batch[0]
+	checkConflicts := false
+	for range maxDuplicateRounds {
+		var o outcomes
+		err := m.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+			o = make(outcomes, len(batch))
+			if checkConflicts {
+				c, err := tx.Conflicts(ctx, r0.ProductID, batch)
+				if err != nil {
+					return err
+				}
+				copy(o, c)
+			}
+			open := o.open()
+			if len(open) == 0 {
+				return nil
+			}
+			if err := tx.Reserve(ctx, pick(batch, open)...); err != nil {
+				return err
+			}
+			ok, err := tx.TakeIfAvailable(ctx, r0.ProductID, sale.StrategyMySQL, r0.Epoch, units(batch, open))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := m.takeWhatIsLeft(ctx, tx, batch, o, open); err != nil {
+					return err
+				}
+			}
+			if m.beforeCommit != nil {
+				return m.beforeCommit(ctx, tx)
+			}
+			return nil
+		})
+		switch {
+		case err == nil, errors.Is(err, errNothingTaken):
+			return o, nil
+		case errors.Is(err, store.ErrDuplicate):
+			checkConflicts = true
+			continue
+		case len(batch) == 1 && (errors.Is(err, sale.ErrIdempotencyKeyInUse) || errors.Is(err, sale.ErrAlreadyPurchased)):
+			return []error{err}, nil
 		}
-		return tx.DecrementIfAvailable(ctx, r.ProductID, r.Quantity, sale.StrategyMySQL)
-	})
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: the batch kept colliding with concurrent purchases of the same users", sale.ErrUnavailable)
+}
+
+// takeWhatIsLeft is step 3: the batch wants more than is left.
+func (m *MySQL) takeWhatIsLeft(ctx context.Context, tx *store.PurchaseTx, batch []sale.Reservation, o outcomes, open []int) error {
+	r0 := batch[0]
+	stock, err := tx.LockStock(ctx, r0.ProductID, sale.StrategyMySQL, r0.Epoch)
+	if err != nil {
+		return err
+	}
+	winners, taken := o.allocate(batch, open, stock)
+	if taken == 0 {
+		return errNothingTaken
+	}
+	var losers []int
+	for _, i := range open {
+		if !contains(winners, i) {
+			losers = append(losers, i)
+		}
+	}
+	if err := tx.Unreserve(ctx, pick(batch, losers)); err != nil {
+		return err
+	}
+	return tx.Take(ctx, r0.ProductID, taken)
 }

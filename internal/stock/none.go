@@ -31,15 +31,15 @@ func NewNone(st *store.Store) (*None, error) {
 func (n *None) Deduct(ctx context.Context, r sale.Reservation) error {
 	return n.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
 		return readCheckWrite(ctx, tx, r, sale.StrategyNone, func(stock int) error {
-			return tx.SetStock(ctx, r.ProductID, sale.StrategyNone, stock)
+			return tx.SetStock(ctx, r.ProductID, sale.StrategyNone, r.Epoch, stock)
 		})
 	})
 }
 
-// readCheckWrite is the critical section the lock strategies protect and None leaves bare: read
-// the stock, check it, reserve, and hand the new stock to write.
+// readCheckWrite is the critical section the lock strategies protect (for a batch) and None
+// leaves bare: read the stock, check it, reserve, and hand the new stock to write.
 func readCheckWrite(ctx context.Context, tx *store.PurchaseTx, r sale.Reservation, st sale.Strategy, write func(stock int) error) error {
-	stock, err := tx.Stock(ctx, r.ProductID, st)
+	stock, err := tx.Stock(ctx, r.ProductID, st, r.Epoch)
 	if err != nil {
 		return err
 	}

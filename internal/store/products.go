@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"gorm.io/gorm"
@@ -21,6 +22,7 @@ type productRow struct {
 	SaleEndsAt   time.Time
 	PerUserLimit int
 	FenceToken   uint64
+	SaleEpoch    uint64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 }
@@ -38,6 +40,7 @@ func (r productRow) domain() sale.Product {
 		SaleStartsAt: r.SaleStartsAt.UTC(),
 		SaleEndsAt:   r.SaleEndsAt.UTC(),
 		PerUserLimit: r.PerUserLimit,
+		Epoch:        r.SaleEpoch,
 	}
 }
 
@@ -63,6 +66,50 @@ func (s *Store) Products(ctx context.Context) ([]sale.Product, error) {
 	return out, nil
 }
 
+// ProductsByID returns those of the products ids that exist, by id.
+func (s *Store) ProductsByID(ctx context.Context, ids []int64) ([]sale.Product, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var rows []productRow
+	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+		return nil, classify("products by id", err)
+	}
+	out := make([]sale.Product, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// KeyedReceipts reads, in one consistent snapshot, the product's stock and sale epoch and up to
+// limit receipts of its purchases that carried an Idempotency-Key. A replica keeps them in memory
+// once the product sold out, to answer retries without asking the database.
+func (s *Store) KeyedReceipts(ctx context.Context, productID int64, limit int) (sale.ReceiptSnapshot, error) {
+	var snap sale.ReceiptSnapshot
+	// REPEATABLE READ: the second statement sees exactly what the first one saw.
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row productRow
+		if err := tx.Select("stock", "sale_epoch").Take(&row, productID).Error; err != nil {
+			return err
+		}
+		snap = sale.ReceiptSnapshot{Epoch: row.SaleEpoch, Stock: row.Stock}
+		var keys []idempotencyRow
+		if err := tx.Where("product_id = ?", productID).Limit(limit + 1).Find(&keys).Error; err != nil {
+			return err
+		}
+		if len(keys) > limit {
+			snap.Truncated, keys = true, keys[:limit]
+		}
+		snap.Receipts = make([]sale.KeyedReceipt, len(keys))
+		for i, k := range keys {
+			snap.Receipts[i] = sale.KeyedReceipt{Key: k.IdemKey, Receipt: k.receipt()}
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return snap, classify("keyed receipts", err)
+}
+
 // ProductByName returns the product with the given name with the lowest id, or sale.ErrNotFound.
 func (s *Store) ProductByName(ctx context.Context, name string) (sale.Product, error) {
 	var row productRow
@@ -83,6 +130,7 @@ func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.
 		SaleStartsAt: np.SaleStartsAt.UTC(),
 		SaleEndsAt:   np.SaleEndsAt.UTC(),
 		PerUserLimit: np.PerUserLimit,
+		SaleEpoch:    1,
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
@@ -92,8 +140,8 @@ func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.
 	return row.domain(), nil
 }
 
-// ResetProduct restocks the product, starts its fence afresh and deletes its reservations, orders
-// and idempotency keys in one transaction. The product row is locked first, so purchases in flight either finish before
+// ResetProduct restocks the product, starts its fence afresh and a new sale epoch, and deletes
+// its reservations, orders and idempotency keys in one transaction. The product row is locked first, so purchases in flight either finish before
 // the reset (and are cleared) or run after it (against the new stock).
 func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now time.Time) (sale.Product, error) {
 	var out sale.Product
@@ -109,6 +157,7 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 		}
 		row.SaleStartsAt, row.SaleEndsAt, row.UpdatedAt = start.UTC(), end.UTC(), now
 		row.FenceToken = 0 // a new sale, a new fence: tokens of another lock service start anywhere
+		row.SaleEpoch++
 		for _, table := range []string{"orders", "reservations", "idempotency_keys"} {
 			if err := tx.Exec("DELETE FROM "+table+" WHERE product_id = ?", id).Error; err != nil {
 				return err

@@ -197,6 +197,7 @@ func purchase(t *testing.T, st *store.Store, p sale.Product, n int) {
 		err := d.Deduct(context.Background(), sale.Reservation{
 			Receipt: sale.Receipt{OrderID: fmt.Sprintf("o-%d-%d-%s", p.ID, i, itest.Suffix(4)), Status: sale.StatusQueued,
 				ProductID: p.ID, UserID: fmt.Sprintf("u%d", i), Quantity: 1, Strategy: p.Strategy},
+			Epoch:     p.Epoch,
 			CreatedAt: time.Now().UTC(),
 		})
 		if err != nil {
