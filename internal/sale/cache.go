@@ -35,13 +35,13 @@ type saleCache struct {
 	states sync.Map // int64 → *saleState
 
 	mu       sync.Mutex
-	gens     map[int64]uint64     // bumped by every invalidation: a load that started before one is not cached
-	flights  map[int64]*flight    // loads under way, one per product
-	missing  map[int64]time.Time  // products that did not exist, until then
-	receipts map[int64]uint64     // receipt loads under way: product → epoch
-	wake     chan struct{}        // asks the refresher for a refresh now
-	bg       sync.WaitGroup       // receipt loads
-	stop     chan struct{}        // closed by close: background loads give up
+	gens     map[int64]uint64    // bumped by every invalidation: a load that started before one is not cached
+	flights  map[int64]*flight   // loads under way, one per product
+	missing  map[int64]time.Time // products that did not exist, until then
+	receipts map[int64]uint64    // receipt loads under way: product → epoch
+	wake     chan struct{}       // asks the refresher for a refresh now
+	bg       sync.WaitGroup      // receipt loads
+	stop     chan struct{}       // closed by close: background loads give up
 	stopOnce sync.Once
 }
 
