@@ -14,7 +14,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
-.PHONY: help up down services services-down status build test test-short lint bench loadtest loadtest-chaos k6 compose-check screenshots logs clean
+.PHONY: help up down services services-down status build test test-short lint bench bench-locks loadtest loadtest-chaos k6 compose-check screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,7 +52,15 @@ lint: ## gofmt, go vet, staticcheck (and shellcheck when installed)
 	$(STATICCHECK) ./...
 	@if command -v shellcheck >/dev/null; then shellcheck -x scripts/*.sh deploy/nginx/*.sh loadtest/k6/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
 
-bench: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) against the local services
+# Flags for `make bench`, e.g. make bench BENCH_FLAGS='-strategies mysql -batch 1,32 -profile'
+BENCH_FLAGS ?=
+
+bench: ## the purchase path against this machine's own limits (bare gin, R), in one run; report in loadtest/results/
+	scripts/services.sh up
+	$(MAKE) build
+	$(GO) run ./loadtest/bench $(BENCH_FLAGS)
+
+bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) against the local services
 	scripts/services.sh up
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./internal/lock/...
 

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+// bench is one run.
+type bench struct {
+	o      *options
+	say    func(string, ...any)
+	getenv func(string) string
+	rep    *Report
+	stamp  string // the run's time, hhmmss, in every buyer id: b<stamp><phase>-<n>
+	phase  int    // phases run so far, so that no two phases share a buyer
+}
+
+func (b *bench) run(ctx context.Context) (*Report, error) {
+	o := b.o
+	start := time.Now()
+	b.stamp = start.UTC().Format("150405")
+	b.rep = &Report{
+		RunID:     start.UTC().Format("20060102-150405"),
+		StartedAt: start.UTC(),
+		Machine:   yardstick.Machine(),
+		Commit:    gitCommit(ctx),
+		Settings: Settings{
+			Replicas: o.replicas, Targets: o.targets, Connections: o.connections, Workers: o.workers,
+			Warmup: o.warmup.String(), Duration: o.duration.String(), AcceptDuration: o.acceptFor.String(),
+			RDuration: o.rFor.String(), RGoroutines: o.rGoroutines, Strategies: o.strategies,
+			SoldOutStrategy: o.soldOutWith, Batches: o.batches, BatchLinger: o.batchLinger, Stock: o.stock,
+		},
+		Problems: []string{},
+	}
+	err := b.phases(ctx)
+	computeRatios(b.rep.Rows)
+	b.rep.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		b.rep.Aborted = err.Error()
+	}
+	return b.rep, err
+}
+
+func (b *bench) has(phase string) bool { return slices.Contains(b.o.phases, phase) }
+
+// phases runs what -phases asks for, in the order of allPhases: the bare gin ceiling before any
+// replica runs, then, on the first replica configuration, the sold-out path and R, then the
+// accept phases of every configuration.
+func (b *bench) phases(ctx context.Context) error {
+	o := b.o
+	if b.has(phaseGin) {
+		if err := b.bareGin(ctx); err != nil {
+			return err
+		}
+	}
+	if !b.has(phaseSoldOut) && !b.has(phaseAccept) {
+		if b.has(phaseR) {
+			return b.rowRate(ctx)
+		}
+		return nil
+	}
+	configs := o.batches
+	if !b.has(phaseAccept) {
+		configs = configs[:1]
+	}
+	var env []string
+	if len(o.targets) == 0 {
+		var err error
+		if env, err = stackEnv(ctx, o.envScript); err != nil {
+			return err
+		}
+		if err := dropDatabase(ctx, o.mysqlDSN); err != nil {
+			return err
+		}
+	}
+	for i, batch := range configs {
+		label := batchLabel(batch)
+		targets, pprof := o.targets, ""
+		var c *cluster
+		if len(o.targets) == 0 {
+			b.say("starting %d replicas, %s", o.replicas, label)
+			var err error
+			c, err = startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
+			if err != nil {
+				return err
+			}
+			targets, pprof = c.urls(), c.replicas[0].pprofURL
+		}
+		err := func() error {
+			if c != nil {
+				defer func() {
+					b.say("stopping the replicas (%s)", label)
+					c.stop()
+				}()
+			}
+			if i == 0 && b.has(phaseSoldOut) {
+				if err := b.soldOut(ctx, targets, pprof, label); err != nil {
+					return err
+				}
+			}
+			if i == 0 && b.has(phaseR) {
+				if err := b.rowRate(ctx); err != nil {
+					return err
+				}
+			}
+			if b.has(phaseAccept) {
+				for _, st := range o.strategies {
+					if err := b.accept(ctx, targets, pprof, st, batch); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replicaEnv returns the environment of replica i of a configuration: scripts/env.sh's, plus a
+// database, a Kafka topic and a group of the bench's own, the replicas as peers, no per-user
+// rate limit (every buyer is distinct anyway), warnings only, pprof on its own port, and the
+// batch size of the configuration.
+func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof string, peers []string) []string {
+	return func(i int, addr, pprof string, peers []string) []string {
+		set := map[string]string{
+			"SECKILL_HTTP_ADDR":     addr,
+			"SECKILL_PPROF_ADDR":    pprof,
+			"SECKILL_INSTANCE_ID":   fmt.Sprintf("bench-%d", i+1),
+			"SECKILL_MYSQL_DSN":     b.o.mysqlDSN,
+			"SECKILL_AUTO_MIGRATE":  "true",
+			"SECKILL_KAFKA_TOPIC":   "seckill.bench.orders",
+			"SECKILL_KAFKA_GROUP":   "seckill-bench",
+			"SECKILL_PEERS":         strings.Join(peers, ","),
+			"SECKILL_RATE_PER_USER": "0",
+			"SECKILL_LOG_LEVEL":     "warn",
+			"SECKILL_ADMIN_TOKEN":   b.o.adminToken,
+		}
+		unset := []string{}
+		if batch == batchDefault {
+			unset = append(unset, "SECKILL_BATCH_MAX")
+		} else {
+			set["SECKILL_BATCH_MAX"] = batch
+		}
+		if b.o.batchLinger != "" {
+			set["SECKILL_BATCH_LINGER"] = b.o.batchLinger
+		} else {
+			unset = append(unset, "SECKILL_BATCH_LINGER")
+		}
+		return replicaEnv(base, set, unset...)
+	}
+}
+
+// batchLabel names a configuration: "batch default (128)" with the app's default as this
+// source tree has it, "batch 1".
+func batchLabel(batch string) string {
+	switch batch {
+	case batchDefault:
+		cfg, err := config.Load("seckill", nil, func(k string) string {
+			if k == "SECKILL_ADMIN_TOKEN" {
+				return "placeholder-token"
+			}
+			return ""
+		}, io.Discard)
+		if err != nil {
+			return "batch default"
+		}
+		return fmt.Sprintf("batch default (%d)", cfg.Sale.BatchMax)
+	case "as running":
+		return "replicas as running"
+	}
+	return "batch " + batch
+}
+
+// blastID is a fresh buyer prefix for the next phase.
+func (b *bench) blastID() string {
+	b.phase++
+	return b.stamp + "p" + strconv.Itoa(b.phase)
+}
+
+func (b *bench) problem(format string, args ...any) {
+	p := fmt.Sprintf(format, args...)
+	b.rep.Problems = append(b.rep.Problems, p)
+	b.say("CONTRACT BROKEN: %s", p)
+}
+
+// bareGin measures the ceiling of the HTTP layer: the bare gin handler in a process of its own,
+// blasted with the connections and the duration of the sold-out phase.
+func (b *bench) bareGin(ctx context.Context) error {
+	o := b.o
+	logPath := filepath.Join(o.runDir, b.rep.RunID, "bare-gin.log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return err
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	p, err := yardstick.StartBareGin(ctx, "", logf)
+	if err != nil {
+		return err
+	}
+	defer p.Stop()
+	b.say("bare gin ceiling: pid %d on %s, %d connections, %s + %s", p.Pid, p.URL, o.connections, o.warmup, o.duration)
+	res, err := yardstick.Blast{
+		Targets: []string{p.URL}, ProductID: 1, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
+		RunID: b.blastID(), IdempotencyKeys: true,
+	}.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if n := res.Answers["409 sold_out"]; n != res.Sent {
+		return fmt.Errorf("bare gin ceiling: %d of %d answers were 409 sold_out: %s %q", n, res.Sent, answersCell(res.Answers), res.Failures)
+	}
+	b.rep.Rows = append(b.rep.Rows, Row{
+		Kind: kindGin, What: "bare gin ceiling", Config: fmt.Sprintf("1 process · %d connections", o.connections),
+		Figure: res.PerSec, Unit: "req/s", P50: res.All.P50, P99: res.All.P99, Answers: res.Answers,
+	})
+	b.say("bare gin ceiling: %.0f req/s", res.PerSec)
+	return p.Stop()
+}
+
+// rowRate measures R on the replicas' MySQL server, in the yardstick's scratch database.
+func (b *bench) rowRate(ctx context.Context) error {
+	dsn, err := serverDSN(b.o.mysqlDSN)
+	if err != nil {
+		return err
+	}
+	b.say("R: %d goroutines, %s", b.o.rGoroutines, b.o.rFor)
+	res, err := yardstick.RowRate(ctx, yardstick.RowOptions{DSN: dsn, Goroutines: b.o.rGoroutines, Duration: b.o.rFor})
+	if err != nil {
+		return err
+	}
+	b.rep.Rows = append(b.rep.Rows, Row{
+		Kind: kindR, What: "R", Config: fmt.Sprintf("%d goroutines · autocommit · %s", res.Goroutines, res.Where),
+		Figure: res.RowsPerSec, Unit: "rows/s", Notes: []string{"`" + res.Statement + "`"},
+	})
+	b.say("R: %.0f rows/s", res.RowsPerSec)
+	return nil
+}
+
+// soldOut measures the app refusing: a product of one unit is sold, then distinct buyers with
+// distinct keys blast it over every replica. Every answer must be 409 sold_out.
+func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label string) error {
+	o := b.o
+	a := newAPI(targets[0], o.adminToken)
+	id, err := a.createProduct(ctx, fmt.Sprintf("bench %s · sold out · %s", b.rep.RunID, o.soldOutWith), o.soldOutWith, 1)
+	if err != nil {
+		return err
+	}
+	if err := a.purchase(ctx, id, "bench-"+b.stamp+"-first"); err != nil {
+		return fmt.Errorf("sell the sold-out product's only unit: %w", err)
+	}
+	row := Row{Kind: kindSoldOut, What: "sold-out path", ProductID: id,
+		Config: fmt.Sprintf("%s · %d replicas · %d connections · %s", o.soldOutWith, len(targets), o.connections, label)}
+	b.say("sold-out path: product %d, %d connections over %d replicas, %s + %s", id, o.connections, len(targets), o.warmup, o.duration)
+	profile := b.profile(ctx, pprof, "soldout-"+o.soldOutWith, o.duration)
+	res, err := yardstick.Blast{
+		Targets: targets, ProductID: id, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
+		RunID: b.blastID(), IdempotencyKeys: true,
+	}.Run(ctx)
+	if err != nil {
+		return err
+	}
+	profile(&row)
+	row.Figure, row.Unit, row.P50, row.P99, row.Answers = res.PerSec, "req/s", res.All.P50, res.All.P99, res.Answers
+	if n := res.Status[http.StatusAccepted]; n > 0 {
+		b.problem("sold-out path: %d purchases accepted on product %d, whose only unit was sold before", n, id)
+	}
+	if n := fiveXX(res.Status); n > 0 {
+		b.problem("sold-out path: %d answers 5xx", n)
+	}
+	if other := res.Sent - res.Answers["409 sold_out"]; other > 0 {
+		row.Notes = append(row.Notes, fmt.Sprintf("%d answers were not 409 sold_out: %s %q", other, answersCell(res.Answers), res.Failures))
+	}
+	b.rep.Rows = append(b.rep.Rows, row)
+	b.say("sold-out path: %.0f req/s", res.PerSec)
+	return nil
+}
+
+// accept measures one strategy accepting: a product with more stock than the phase can sell,
+// distinct buyers each buying one unit with an Idempotency-Key; then the drain.
+func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, batch string) error {
+	o := b.o
+	label := batchLabel(batch)
+	a := newAPI(targets[0], o.adminToken)
+	id, err := a.createProduct(ctx, fmt.Sprintf("bench %s · accept · %s · %s", b.rep.RunID, strategy, label), strategy, o.stock)
+	if err != nil {
+		return err
+	}
+	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id,
+		Config: fmt.Sprintf("%s · %d workers · %d replicas", label, o.workers, len(targets))}
+	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, o.workers, len(targets), o.warmup, o.acceptFor)
+	profile := b.profile(ctx, pprof, "accept-"+strategy+"-batch-"+batch, o.acceptFor)
+	res, err := yardstick.Blast{
+		Targets: targets, ProductID: id, Workers: o.workers, Warmup: o.warmup, Duration: o.acceptFor,
+		RunID: b.blastID(), IdempotencyKeys: true,
+	}.Run(ctx)
+	if err != nil {
+		return err
+	}
+	ended := time.Now()
+	profile(&row)
+	acc := res.Latency[http.StatusAccepted]
+	row.Figure, row.Unit, row.P50, row.P99, row.Answers = res.PerSecOf(http.StatusAccepted), "accepted/s", acc.P50, acc.P99, res.Answers
+	row.Accepted = res.Status[http.StatusAccepted]
+	if n := fiveXX(res.Status); n > 0 {
+		b.problem("accept %s (%s): %d answers 5xx", strategy, label, n)
+	}
+	if other := res.Sent - row.Accepted; other > 0 {
+		row.Notes = append(row.Notes, fmt.Sprintf("%d answers were not 202: %s %q", other, answersCell(res.Answers), res.Failures))
+	}
+	b.say("accept %s (%s): %.0f accepted/s; waiting for the order queue", strategy, label, row.Figure)
+
+	st, drained, err := waitDrained(ctx, a, id, o.drainTimeout)
+	if err != nil {
+		return err
+	}
+	row.Reserved, row.Confirmed, row.Drained = st.Reserved, st.ConfirmedUnits, drained
+	if drained {
+		row.DrainSeconds = time.Since(ended).Seconds()
+	} else {
+		row.Notes = append(row.Notes, fmt.Sprintf("not drained within %s: %d units reserved, %d confirmed", o.drainTimeout, st.Reserved, st.ConfirmedUnits))
+	}
+	if st.Reserved < row.Accepted {
+		b.problem("accept %s (%s): %d purchases answered 202 but only %d units reserved", strategy, label, row.Accepted, st.Reserved)
+	}
+	if st.Oversold > 0 || st.InitialStock-st.Stock != st.Reserved {
+		b.problem("accept %s (%s): stock %d of %d with %d units reserved (oversold %d)", strategy, label, st.Stock, st.InitialStock, st.Reserved, st.Oversold)
+	}
+	b.rep.Rows = append(b.rep.Rows, row)
+	b.say("accept %s (%s): drained %v in %.1f s", strategy, label, drained, row.DrainSeconds)
+	return nil
+}
+
+// waitDrained polls the product's stats until every reserved unit is confirmed as an order, or
+// timeout passes (drained false). It returns the last stats.
+func waitDrained(ctx context.Context, a *api, id int64, timeout time.Duration) (stats, bool, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := a.stats(ctx, id)
+		if err != nil {
+			return st, false, err
+		}
+		if st.ConfirmedUnits >= st.Reserved {
+			return st, true, nil
+		}
+		if time.Now().After(deadline) {
+			return st, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// profile starts a CPU profile of the replica at pprofURL covering the measured window, d after
+// the warm-up, of a phase that starts now, and returns a function that waits for it and returns
+// the file it was saved to. Without pprofURL or -profile it does nothing. A failed profile is a
+// note of the row, not a failed run.
+func (b *bench) profile(ctx context.Context, pprofURL, slug string, d time.Duration) func(*Row) {
+	if !b.o.profile || pprofURL == "" {
+		return func(*Row) {}
+	}
+	o := b.o
+	path := filepath.Join(o.outDir, fmt.Sprintf("bench-%s-%s.pprof", b.rep.RunID, slug))
+	seconds := max(1, int(math.Ceil(d.Seconds())))
+	done := make(chan error, 1)
+	go func() {
+		if !sleep(ctx, o.warmup) {
+			done <- ctx.Err()
+			return
+		}
+		done <- fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofURL, seconds), path, time.Duration(seconds)*time.Second+30*time.Second)
+	}()
+	return func(row *Row) {
+		if err := <-done; err != nil {
+			row.Notes = append(row.Notes, fmt.Sprintf("no CPU profile: %v", err))
+			return
+		}
+		row.Profile = path
+	}
+}
+
+func fetchProfile(ctx context.Context, url, path string, timeout time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := (&http.Client{Timeout: timeout}).Do(req)
+	if err != nil {
+		return fmt.Errorf("%w (does this binary serve SECKILL_PPROF_ADDR? make build)", err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, res.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func fiveXX(status map[int]int) int {
+	n := 0
+	for code, c := range status {
+		if code >= 500 {
+			n += c
+		}
+	}
+	return n
+}

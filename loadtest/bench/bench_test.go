@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+// TestMain lets the test binary be the bare gin child of the gin phase.
+func TestMain(m *testing.M) {
+	if yardstick.IsChild(os.Getenv) {
+		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func noEnv(string) string { return "" }
+
+func TestParseOptions(t *testing.T) {
+	o, err := parseOptions(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"gin", "soldout", "r", "accept"}, o.phases); diff != "" {
+		t.Errorf("default phases (-want +got):\n%s", diff)
+	}
+	if o.connections != 64 || o.workers != 32 || o.duration != 5*time.Second || o.warmup != time.Second || o.adminToken != "dev-admin-token" {
+		t.Errorf("defaults: %+v", o)
+	}
+	if diff := cmp.Diff([]string{"default", "1"}, o.batches); diff != "" {
+		t.Errorf("default batch configurations (-want +got):\n%s", diff)
+	}
+	o, err = parseOptions([]string{"-targets", "http://127.0.0.1:8081/, http://127.0.0.1:8082", "-phases", "accept"}, func(k string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": "from-the-env"}[k]
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"http://127.0.0.1:8081", "http://127.0.0.1:8082"}, o.targets); diff != "" {
+		t.Errorf("targets (-want +got):\n%s", diff)
+	}
+	if o.adminToken != "from-the-env" || len(o.batches) != 1 {
+		t.Errorf("with -targets: token %q, batches %q; want the env's token and one configuration (as running)", o.adminToken, o.batches)
+	}
+	for _, args := range [][]string{
+		{"-phases", "gin,warp"},
+		{"-phases", ""},
+		{"-batch", "0"},
+		{"-batch", "default,lots"},
+		{"-workers", "0"},
+		{"-duration", "0s"},
+		{"-duration", "11m"},
+		{"-targets", "http://127.0.0.1:8081", "-profile"},
+		{"-strategies", "", "-phases", "accept"},
+		{"stray"},
+	} {
+		if _, err := parseOptions(args, noEnv, io.Discard); err == nil {
+			t.Errorf("parseOptions(%q) accepted it", args)
+		}
+	}
+}
+
+func TestReplicaEnv(t *testing.T) {
+	base := []string{"PATH=/bin", "SECKILL_PEERS=http://127.0.0.1:8081", "SECKILL_BATCH_MAX=7", "SECKILL_MYSQL_DSN=root:@tcp(127.0.0.1:3306)/seckill"}
+	got := replicaEnv(base, map[string]string{"SECKILL_MYSQL_DSN": "x/seckill_bench", "SECKILL_PEERS": "a,b"}, "SECKILL_BATCH_MAX", "SECKILL_BATCH_LINGER")
+	want := []string{"PATH=/bin", "SECKILL_MYSQL_DSN=x/seckill_bench", "SECKILL_PEERS=a,b"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replicaEnv (-want +got):\n%s", diff)
+	}
+
+	b := &bench{o: &options{mysqlDSN: "root:@tcp(127.0.0.1:3306)/seckill_bench", adminToken: "tok-12345"}}
+	env := envMap(b.replicaEnv(base, "1")(1, "127.0.0.1:1001", "127.0.0.1:2001", []string{"http://127.0.0.1:1000", "http://127.0.0.1:1001"}))
+	for k, v := range map[string]string{
+		"SECKILL_HTTP_ADDR": "127.0.0.1:1001", "SECKILL_PPROF_ADDR": "127.0.0.1:2001", "SECKILL_INSTANCE_ID": "bench-2",
+		"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:3306)/seckill_bench", "SECKILL_AUTO_MIGRATE": "true",
+		"SECKILL_KAFKA_TOPIC": "seckill.bench.orders", "SECKILL_KAFKA_GROUP": "seckill-bench",
+		"SECKILL_PEERS": "http://127.0.0.1:1000,http://127.0.0.1:1001", "SECKILL_RATE_PER_USER": "0",
+		"SECKILL_LOG_LEVEL": "warn", "SECKILL_BATCH_MAX": "1", "SECKILL_ADMIN_TOKEN": "tok-12345", "PATH": "/bin",
+	} {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	env = envMap(b.replicaEnv(base, batchDefault)(0, "a", "p", nil))
+	if _, set := env["SECKILL_BATCH_MAX"]; set {
+		t.Error("the default configuration must leave SECKILL_BATCH_MAX unset, even when the caller's environment sets it")
+	}
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := m[k]; dup {
+			m[k] = "DUPLICATE"
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func TestDropDatabaseRefusesOtherNames(t *testing.T) {
+	for _, dsn := range []string{"root:@tcp(127.0.0.1:3306)/seckill", "root:@tcp(127.0.0.1:3306)/", "root:@tcp(127.0.0.1:3306)/seckill_bench`x"} {
+		if err := dropDatabase(context.Background(), dsn); err == nil || !strings.Contains(err.Error(), "seckill_bench") {
+			t.Errorf("dropDatabase(%s) = %v, want a refusal", dsn, err)
+		}
+	}
+}
+
+func sampleReport() *Report {
+	rows := []Row{
+		{Kind: kindGin, What: "bare gin ceiling", Config: "1 process · 64 connections", Figure: 24000, Unit: "req/s", P50: 2.4, P99: 9.76, Answers: map[string]int{"409 sold_out": 130000}},
+		{Kind: kindSoldOut, What: "sold-out path", Config: "mysql · 3 replicas · 64 connections · batch default (128)", ProductID: 1, Figure: 12000, Unit: "req/s", P50: 4.1, P99: 31, Answers: map[string]int{"409 sold_out": 70000, "0 no answer": 2}, Notes: []string{"2 answers were not 409 sold_out"}},
+		{Kind: kindR, What: "R", Config: "16 goroutines · autocommit · seckill_yardstick.hot_row", Figure: 4000, Unit: "rows/s"},
+		{Kind: kindAccept, What: "accept mysql", Config: "batch default (128) · 32 workers · 3 replicas", ProductID: 2, Figure: 8000, Unit: "accepted/s", P50: 3.3, P99: 140, Answers: map[string]int{"202": 48000}, Accepted: 48000, Reserved: 48000, Confirmed: 48000, Drained: true, DrainSeconds: 1.26, Profile: "loadtest/results/bench-x-accept-mysql-batch-default.pprof"},
+		{Kind: kindAccept, What: "accept zk", Config: "batch 1 · 32 workers · 3 replicas", ProductID: 3, Figure: 400, Unit: "accepted/s", P50: 80, P99: 300, Answers: map[string]int{"202": 2400}, Accepted: 2400, Reserved: 2400, Confirmed: 1000},
+	}
+	computeRatios(rows)
+	return &Report{
+		RunID: "20261123-140000", StartedAt: time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC), Seconds: 201.4,
+		Machine: "vm: 2 × AMD EPYC, linux/amd64, go1.26.8", Commit: "abc1234",
+		Settings: Settings{Replicas: 3, Connections: 64, Workers: 32, Warmup: "1s", Duration: "5s", AcceptDuration: "5s", RDuration: "5s",
+			RGoroutines: 16, Strategies: []string{"mysql", "zk"}, SoldOutStrategy: "mysql", Batches: []string{"default", "1"}, Stock: 100_000_000},
+		Rows:     rows,
+		Problems: []string{"accept zk (batch 1): 3 answers 5xx"},
+	}
+}
+
+func TestComputeRatios(t *testing.T) {
+	rows := sampleReport().Rows
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s %.2f %s", r.What, r.Ratio, r.RatioTo))
+	}
+	want := []string{"bare gin ceiling 0.00 ", "sold-out path 0.50 bare gin", "R 0.00 ", "accept mysql 2.00 R", "accept zk 0.10 R"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ratios (-want +got):\n%s", diff)
+	}
+	// Without the yardstick, no ratio, and the table says why.
+	alone := []Row{{Kind: kindAccept, What: "accept mysql", Figure: 10}}
+	computeRatios(alone)
+	if alone[0].Ratio != 0 || ratioCell(alone[0]) != "— (no R)" {
+		t.Errorf("without R: ratio %v, cell %q", alone[0].Ratio, ratioCell(alone[0]))
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	md := markdown(sampleReport())
+	for _, want := range []string{
+		"## seckill-go bench 20261123-140000",
+		"vm: 2 × AMD EPYC, linux/amd64, go1.26.8 · 2026-11-23 14:00 UTC · commit abc1234 · run took 3m21s",
+		"| bare gin ceiling | 1 process · 64 connections | 24,000 req/s | yardstick | 2.40 | 9.76 | — |",
+		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 12,000 req/s | 0.50 of bare gin | 4.10 | 31.0 | — |",
+		"| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 4,000 rows/s | yardstick | — | — | — |",
+		"| accept mysql | batch default (128) · 32 workers · 3 replicas | 8,000 accepted/s | 2.00 of R | 3.30 | 140 | 1.3 s |",
+		"| accept zk | batch 1 · 32 workers · 3 replicas | 400 accepted/s | 0.10 of R | 80.0 | 300 | **not drained** |",
+		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 1 | 409 sold_out × 70,000 · 0 no answer × 2 | — | — |",
+		"| accept zk | batch 1 · 32 workers · 3 replicas | 3 | 202 × 2,400 | 2,400 | 1,000 |",
+		"- **accept zk (batch 1): 3 answers 5xx**",
+		"- sold-out path (mysql · 3 replicas · 64 connections · batch default (128)): 2 answers were not 409 sold_out",
+		"`go tool pprof -top loadtest/results/bench-x-accept-mysql-batch-default.pprof`",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | — |") {
+		t.Error("R has no answers; it must not be in the answers table")
+	}
+}
+
+func TestWriteReport(t *testing.T) {
+	dir := t.TempDir()
+	files, err := writeReport(dir, sampleReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{filepath.Join(dir, "bench-20261123-140000.md"), filepath.Join(dir, "bench-20261123-140000.json")}, files); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sampleReport(), &back); diff != "" {
+		t.Errorf("the JSON twin does not read back as the report (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunYardsticksOnly runs the bench's yardstick phases for real (the bare gin child and R),
+// briefly: no replicas.
+func TestRunYardsticksOnly(t *testing.T) {
+	itest.Integration(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"-phases", "gin,r", "-warmup", "100ms", "-duration", "300ms", "-r-duration", "300ms", "-connections", "8",
+		"-mysql-dsn", strings.TrimSuffix(itest.ServerDSN, "/") + "/seckill_bench", "-out", dir, "-run-dir", dir}, noEnv, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"| bare gin ceiling | 1 process · 8 connections |", "| R | 16 goroutines · autocommit · seckill_yardstick.hot_row |", "report: "} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}

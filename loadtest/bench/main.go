@@ -1,0 +1,233 @@
+// Command bench measures seckill-go's purchase path against this machine's own limits, in one
+// run: every figure is a ratio to a yardstick measured in the same run, because the load client
+// and the servers share two cores and absolute rates move ±40 % between runs.
+//
+//   - the bare gin ceiling: a gin handler that parses a purchase and answers 409, in a process of
+//     its own, blasted by the same client as the app;
+//   - the sold-out path: the app's 3 replicas refusing a sold-out product, ÷ the bare gin ceiling;
+//   - R: a raw single-row conditional UPDATE loop on a scratch table;
+//   - the accept path of each strategy: purchases accepted per second on a product that never
+//     sells out, ÷ R, and the time the order queue then takes to confirm every unit; once with
+//     the replicas' default batching and once with SECKILL_BATCH_MAX=1 (one buyer per lock).
+//
+// It starts its own replicas of bin/seckill (free loopback ports, database seckill_bench dropped
+// and recreated each run, Kafka topic seckill.bench.orders), never the ones of `make up`, and
+// stops them by pid at the end and on Ctrl-C. It prints a Markdown table and writes it, with a
+// JSON twin, to loadtest/results/bench-<run>.md.
+//
+// Speed is reported, never asserted. Exit status: 0 when the run completed, 1 when a phase got
+// answers that break the API's contract (a 5xx, a 202 on a sold-out product, an accepted purchase
+// that is not reserved, an oversell), 2 on a usage or setup error.
+//
+//	make bench                                            # services up, make build, then this
+//	go run ./loadtest/bench -strategies mysql -batch 1    # one strategy, one configuration
+//	go run ./loadtest/bench -profile                      # and a CPU profile of replica 1 per phase
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+func main() {
+	if yardstick.IsChild(os.Getenv) { // this process is the bare gin ceiling that run started
+		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: bare gin:", err)
+			os.Exit(2)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	var broken errContract
+	switch {
+	case err == nil:
+	case errors.As(err, &broken):
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+}
+
+// errContract means the run completed and some answers broke the API's contract.
+type errContract string
+
+func (e errContract) Error() string { return string(e) }
+
+// options are the command line.
+type options struct {
+	seckill      string
+	envScript    string
+	replicas     int
+	targets      []string // replicas already running: start none (no batch configurations, no profiles)
+	phases       []string
+	connections  int
+	workers      int
+	warmup       time.Duration
+	duration     time.Duration
+	acceptFor    time.Duration
+	rFor         time.Duration
+	rGoroutines  int
+	strategies   []string
+	soldOutWith  string
+	batches      []string
+	batchLinger  string
+	stock        int
+	drainTimeout time.Duration
+	profile      bool
+	mysqlDSN     string
+	adminToken   string
+	outDir       string
+	runDir       string
+}
+
+// The phases, in the order they run.
+const (
+	phaseGin     = "gin"
+	phaseSoldOut = "soldout"
+	phaseR       = "r"
+	phaseAccept  = "accept"
+)
+
+var allPhases = []string{phaseGin, phaseSoldOut, phaseR, phaseAccept}
+
+// batchDefault in -batch leaves SECKILL_BATCH_MAX unset: the app's own default.
+const batchDefault = "default"
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.seckill, "seckill", "bin/seckill", "the app's binary (make build)")
+	fs.StringVar(&o.envScript, "env", "scripts/env.sh", "the local stack's environment, sourced for every replica")
+	fs.IntVar(&o.replicas, "replicas", 3, "replicas of `seckill serve` to start")
+	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none, run the accept phases once as they are configured, no profiles")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), accept")
+	fs.IntVar(&o.connections, "connections", 64, "connections of the bare gin and sold-out phases")
+	fs.IntVar(&o.workers, "workers", 32, "workers (requests in flight) of the accept phases")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of every HTTP phase, sent but not measured")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of the bare gin and sold-out phases")
+	fs.DurationVar(&o.acceptFor, "accept-duration", 5*time.Second, "measured time of each accept phase")
+	fs.DurationVar(&o.rFor, "r-duration", 5*time.Second, "measured time of R")
+	fs.IntVar(&o.rGoroutines, "r-goroutines", 16, "goroutines of R")
+	strategies := fs.String("strategies", "mysql,redis,zk", "strategies of the accept phases, in order")
+	fs.StringVar(&o.soldOutWith, "soldout-strategy", "mysql", "strategy of the sold-out product")
+	batches := fs.String("batch", batchDefault+",1", "SECKILL_BATCH_MAX of each replica configuration, in order; "+batchDefault+" leaves it unset")
+	fs.StringVar(&o.batchLinger, "batch-linger", "", "SECKILL_BATCH_LINGER of every configuration (empty: unset)")
+	fs.IntVar(&o.stock, "stock", 100_000_000, "stock of each accept product: enough never to sell out")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "longest wait, after an accept phase, for every reserved unit to be confirmed as an order")
+	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of replica 1 during each app phase and save it next to the report")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root:@tcp(127.0.0.1:3306)/seckill_bench", "the replicas' database, dropped and recreated each run; R runs on the same server")
+	fs.StringVar(&o.adminToken, "admin-token", envOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
+	fs.StringVar(&o.outDir, "out", "loadtest/results", "where the report goes")
+	fs.StringVar(&o.runDir, "run-dir", ".run/bench", "where the replicas' logs go")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	o.targets = splitList(*targets)
+	o.phases = splitList(*phases)
+	o.strategies = splitList(*strategies)
+	o.batches = splitList(*batches)
+	for _, p := range o.phases {
+		if !slices.Contains(allPhases, p) {
+			return nil, fmt.Errorf("-phases: %q is none of %s", p, strings.Join(allPhases, ", "))
+		}
+	}
+	for _, b := range o.batches {
+		if b != batchDefault && !isPositiveInt(b) {
+			return nil, fmt.Errorf("-batch: %q is neither %s nor a positive number", b, batchDefault)
+		}
+	}
+	switch {
+	case len(o.phases) == 0:
+		return nil, errors.New("-phases: nothing to run")
+	case o.replicas < 1 || o.connections < 1 || o.workers < 1 || o.rGoroutines < 1 || o.stock < 1:
+		return nil, errors.New("-replicas, -connections, -workers, -r-goroutines and -stock must be positive")
+	case o.warmup < 0 || o.duration <= 0 || o.acceptFor <= 0 || o.rFor <= 0 || o.drainTimeout <= 0:
+		return nil, errors.New("durations must be positive (the warm-up may be 0)")
+	case o.warmup+max(o.duration, o.acceptFor) > 10*time.Minute:
+		return nil, errors.New("a phase is bounded to 10 minutes")
+	case slices.Contains(o.phases, phaseAccept) && (len(o.strategies) == 0 || len(o.batches) == 0):
+		return nil, errors.New("the accept phases need at least one strategy and one -batch configuration")
+	case len(o.targets) > 0 && o.profile:
+		return nil, errors.New("-profile needs replicas the bench starts (their pprof ports): drop -targets")
+	}
+	if len(o.targets) > 0 {
+		o.batches = []string{"as running"}
+	}
+	return o, nil
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, strings.TrimRight(part, "/"))
+		}
+	}
+	return out
+}
+
+func isPositiveInt(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n > 0
+}
+
+// progress returns a printf for progress lines, which go to stderr; the report goes to stdout.
+func progress(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, say: progress(stderr), getenv: getenv}
+	rep, runErr := b.run(ctx)
+	if rep == nil {
+		return runErr
+	}
+	fmt.Fprint(stdout, markdown(rep))
+	files, err := writeReport(o.outDir, rep)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	fmt.Fprintf(stdout, "\nreport: %s\n", strings.Join(files, ", "))
+	if runErr != nil {
+		return runErr
+	}
+	if len(rep.Problems) > 0 {
+		return errContract(fmt.Sprintf("%d answers or audits broke the contract: see Problems in the report", len(rep.Problems)))
+	}
+	return nil
+}

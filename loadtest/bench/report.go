@@ -1,0 +1,288 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is one run of the bench, written as Markdown (stdout and results/bench-<run>.md) and
+// JSON (results/bench-<run>.json).
+type Report struct {
+	RunID     string    `json:"run_id"`
+	StartedAt time.Time `json:"started_at"`
+	Seconds   float64   `json:"seconds"` // the whole run, start-ups and drains included
+	Machine   string    `json:"machine"`
+	Commit    string    `json:"commit"`
+	Settings  Settings  `json:"settings"`
+	Rows      []Row     `json:"rows"`
+	// Problems are answers and audits that break the API's contract; the exit status is 1 when
+	// there is any.
+	Problems []string `json:"problems"`
+	// Aborted is the error that ended the run early, if one did; the rows are those measured.
+	Aborted string `json:"aborted,omitempty"`
+}
+
+// Settings are the knobs of the run.
+type Settings struct {
+	Replicas        int      `json:"replicas"`
+	Targets         []string `json:"targets,omitempty"` // replicas the bench did not start
+	Connections     int      `json:"connections"`
+	Workers         int      `json:"workers"`
+	Warmup          string   `json:"warmup"`
+	Duration        string   `json:"duration"`
+	AcceptDuration  string   `json:"accept_duration"`
+	RDuration       string   `json:"r_duration"`
+	RGoroutines     int      `json:"r_goroutines"`
+	Strategies      []string `json:"strategies"`
+	SoldOutStrategy string   `json:"sold_out_strategy"`
+	Batches         []string `json:"batches"`
+	BatchLinger     string   `json:"batch_linger,omitempty"`
+	Stock           int      `json:"stock"`
+}
+
+// The kinds of Row.
+const (
+	kindGin     = "gin"
+	kindSoldOut = "soldout"
+	kindR       = "r"
+	kindAccept  = "accept"
+)
+
+// Row is one measurement.
+type Row struct {
+	Kind   string  `json:"kind"`
+	What   string  `json:"what"`
+	Config string  `json:"config"`
+	Figure float64 `json:"figure"`
+	Unit   string  `json:"unit"`
+	// Ratio is Figure over the yardstick named by RatioTo, measured in the same run; 0 when
+	// that yardstick was not measured, or for a yardstick itself.
+	Ratio   float64 `json:"ratio"`
+	RatioTo string  `json:"ratio_to,omitempty"`
+	// P50 and P99 are latencies in ms: of every answer for the HTTP yardstick and the sold-out
+	// path, of the 202s for an accept row; 0 for R.
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+
+	ProductID int64 `json:"product_id,omitempty"`
+	// Answers counts every answer of the phase, warm-up included, by status and error code.
+	Answers map[string]int `json:"answers,omitempty"`
+	// Accepted is the number of 202s of an accept phase, warm-up included; Reserved and
+	// Confirmed are the units the product's stats showed reserved and confirmed at the end.
+	Accepted  int `json:"accepted,omitempty"`
+	Reserved  int `json:"reserved,omitempty"`
+	Confirmed int `json:"confirmed_units,omitempty"`
+	// DrainSeconds is, for an accept row, the time from the phase's last answer until every
+	// reserved unit was confirmed as an order; Drained is false when that did not happen within
+	// the drain timeout.
+	DrainSeconds float64 `json:"drain_seconds,omitempty"`
+	Drained      bool    `json:"drained,omitempty"`
+	// Profile is the CPU profile of replica 1 during the phase, if taken.
+	Profile string   `json:"profile,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// computeRatios divides every sold-out row by the bare gin ceiling and every accept row by R.
+func computeRatios(rows []Row) {
+	yardstick := map[string]float64{}
+	for _, r := range rows {
+		if r.Kind == kindGin || r.Kind == kindR {
+			yardstick[r.Kind] = r.Figure
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		switch r.Kind {
+		case kindSoldOut:
+			r.RatioTo = "bare gin"
+			if y := yardstick[kindGin]; y > 0 {
+				r.Ratio = r.Figure / y
+			}
+		case kindAccept:
+			r.RatioTo = "R"
+			if y := yardstick[kindR]; y > 0 {
+				r.Ratio = r.Figure / y
+			}
+		}
+	}
+}
+
+// markdown renders the report: the table, the answers, the problems and how to read them.
+func markdown(r *Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## seckill-go bench %s\n\n", r.RunID)
+	fmt.Fprintf(&b, "%s · %s · commit %s · run took %s\n\n", r.Machine, r.StartedAt.UTC().Format("2006-01-02 15:04 MST"), r.Commit, (time.Duration(r.Seconds) * time.Second).String())
+	s := r.Settings
+	replicas := fmt.Sprintf("%d replicas started by the bench", s.Replicas)
+	if len(s.Targets) > 0 {
+		replicas = "replicas " + strings.Join(s.Targets, ", ")
+	}
+	linger := ""
+	if s.BatchLinger != "" {
+		linger = ", SECKILL_BATCH_LINGER=" + s.BatchLinger
+	}
+	fmt.Fprintf(&b, "%s · warm-up %s per HTTP phase · bare gin and sold-out: %d connections × %s · accept: %d workers × %s, stock %s · R: %d goroutines × %s · strategies %s · batch configurations: %s%s\n\n",
+		replicas, s.Warmup, s.Connections, s.Duration, s.Workers, s.AcceptDuration, group(s.Stock), s.RGoroutines, s.RDuration,
+		strings.Join(s.Strategies, ", "), strings.Join(s.Batches, ", "), linger)
+	if r.Aborted != "" {
+		fmt.Fprintf(&b, "**Run aborted: %s** — the rows below are those measured before.\n\n", oneLine(r.Aborted))
+	}
+
+	b.WriteString("| what | configuration | figure | ratio | p50 ms | p99 ms | drain |\n|---|---|---:|---:|---:|---:|---|\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s |\n",
+			row.What, row.Config, group(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row))
+	}
+
+	b.WriteString("\nAnswers, warm-up included:\n\n| what | configuration | product | answers | reserved | confirmed |\n|---|---|---:|---|---:|---:|\n")
+	for _, row := range r.Rows {
+		if row.Kind == kindR {
+			continue
+		}
+		product, reserved, confirmed := "—", "—", "—"
+		if row.ProductID > 0 {
+			product = strconv.FormatInt(row.ProductID, 10)
+		}
+		if row.Kind == kindAccept {
+			reserved, confirmed = group(row.Reserved), group(row.Confirmed)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row.What, row.Config, product, answersCell(row.Answers), reserved, confirmed)
+	}
+
+	if len(r.Problems) > 0 {
+		b.WriteString("\n**Contract broken:**\n\n")
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "- **%s**\n", p)
+		}
+	}
+	var notes, profiles []string
+	for _, row := range r.Rows {
+		for _, n := range row.Notes {
+			notes = append(notes, fmt.Sprintf("%s (%s): %s", row.What, row.Config, n))
+		}
+		if row.Profile != "" {
+			profiles = append(profiles, fmt.Sprintf("%s (%s): `go tool pprof -top %s`", row.What, row.Config, row.Profile))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\nNotes:\n\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	if len(profiles) > 0 {
+		b.WriteString("\nCPU profiles of replica 1 during each phase's measured window:\n\n")
+		for _, p := range profiles {
+			fmt.Fprintf(&b, "- %s\n", p)
+		}
+	}
+	b.WriteString(`
+How to read it: every ratio divides by a yardstick measured in this run. The sold-out path's
+req/s ÷ the bare gin ceiling's (same client, same connections) is the share of the bare HTTP
+layer the app keeps while it refuses. An accept row's accepted/s ÷ R (one conditional UPDATE per
+autocommit on one row, without the app) is the share of one hot row's commit rate that the app
+turns into sales; above 1 means purchases share commits. p50/p99 are of every answer for the HTTP
+phases and of the 202s for the accept rows. Drain: from the phase's last answer until every
+reserved unit is a confirmed order.
+`)
+	return b.String()
+}
+
+func ratioCell(r Row) string {
+	switch {
+	case r.Kind == kindGin || r.Kind == kindR:
+		return "yardstick"
+	case r.Ratio == 0:
+		return "— (no " + r.RatioTo + ")"
+	}
+	return fmt.Sprintf("%.2f of %s", r.Ratio, r.RatioTo)
+}
+
+func drainCell(r Row) string {
+	switch {
+	case r.Kind != kindAccept:
+		return "—"
+	case !r.Drained:
+		return "**not drained**"
+	}
+	return fmt.Sprintf("%.1f s", r.DrainSeconds)
+}
+
+func ms(v float64) string {
+	switch {
+	case v == 0:
+		return "—"
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// answersCell lists answers by count, largest first: "409 sold_out × 120,345 · 0 no answer × 2".
+func answersCell(answers map[string]int) string {
+	keys := make([]string, 0, len(answers))
+	for k := range answers {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if answers[a] != answers[b] {
+			return answers[b] - answers[a]
+		}
+		return strings.Compare(a, b)
+	})
+	cells := make([]string, len(keys))
+	for i, k := range keys {
+		cells[i] = k + " × " + group(answers[k])
+	}
+	if len(cells) == 0 {
+		return "—"
+	}
+	return strings.Join(cells, " · ")
+}
+
+// group writes n with thousands separators: 12,345.
+func group(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// writeReport writes results/bench-<run>.md and .json and returns their paths.
+func writeReport(dir string, r *Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(dir, "bench-"+r.RunID)
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(base+".md", []byte(markdown(r)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{base + ".md", base + ".json"}, nil
+}
