@@ -10,14 +10,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 // attempt is one planned request: buyer b's try number n, with its Idempotency-Key.
@@ -62,13 +62,13 @@ func (a answer) definitive() bool {
 	return a.status != 0 && a.status < 500 && a.status != http.StatusTooManyRequests
 }
 
-// runAll measures the baselines, then attacks each strategy in turn.
+// runAll measures the yardsticks, then attacks each strategy in turn.
 func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*Report, error) {
 	now := time.Now()
 	rep := &Report{
 		RunID:     now.UTC().Format("20060102-150405"),
 		StartedAt: now.UTC(),
-		Machine:   machine(),
+		Machine:   yardstick.Machine(),
 		Targets:   o.targets,
 		Settings: Settings{Stock: o.stock, Buyers: o.buyers, Attempts: o.attempts, Rate: o.rate,
 			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos},
@@ -76,21 +76,20 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 	}
 	admin := &adminClient{base: o.targets[0], token: o.adminToken}
 	if o.baselineFor > 0 {
-		bl, err := measureBaselines(ctx, db, o, admin, say)
+		ys, err := measureYardsticks(ctx, o, say)
 		if err != nil {
 			return nil, err
 		}
-		rep.Baselines = bl
+		rep.Yardsticks = ys
 	}
 	for _, st := range o.strategies {
 		sr, err := attackStrategy(ctx, db, o, admin, rep.RunID, st, say)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st, err)
 		}
-		for _, b := range rep.Baselines {
-			if b.Strategy == st && b.OpsPerSec > 0 {
-				sr.Ratio = sr.AcceptedPerSec / b.OpsPerSec
-			}
+		if ys := rep.Yardsticks; ys != nil {
+			sr.AcceptedPerR = ratioOf(sr.AcceptedPerSec, ys.R.RowsPerSec)
+			sr.SoldOutPerGin = ratioOf(sr.SoldOutPerSec, ys.BareGin.RequestsPerSec)
 		}
 		if sr.Verdict == "FAIL" {
 			rep.Passed = false
@@ -157,11 +156,7 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {a.key}}
 		return nil
 	}
-	attacker := vegeta.NewAttacker(
-		vegeta.Workers(uint64(o.workers)), vegeta.MaxWorkers(uint64(o.workers)),
-		vegeta.Connections(o.workers), vegeta.KeepAlive(true),
-		vegeta.Timeout(30*time.Second), vegeta.MaxBody(4096), vegeta.HTTP2(false),
-	)
+	attacker := newAttacker(o)
 	pacer := vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
 
 	actx, cancel := context.WithCancel(ctx)
@@ -189,6 +184,16 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 	cancel() // the attack is over: a kill not yet done is not done
 	events = <-chaosDone
 	return answers, events, ctx.Err()
+}
+
+// newAttacker is vegeta as every attack of the harness uses it: o.workers requests in flight
+// on as many keep-alive HTTP/1.1 connections.
+func newAttacker(o *options) *vegeta.Attacker {
+	return vegeta.NewAttacker(
+		vegeta.Workers(uint64(o.workers)), vegeta.MaxWorkers(uint64(o.workers)),
+		vegeta.Connections(o.workers), vegeta.KeepAlive(true),
+		vegeta.Timeout(30*time.Second), vegeta.MaxBody(4096), vegeta.HTTP2(false),
+	)
 }
 
 // toAnswer maps a vegeta result back to its planned attempt through the lt query parameter.
@@ -361,19 +366,4 @@ func (c *adminClient) call(ctx context.Context, method, path string, body any, w
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
-}
-
-// machine describes where the run happened, for the report.
-func machine() string {
-	host, _ := os.Hostname()
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if name, ok := strings.CutPrefix(line, "model name"); ok {
-				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s: %d × %s, %s/%s, %s", host, runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }

@@ -833,22 +833,22 @@ footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 <h2>Strategies</h2>
 {{if .Rows}}<div class="table-wrap"><table class="strategies">
 <thead>
-<tr><th class="l" rowspan="2">strategy</th><th class="l" rowspan="2">verdict</th><th rowspan="2">requests</th><th rowspan="2">req/s</th><th rowspan="2">accepted</th><th rowspan="2">accepted/s</th><th rowspan="2">sell-out</th><th rowspan="2">ratio to baseline</th><th colspan="4">accepted latency, ms</th><th colspan="4">all latency, ms</th><th rowspan="2" class="sep">oversold units</th></tr>
+<tr><th class="l" rowspan="2">strategy</th><th class="l" rowspan="2">verdict</th><th rowspan="2">requests</th><th rowspan="2">req/s</th><th rowspan="2">accepted</th><th rowspan="2">accepted/s</th><th rowspan="2">sell-out</th><th rowspan="2">accepted/s ÷ R</th><th rowspan="2">sold-out req/s</th><th rowspan="2">sold-out req/s ÷ bare gin</th><th colspan="4">accepted latency, ms</th><th colspan="4">all latency, ms</th><th rowspan="2" class="sep">oversold units</th></tr>
 <tr><th class="sep">p50</th><th>p95</th><th>p99</th><th>max</th><th class="sep">p50</th><th>p95</th><th>p99</th><th>max</th></tr>
 </thead>
 <tbody>
 {{range .Rows}}<tr>
 <td class="l"><span class="swatch" style="background: {{.Color}}"></span><a href="#strategy-{{.Index}}">{{.Strategy}}</a>{{if .Unsafe}} <span class="muted">(unsafe control)</span>{{end}}</td>
 <td class="l"><span class="badge {{.Verdict.Class}}">{{.Verdict.Symbol}} {{.Verdict.Word}}</span></td>
-<td>{{int .Requests}}</td><td>{{f .RequestsPerSec 0}}</td><td>{{int .Accepted}}</td><td>{{f .AcceptedPerSec 0}}</td><td>{{if .SellOutSeconds}}{{secs .SellOutSeconds}}{{else}}—{{end}}</td><td>{{ratio .Ratio}}</td>
+<td>{{int .Requests}}</td><td>{{f .RequestsPerSec 0}}</td><td>{{int .Accepted}}</td><td>{{f .AcceptedPerSec 0}}</td><td>{{if .SellOutSeconds}}{{secs .SellOutSeconds}}{{else}}—{{end}}</td><td>{{ratio .AcceptedPerR}}</td><td>{{if .SoldOutPerSec}}{{f .SoldOutPerSec 0}}{{else}}—{{end}}</td><td>{{ratio .SoldOutPerGin}}</td>
 {{if .HasAccepted}}<td class="sep">{{ms .LatAccepted.P50}}</td><td>{{ms .LatAccepted.P95}}</td><td>{{ms .LatAccepted.P99}}</td><td>{{ms .LatAccepted.Max}}</td>{{else}}<td class="sep">—</td><td>—</td><td>—</td><td>—</td>{{end}}
 {{if .HasAll}}<td class="sep">{{ms .LatAll.P50}}</td><td>{{ms .LatAll.P95}}</td><td>{{ms .LatAll.P99}}</td><td>{{ms .LatAll.Max}}</td>{{else}}<td class="sep">—</td><td>—</td><td>—</td><td>—</td>{{end}}
 <td class="sep{{if .Oversold}} {{if .Unsafe}}warn{{else}}fail{{end}}{{end}}"><strong>{{int .Oversold}}</strong></td>
 </tr>
-{{if .Violations}}<tr class="violations"><td colspan="17"><strong>{{.Strategy}}: {{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}{{if .Unsafe}} (expected of the unsafe control){{end}}</strong><ul>{{range .Violations}}<li>{{.}}</li>{{end}}</ul></td></tr>
+{{if .Violations}}<tr class="violations"><td colspan="19"><strong>{{.Strategy}}: {{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}{{if .Unsafe}} (expected of the unsafe control){{end}}</strong><ul>{{range .Violations}}<li>{{.}}</li>{{end}}</ul></td></tr>
 {{end}}{{end}}</tbody>
 </table></div>
-<p class="muted">req/s: requests over the whole attack. accepted/s: accepted purchases over the sell-out time (first request to last first-time 202). Ratio: accepted/s over the strategy's baseline below.</p>
+<p class="muted">req/s: requests over the whole attack. accepted/s: accepted purchases over the sell-out time (first request to last first-time 202). sold-out req/s: the answers that arrived after the last first-time 202 over the time from that 202 to the last answer. The ratios divide by the yardsticks below.</p>
 
 <h3>Answers by outcome</h3>
 <div class="table-wrap"><table>
@@ -858,14 +858,15 @@ footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 </table></div>
 {{else}}<p class="muted">No strategy was attacked.</p>{{end}}
 
-<h2>Baselines</h2>
-{{if .Baselines}}<div class="table-wrap"><table>
-<thead><tr><th class="l">strategy</th><th class="l">operation</th><th>concurrency</th><th>ops/s</th></tr></thead>
-<tbody>{{range .Baselines}}<tr><td class="l">{{.Strategy}}</td><td class="l"><code>{{.Operation}}</code></td><td>{{.Concurrency}}</td><td>{{f .OpsPerSec 0}}</td></tr>
-{{end}}</tbody>
+<h2>Yardsticks</h2>
+{{with .Yardsticks}}<div class="table-wrap"><table>
+<thead><tr><th class="l">yardstick</th><th class="l">what</th><th>rate</th></tr></thead>
+<tbody><tr><td class="l">R</td><td class="l"><code>{{.R.Statement}}</code>, {{.R.Goroutines}} goroutines, autocommit, on {{.R.Where}}</td><td>{{f .R.RowsPerSec 0}} rows/s</td></tr>
+<tr><td class="l">bare gin</td><td class="l">a gin handler that parses the purchase and answers 409, in its own process; {{.BareGin.Client}}, {{.BareGin.Workers}} workers</td><td>{{f .BareGin.RequestsPerSec 0}} req/s</td></tr>
+</tbody>
 </table></div>
-<p class="muted">The raw rate of the store operation under each strategy, straight through its client library, in the same run: the yardstick of the ratio column.</p>
-{{else}}<p class="muted">No baselines were measured in this run, so there is no ratio column to read.</p>{{end}}
+<p class="muted">This machine's own limits, measured in the same run: accepted/s is divided by R, the commit rate of one hot row without the app; sold-out req/s by the bare gin ceiling, the HTTP layer without the app.</p>
+{{else}}<p class="muted">No yardsticks were measured in this run, so there are no ratios to read.</p>{{end}}
 
 {{if .Rows}}<h2>Accepted over time, all strategies</h2>
 {{template "chart" .Combined}}

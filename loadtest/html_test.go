@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 var update = flag.Bool("update", false, "write testdata/sample-report.html (and sample-edge-cases.html) to look at")
@@ -303,7 +304,7 @@ func TestWriteHTMLNilReport(t *testing.T) {
 // ---------------------------------------------------------------- synthetic reports
 
 // edgeCaseReport has an oversold control, a chaos event, a strategy that failed with an empty
-// timeline and a name that must be escaped, and no baselines.
+// timeline and a name that must be escaped, and no yardsticks.
 func edgeCaseReport() *Report {
 	mysql := strategy("mysql", 1, 200, 8, 1.6, 6, 40)
 	mysql.Events = []Event{{T: 1.2, What: "SIGKILL replica-2 (pid 4242)"}, {T: 3.1, What: "replica-2 restarted"}}
@@ -328,7 +329,7 @@ func edgeCaseReport() *Report {
 	}
 }
 
-// fullReport looks like a real run of every strategy, with baselines.
+// fullReport looks like a real run of every strategy, with yardsticks.
 func fullReport() *Report {
 	mysql := strategy("mysql", 11, 500, 6, 1.4, 4, 35)
 	redis := strategy("redis", 12, 500, 7, 2.1, 6, 60)
@@ -343,20 +344,17 @@ func fullReport() *Report {
 		RunID: "20261122T203000Z", StartedAt: time.Date(2026, 11, 22, 20, 30, 0, 0, time.UTC),
 		Machine: "linux/amd64, 2 CPUs, Debian 12", Targets: []string{"http://127.0.0.1:8081", "http://127.0.0.1:8082", "http://127.0.0.1:8083"},
 		Settings: Settings{Stock: 500, Buyers: 5000, Attempts: 2, Rate: 1500, Workers: 128, MaxDuration: 60 * time.Second, Chaos: "kill"},
-		Baselines: []Baseline{
-			{Strategy: "mysql", Operation: "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", Concurrency: 32, OpsPerSec: 1830},
-			{Strategy: "redis", Operation: "redislock Acquire + Release", Concurrency: 16, OpsPerSec: 6377},
-			{Strategy: "zk", Operation: "zklock Acquire + Release", Concurrency: 8, OpsPerSec: 692},
+		Yardsticks: &Yardsticks{
+			R:       yardstick.RowResult{RowsPerSec: 4400, Statement: "UPDATE hot_row SET stock = stock - 1 WHERE id = ? AND stock >= 1", Goroutines: 16, Where: "seckill_yardstick.hot_row"},
+			BareGin: BareGin{RequestsPerSec: 24000, Workers: 128, Client: "vegeta, as the attack"},
 		},
 		Strategies: []StrategyReport{mysql, redis, zk, none},
 		Passed:     true,
 	}
 	for i, s := range r.Strategies {
-		for _, b := range r.Baselines {
-			if b.Strategy == s.Strategy {
-				r.Strategies[i].Ratio = s.AcceptedPerSec / b.OpsPerSec
-			}
-		}
+		r.Strategies[i].AcceptedPerR = s.AcceptedPerSec / r.Yardsticks.R.RowsPerSec
+		r.Strategies[i].SoldOutPerSec = 9000
+		r.Strategies[i].SoldOutPerGin = 9000 / r.Yardsticks.BareGin.RequestsPerSec
 	}
 	return r
 }

@@ -16,6 +16,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the audit reads the database directly
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 func openDB(dsn string) (*sql.DB, error) {
@@ -89,7 +90,7 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 		}
 	}
 	for out, lat := range byOutcome {
-		sr.Latency[out] = percentiles(lat)
+		sr.Latency[out] = yardstick.Percentiles(lat)
 	}
 	sr.Timeline = timeline(answers, start)
 	sr.Accepted = len(accepted)
@@ -100,6 +101,7 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 		if !lastFirstAccept.IsZero() {
 			sr.SellOutSeconds = lastFirstAccept.Sub(start).Seconds()
 			sr.AcceptedPerSec = float64(sr.Accepted) / max(sr.SellOutSeconds, 1e-9)
+			sr.SoldOutPerSec = soldOutRate(answers, lastFirstAccept, end)
 		}
 	}
 	for b, orders := range ordersOfBuyer {
@@ -152,23 +154,35 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 	return sr, nil
 }
 
+// The shortest sold-out tail that soldOutRate calls a rate.
+const (
+	minSoldOutSeconds = 0.25
+	minSoldOutAnswers = 50
+)
+
+// soldOutRate is the rate of answers once the product sold out: the answers that arrived after
+// soldOut (the moment of the last first-time 202) ÷ the time from soldOut to end (the last
+// answer). It is 0 when that tail is shorter than minSoldOutSeconds or minSoldOutAnswers, which
+// is no rate at all (the buyers ran out together with the stock).
+func soldOutRate(answers []answer, soldOut, end time.Time) float64 {
+	n := 0
+	for _, a := range answers {
+		if a.sent.Add(a.latency).After(soldOut) {
+			n++
+		}
+	}
+	secs := end.Sub(soldOut).Seconds()
+	if secs < minSoldOutSeconds || n < minSoldOutAnswers {
+		return 0
+	}
+	return float64(n) / secs
+}
+
 func latest(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
 	}
 	return a
-}
-
-func percentiles(lat []time.Duration) Latency {
-	if len(lat) == 0 {
-		return Latency{}
-	}
-	slices.Sort(lat)
-	at := func(q float64) float64 {
-		i := int(q * float64(len(lat)-1))
-		return float64(lat[i].Microseconds()) / 1000
-	}
-	return Latency{Count: len(lat), P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: at(1)}
 }
 
 // timeline buckets the answers by when their request was sent.
@@ -179,7 +193,7 @@ func timeline(answers []answer, start time.Time) []Sample {
 	var out []Sample
 	var lat []time.Duration
 	flush := func(i int) {
-		l := percentiles(lat)
+		l := yardstick.Percentiles(lat)
 		out[i].P50, out[i].P99 = l.P50, l.P99
 		lat = lat[:0]
 	}

@@ -9,18 +9,24 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestPercentiles(t *testing.T) {
-	var lat []time.Duration
-	for i := 1; i <= 100; i++ {
-		lat = append(lat, time.Duration(i)*time.Millisecond)
+func TestSoldOutRate(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	// One answer every 10 ms for 2 s, each taking 5 ms; the product sold out at 1 s.
+	var answers []answer
+	for i := range 200 {
+		answers = append(answers, answer{sent: start.Add(time.Duration(i) * 10 * time.Millisecond), latency: 5 * time.Millisecond})
 	}
-	got := percentiles(lat)
-	want := Latency{Count: 100, P50: 50, P95: 95, P99: 99, Max: 100}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("percentiles (-want +got):\n%s", diff)
+	soldOut, end := start.Add(time.Second), start.Add(1995*time.Millisecond)
+	// Answers at 1.005 s … 1.995 s: 100 of them in 0.995 s.
+	if got, want := soldOutRate(answers, soldOut, end), 100/0.995; got < want-0.01 || got > want+0.01 {
+		t.Errorf("soldOutRate = %.2f, want %.2f", got, want)
 	}
-	if got := percentiles(nil); got != (Latency{}) {
-		t.Fatalf("percentiles(nil) = %+v", got)
+	// A tail too short to be a rate: sold out with the last answers.
+	if got := soldOutRate(answers, start.Add(1900*time.Millisecond), end); got != 0 {
+		t.Errorf("soldOutRate of a 0.1 s tail = %.1f, want 0 (no rate)", got)
+	}
+	if got := soldOutRate(answers[:20], start, start.Add(time.Second)); got != 0 {
+		t.Errorf("soldOutRate of 20 answers = %.1f, want 0 (too few)", got)
 	}
 }
 

@@ -2,14 +2,28 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/apptest"
-	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
+
+// TestMain lets the test binary be the bare gin child of the yardsticks.
+func TestMain(m *testing.M) {
+	if yardstick.IsChild(os.Getenv) {
+		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // TestSmoke is the load test in small, inside `make test`: the three safe strategies and the
 // unsafe control over three replicas, 50 units, 1,000 buyers each. The safe ones must pass every
@@ -28,8 +42,6 @@ func TestSmoke(t *testing.T) {
 		"-baseline", "500ms", "-drain-timeout", "90s",
 		"-admin-token", apptest.AdminToken,
 		"-mysql-dsn", stack.DSN,
-		"-redis-addr", itest.RedisAddr,
-		"-zk-servers", strings.Join(itest.ZKServers, ","),
 		"-out", t.TempDir(),
 	}, func(string) string { return "" }, io.Discard)
 	if err != nil {
@@ -59,6 +71,9 @@ func TestSmoke(t *testing.T) {
 		case s.Strategy != "none" && (s.Accepted != 50 || s.Facts.Orders != 50):
 			t.Errorf("%s: accepted %d, orders %d; want 50 and 50", s.Strategy, s.Accepted, s.Facts.Orders)
 		}
+	}
+	if y := rep.Yardsticks; y == nil || y.R.RowsPerSec <= 0 || y.BareGin.RequestsPerSec <= 0 {
+		t.Errorf("yardsticks %+v: want R and the bare gin ceiling measured", y)
 	}
 	if !rep.Passed {
 		t.Error("the run did not pass")

@@ -2,8 +2,10 @@
 // sale through the admin API, sends many more buyers than units at several replicas at once
 // (vegeta as a library), and then decides from evidence — the answers the buyers got and the
 // database read with plain SQL — that no unit was oversold, none was lost, no buyer got more
-// than the limit and every retry got its first answer. It measures the raw rate of the operation
-// under each strategy in the same run, and reports Markdown, JSON and an HTML page with charts.
+// than the limit and every retry got its first answer. It measures this machine's own limits in
+// the same run (R, one hot row's commit rate without the app, and the bare gin ceiling of the
+// HTTP layer: see loadtest/internal/yardstick) and divides by them, and reports Markdown, JSON and
+// an HTML page with charts.
 //
 // Exit status: 0 when every safe strategy passed (and the `none` control, if run, oversold as it
 // must), 1 when an invariant broke, 2 on a usage or setup error.
@@ -25,9 +27,18 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 func main() {
+	if yardstick.IsChild(os.Getenv) { // this process is the bare gin ceiling that run started
+		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest: bare gin:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
 	stop()
@@ -63,8 +74,6 @@ type options struct {
 	drainTimeout time.Duration
 	adminToken   string
 	mysqlDSN     string
-	redisAddr    string
-	zkServers    []string
 	outDir       string
 	baselineFor  time.Duration
 	chaos        string
@@ -97,11 +106,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.maxDuration, "duration", 2*time.Minute, "longest attack per strategy")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "longest wait for the order queue to drain")
 	fs.StringVar(&o.adminToken, "admin-token", envOr("SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
-	fs.StringVar(&o.mysqlDSN, "mysql-dsn", envOr("SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit")
-	fs.StringVar(&o.redisAddr, "redis-addr", envOr("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "Redis, for the redis baseline")
-	zk := fs.String("zk-servers", envOr("SECKILL_ZK_SERVERS", "127.0.0.1:2181"), "ZooKeeper, for the zk baseline")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", envOr("SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit; R runs on the same server, in database "+yardstick.DefaultDatabase)
 	fs.StringVar(&o.outDir, "out", "loadtest/results", "where the report files go (empty: none)")
-	fs.DurationVar(&o.baselineFor, "baseline", 2*time.Second, "how long each baseline runs (0: skip baselines)")
+	fs.DurationVar(&o.baselineFor, "baseline", 2*time.Second, "how long each yardstick (R, bare gin) is measured, after 0.5 s of warm-up (0: skip them, and the ratios)")
 	fs.StringVar(&o.chaos, "chaos", "", "kill: SIGKILL one replica during each attack and restart it")
 	fs.DurationVar(&o.chaosAfter, "chaos-after", time.Second, "when in the attack the replica is killed")
 	fs.IntVar(&o.chaosReplica, "chaos-replica", 2, "which local replica (N of 127.0.0.1:808N) to kill")
@@ -115,7 +122,6 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	o.targets = splitList(*targets)
 	o.strategies = splitList(*strategies)
-	o.zkServers = splitList(*zk)
 	if o.buyers == 0 {
 		o.buyers = 20 * o.stock
 	}

@@ -19,13 +19,13 @@ func markdown(r *Report) string {
 	fmt.Fprintf(&b, "\n## seckill-go load test %s — %s\n\n", r.RunID, verdict)
 	fmt.Fprintf(&b, "%s · %d replicas · %d units · %d buyers × %d attempts · %s · chaos: %s\n\n",
 		r.Machine, len(r.Targets), r.Settings.Stock, r.Settings.Buyers, r.Settings.Attempts, pace(r.Settings), orNone(r.Settings.Chaos))
-	b.WriteString("| strategy | verdict | requests | req/s | accepted | sell-out s | accepted/s | baseline ops/s | ratio | accepted p50 / p95 / p99 / max ms | all p99 ms | 5xx | oversold |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	b.WriteString("| strategy | verdict | requests | req/s | accepted | sell-out s | accepted/s | accepted/s ÷ R | sold-out req/s | sold-out req/s ÷ bare gin | accepted p50 / p95 / p99 / max ms | all p99 ms | 5xx | oversold |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, s := range r.Strategies {
 		acc := s.Latency["accepted"]
-		fmt.Fprintf(&b, "| %s | **%s** | %d | %.0f | %d | %.2f | %.0f | %s | %s | %.1f / %.1f / %.1f / %.1f | %.1f | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | **%s** | %d | %.0f | %d | %.2f | %.0f | %s | %s | %s | %.1f / %.1f / %.1f / %.1f | %.1f | %d | %d |\n",
 			s.Strategy, s.Verdict, s.Requests, s.RequestsPerSec, s.Accepted, s.SellOutSeconds, s.AcceptedPerSec,
-			baselineOf(r, s.Strategy), ratio(s.Ratio), acc.P50, acc.P95, acc.P99, acc.Max, s.Latency["all"].P99, fivexx(s), s.Oversold)
+			ratio(s.AcceptedPerR), rate(s.SoldOutPerSec), ratio(s.SoldOutPerGin), acc.P50, acc.P95, acc.P99, acc.Max, s.Latency["all"].P99, fivexx(s), s.Oversold)
 	}
 	b.WriteString("\nAnswers by outcome:\n\n| strategy | " + strings.Join(outcomeOrder, " | ") + " |\n|---|" + strings.Repeat("---:|", len(outcomeOrder)) + "\n")
 	for _, s := range r.Strategies {
@@ -48,11 +48,11 @@ func markdown(r *Report) string {
 			fmt.Fprintf(&b, "\n- **%s: %s**", s.Strategy, v)
 		}
 	}
-	if len(r.Baselines) > 0 {
-		b.WriteString("\n\nBaselines, same run (the ratio column is accepted/s over these):\n\n| strategy | operation | goroutines | ops/s |\n|---|---|---:|---:|\n")
-		for _, bl := range r.Baselines {
-			fmt.Fprintf(&b, "| %s | %s | %d | %.0f |\n", bl.Strategy, bl.Operation, bl.Concurrency, bl.OpsPerSec)
-		}
+	if y := r.Yardsticks; y != nil {
+		b.WriteString("\n\nYardsticks, same run (the ratio columns divide by these):\n\n| yardstick | what | rate |\n|---|---|---:|\n")
+		fmt.Fprintf(&b, "| R | `%s`, %d goroutines, autocommit, on %s | %.0f rows/s |\n", y.R.Statement, y.R.Goroutines, y.R.Where, y.R.RowsPerSec)
+		fmt.Fprintf(&b, "| bare gin | a gin handler that parses the purchase and answers 409, in its own process; %s, %d workers | %.0f req/s |\n", y.BareGin.Client, y.BareGin.Workers, y.BareGin.RequestsPerSec)
+		b.WriteString("\nsold-out req/s: the answers that arrived after the last first-time 202 ÷ the time from that 202 to the last answer.\n")
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -75,13 +75,11 @@ func orNone(s string) string {
 	return s
 }
 
-func baselineOf(r *Report, strategy string) string {
-	for _, b := range r.Baselines {
-		if b.Strategy == strategy {
-			return fmt.Sprintf("%.0f", b.OpsPerSec)
-		}
+func rate(x float64) string {
+	if x == 0 {
+		return "—"
 	}
-	return "—"
+	return fmt.Sprintf("%.0f", x)
 }
 
 func ratio(x float64) string {

@@ -4,18 +4,20 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
-// Report is one run of the harness: every strategy attacked, with the baselines measured in the
+// Report is one run of the harness: every strategy attacked, with the yardsticks measured in the
 // same run. It is written as Markdown (stdout and results/<run>.md), JSON (results/<run>.json)
 // and a self-contained HTML page with charts (results/<run>.html).
 type Report struct {
-	RunID      string           `json:"run_id"`
-	StartedAt  time.Time        `json:"started_at"`
-	Machine    string           `json:"machine"`
-	Targets    []string         `json:"targets"`
-	Settings   Settings         `json:"settings"`
-	Baselines  []Baseline       `json:"baselines"`
+	RunID     string    `json:"run_id"`
+	StartedAt time.Time `json:"started_at"`
+	Machine   string    `json:"machine"`
+	Targets   []string  `json:"targets"`
+	Settings  Settings  `json:"settings"`
+	// Yardsticks are nil when the run skipped them (-baseline 0).
+	Yardsticks *Yardsticks      `json:"yardsticks"`
 	Strategies []StrategyReport `json:"strategies"`
 	// Passed is false when any safe strategy broke an invariant or the unsafe control failed to
 	// show its oversell.
@@ -33,13 +35,22 @@ type Settings struct {
 	Chaos       string        `json:"chaos"`        // "" or "kill"
 }
 
-// Baseline is the raw rate of the store operation underneath a strategy, measured straight
-// through the client library, in the same run: the yardstick of the ratio column.
-type Baseline struct {
-	Strategy    string  `json:"strategy"`
-	Operation   string  `json:"operation"`
-	Concurrency int     `json:"concurrency"`
-	OpsPerSec   float64 `json:"ops_per_sec"`
+// Yardsticks are this machine's own limits, measured in the same run (see
+// loadtest/internal/yardstick): what the ratio columns divide by.
+type Yardsticks struct {
+	// R is a raw single-row conditional UPDATE loop: the commit rate of one hot row without the
+	// app, the yardstick of every strategy's accepted/s.
+	R yardstick.RowResult `json:"r"`
+	// BareGin is the HTTP ceiling: a bare gin handler that parses a purchase and answers 409, in
+	// a process of its own, the yardstick of every strategy's sold-out req/s.
+	BareGin BareGin `json:"bare_gin"`
+}
+
+// BareGin is the bare gin ceiling as the attack's client measured it.
+type BareGin struct {
+	RequestsPerSec float64 `json:"requests_per_sec"`
+	Workers        int     `json:"workers"`
+	Client         string  `json:"client"`
 }
 
 // StrategyReport is the attack on one strategy and its verdict.
@@ -53,8 +64,14 @@ type StrategyReport struct {
 	Accepted       int     `json:"accepted"`         // distinct order ids acknowledged with 202
 	AcceptedPerSec float64 `json:"accepted_per_sec"` // Accepted / SellOutSeconds
 	SellOutSeconds float64 `json:"sell_out_seconds"` // from the first request to the last first-time 202
-	// Ratio is AcceptedPerSec over the strategy's baseline OpsPerSec.
-	Ratio float64 `json:"ratio"`
+	// AcceptedPerR is AcceptedPerSec ÷ R (0 without yardsticks).
+	AcceptedPerR float64 `json:"accepted_per_r"`
+	// SoldOutPerSec is the rate of the answers once the product sold out: the answers that
+	// arrived after the last first-time 202 ÷ the time from that 202 to the last answer. It is 0
+	// when that tail is too short to be a rate (under minSoldOutSeconds or minSoldOutAnswers).
+	SoldOutPerSec float64 `json:"sold_out_per_sec"`
+	// SoldOutPerGin is SoldOutPerSec ÷ the bare gin ceiling (0 without either).
+	SoldOutPerGin float64 `json:"sold_out_per_bare_gin"`
 
 	// Outcomes counts answers by outcome: accepted, replayed, sold_out, limit_reached,
 	// rate_limited, unavailable, transport_error, other.
@@ -75,13 +92,15 @@ type StrategyReport struct {
 	Verdict string `json:"verdict"`
 }
 
-// Latency percentiles, in milliseconds.
-type Latency struct {
-	Count int     `json:"count"`
-	P50   float64 `json:"p50_ms"`
-	P95   float64 `json:"p95_ms"`
-	P99   float64 `json:"p99_ms"`
-	Max   float64 `json:"max_ms"`
+// Latency percentiles, in milliseconds: the yardstick's, so that both reports compute them alike.
+type Latency = yardstick.Latency
+
+// ratioOf is x ÷ y, or 0 when either is missing.
+func ratioOf(x, y float64) float64 {
+	if x <= 0 || y <= 0 {
+		return 0
+	}
+	return x / y
 }
 
 // TimelineStep is the width of a Sample.
