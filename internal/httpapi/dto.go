@@ -9,7 +9,9 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -257,7 +259,14 @@ var errBodyTooLarge = errors.New("request body too large")
 // decodeJSON reads exactly one JSON object into dst, rejecting unknown fields and trailing data,
 // and explains what is wrong in terms a caller can act on.
 func decodeJSON(body io.Reader, dst any) error {
-	data, err := io.ReadAll(body)
+	buf := bodyBuffers.Get().(*[]byte)
+	data, err := readAll(body, (*buf)[:0])
+	defer func() {
+		if cap(data) <= maxPooledBody {
+			*buf = data[:0]
+			bodyBuffers.Put(buf)
+		}
+	}()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -268,39 +277,165 @@ func decodeJSON(body io.Reader, dst any) error {
 	return unmarshalStrict(data, dst)
 }
 
+// bodyBuffers recycles the buffers request bodies are read into: nothing decoded keeps a
+// reference to them (encoding/json copies every string out). maxPooledBody keeps an odd large
+// body's buffer out of the pool.
+var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const maxPooledBody = 64 << 10
+
+// readAll is io.ReadAll into buf.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// unmarshalStrict decodes the JSON object data into the struct dst points to, in one pass of
+// encoding/json, which checks the syntax of the whole of data before it decodes anything. That
+// pass matches names case-insensitively and skips unknown ones, so the object's keys are then
+// checked against dst's JSON names exactly; an unknown field is reported before a value of the
+// wrong type.
 func unmarshalStrict(data []byte, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &sale.ValidationError{Reason: "the request body must be a JSON object"}
 	}
-	// First as a bare object, to name unknown fields without matching error text, then into dst.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
+	err := json.Unmarshal(data, dst)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
 		return describeJSONError(err)
 	}
-	if fields == nil {
-		return &sale.ValidationError{Reason: "the request body must be a JSON object"}
+	if ferr := checkFields(data, jsonFields(dst)); ferr != nil {
+		return ferr
 	}
-	known := jsonFields(dst)
-	for name := range fields {
-		if !known[name] {
-			return &sale.ValidationError{Field: name, Reason: "unknown field"}
-		}
-	}
-	if err := json.Unmarshal(data, dst); err != nil {
+	if err != nil {
 		return describeJSONError(err)
 	}
 	return nil
 }
 
+// fieldNames caches jsonFields by type.
+var fieldNames sync.Map // reflect.Type -> []string
+
 // jsonFields returns the JSON names of the fields of the struct dst points to.
-func jsonFields(dst any) map[string]bool {
+func jsonFields(dst any) []string {
 	t := reflect.TypeOf(dst).Elem()
-	out := make(map[string]bool, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out[name] = true
+	if names, ok := fieldNames.Load(t); ok {
+		return names.([]string)
 	}
-	return out
+	names := make([]string, t.NumField())
+	for i := range t.NumField() {
+		names[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	fieldNames.Store(t, names)
+	return names
+}
+
+// checkFields reports, as a *sale.ValidationError, that data is not a JSON object or the first
+// of its keys that is not one of known. data must be valid JSON (json.Unmarshal said so).
+func checkFields(data []byte, known []string) error {
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return &sale.ValidationError{Reason: "the request body must be a JSON object"}
+	}
+	i = skipSpace(data, i+1)
+	if data[i] == '}' {
+		return nil
+	}
+	for {
+		end := endOfString(data, i)
+		if !isKnown(data[i+1:end-1], known) {
+			if err := unknownField(data[i:end], known); err != nil {
+				return err
+			}
+		}
+		i = skipSpace(data, end)                                   // at ':'
+		i = skipSpace(data, skipValue(data, skipSpace(data, i+1))) // at ',' or '}'
+		if data[i] == '}' {
+			return nil
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+func isKnown(key []byte, known []string) bool {
+	for _, k := range known {
+		if string(key) == k {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownField is the error for the key quoted (with its quotes, maybe escaped), unless the key
+// unescaped is one of known after all.
+func unknownField(quoted []byte, known []string) error {
+	var name string
+	if err := json.Unmarshal(quoted, &name); err != nil || !slices.Contains(known, name) {
+		return &sale.ValidationError{Field: name, Reason: "unknown field"}
+	}
+	return nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString returns the index after the string that starts (with its quote) at i.
+func endOfString(data []byte, i int) int {
+	for i++; data[i] != '"'; i++ {
+		if data[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// skipValue returns the index after the value that starts at i.
+func skipValue(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return endOfString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = endOfString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 func describeJSONError(err error) error {

@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,4 +108,67 @@ func TestUserLimiter(t *testing.T) {
 	if !off.Allow("x", now) {
 		t.Fatal("a disabled limiter refused")
 	}
+}
+
+// unmarshalStrictTwoPass is the decoder unmarshalStrict replaced: a pass into a map to name
+// unknown fields exactly, then a pass into dst. FuzzUnmarshalStrict holds the one-pass decoder
+// to its answers. It returns every unknown field, since which one it reported depended on map
+// order.
+func unmarshalStrictTwoPass(data []byte, dst any) (unknown []string, err error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &sale.ValidationError{Reason: "the request body must be a JSON object"}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, describeJSONError(err)
+	}
+	if fields == nil {
+		return nil, &sale.ValidationError{Reason: "the request body must be a JSON object"}
+	}
+	known := jsonFields(dst)
+	for name := range fields {
+		if !slices.Contains(known, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		return unknown, &sale.ValidationError{Field: unknown[0], Reason: "unknown field"}
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		return nil, describeJSONError(err)
+	}
+	return nil, nil
+}
+
+// FuzzUnmarshalStrict: the one-pass decoder gives the two-pass decoder's answer (the same
+// error, or the same decoded value) for any input, into a small and a larger DTO.
+func FuzzUnmarshalStrict(f *testing.F) {
+	for _, seed := range []string{
+		`{"user_id":"alice","quantity":1}`, `{"user_id":"a","USER_ID":"b"}`, ` {"user\u005fid" : "x"} `,
+		`{"user_id":"a","x":{"y":[1,"}",{"z":null}]},"q":true}`, `{}`, `null`, `[]`, `"x"`, `1`, `{"a":1} {}`,
+		`{"quantity":1e99}`, `{"user_id":7,"bogus":1}`, `{"name":"n","stock":3,"price_cents":"x"}`,
+		"{\"\xff\":1}", `{"user_id":"\"}\\"}`, `{"sale_starts_at":null,"per_user_limit":-1}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(newDst, oldDst any) {
+			t.Helper()
+			got := unmarshalStrict(data, newDst)
+			unknown, want := unmarshalStrictTwoPass(data, oldDst)
+			var gotV *sale.ValidationError
+			switch {
+			case len(unknown) > 0:
+				if !errors.As(got, &gotV) || gotV.Reason != "unknown field" || !slices.Contains(unknown, gotV.Field) {
+					t.Fatalf("%q: got %v, want an unknown field among %q", data, got, unknown)
+				}
+			case (got == nil) != (want == nil) || got != nil && got.Error() != want.Error():
+				t.Fatalf("%q: got %v, want %v", data, got, want)
+			case got == nil && !reflect.DeepEqual(newDst, oldDst):
+				t.Fatalf("%q: decoded %+v, want %+v", data, newDst, oldDst)
+			}
+		}
+		check(new(purchaseJSON), new(purchaseJSON))
+		check(new(newProductJSON), new(newProductJSON))
+	})
 }
