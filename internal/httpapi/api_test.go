@@ -345,3 +345,20 @@ func TestDebugLogOff(t *testing.T) {
 		t.Errorf("at info level a 409 logged %v", lines)
 	}
 }
+
+// TestMapErrorFastPath: finding a bare sentinel by comparison gives the entry errors.Is would
+// have, first match first, for every sentinel of the table.
+func TestMapErrorFastPath(t *testing.T) {
+	for _, e := range errorTable {
+		var want *errorMapping
+		for i := range errorTable {
+			if errors.Is(e.err, errorTable[i].err) {
+				want = &errorTable[i]
+				break
+			}
+		}
+		if got := mapError(e.err); got != want {
+			t.Errorf("mapError(%v) = %s, errors.Is finds %s first", e.err, got.code, want.code)
+		}
+	}
+}

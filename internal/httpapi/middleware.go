@@ -76,7 +76,7 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 					panic(v) // the client went away; let net/http handle it
 				}
 				requestLog(log, c).Error("panic in handler", "panic", v, "stack", string(debug.Stack()))
-				abortJSON(c, http.StatusInternalServerError, codeInternal, "internal error; it has been logged with the request id")
+				abortJSONBody(c, http.StatusInternalServerError, internalBody)
 			}
 		}()
 		c.Next()
