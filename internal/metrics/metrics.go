@@ -34,6 +34,28 @@ type Metrics struct {
 	consumerBatch  prometheus.Histogram
 	consumerBad    prometheus.Counter
 	consumerLag    prometheus.Gauge
+
+	httpSeries     seriesCache[httpLabels, httpObservers]
+	purchaseSeries seriesCache[purchaseLabels, purchaseObservers]
+}
+
+type httpLabels struct {
+	route, method string
+	code          int
+}
+
+type httpObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+type purchaseLabels struct {
+	strategy, outcome string
+}
+
+type purchaseObservers struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // lockStrategies get their lost-lock series at 0 from the start, so that a dashboard shows 0
@@ -96,8 +118,14 @@ func (m *Metrics) Handler() http.Handler {
 
 // ObserveHTTP records one HTTP request. route is the route pattern, never the raw path.
 func (m *Metrics) ObserveHTTP(route, method string, code int, took time.Duration) {
-	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
-	m.httpDuration.WithLabelValues(route, method).Observe(took.Seconds())
+	o := m.httpSeries.get(httpLabels{route, method, code}, func() httpObservers {
+		return httpObservers{
+			requests: m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)),
+			duration: m.httpDuration.WithLabelValues(route, method),
+		}
+	})
+	o.requests.Inc()
+	o.duration.Observe(took.Seconds())
 }
 
 // ObservePurchase implements sale.Observer.
@@ -106,8 +134,14 @@ func (m *Metrics) ObservePurchase(st sale.Strategy, outcome string, took time.Du
 	if label == "" {
 		label = "unknown"
 	}
-	m.purchases.WithLabelValues(label, outcome).Inc()
-	m.purchaseDuration.WithLabelValues(label, outcome).Observe(took.Seconds())
+	o := m.purchaseSeries.get(purchaseLabels{label, outcome}, func() purchaseObservers {
+		return purchaseObservers{
+			count:    m.purchases.WithLabelValues(label, outcome),
+			duration: m.purchaseDuration.WithLabelValues(label, outcome),
+		}
+	})
+	o.count.Inc()
+	o.duration.Observe(took.Seconds())
 }
 
 // ObserveLockWait records the time a purchase waited for its product's lock.
