@@ -267,7 +267,7 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 		return fmt.Errorf("sell the sold-out product's only unit: %w", err)
 	}
 	row := Row{Kind: kindSoldOut, What: "sold-out path", ProductID: id,
-		Config: fmt.Sprintf("%s · %d replicas · %d connections · %s", o.soldOutWith, len(targets), o.connections, label)}
+		Config: fmt.Sprintf("%s · %s · %d connections · %s", o.soldOutWith, replicas(len(targets)), o.connections, label)}
 	b.say("sold-out path: product %d, %d connections over %d replicas, %s + %s", id, o.connections, len(targets), o.warmup, o.duration)
 	profile := b.profile(ctx, pprof, "soldout-"+o.soldOutWith, o.duration)
 	res, err := yardstick.Blast{
@@ -304,7 +304,7 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 		return err
 	}
 	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id,
-		Config: fmt.Sprintf("%s · %d workers · %d replicas", label, o.workers, len(targets))}
+		Config: fmt.Sprintf("%s · %d workers · %s", label, o.workers, replicas(len(targets)))}
 	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, o.workers, len(targets), o.warmup, o.acceptFor)
 	profile := b.profile(ctx, pprof, "accept-"+strategy+"-batch-"+batch, o.acceptFor)
 	res, err := yardstick.Blast{
@@ -431,6 +431,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+func replicas(n int) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return strconv.Itoa(n) + " replicas"
 }
 
 func fiveXX(status map[int]int) int {

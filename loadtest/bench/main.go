@@ -118,7 +118,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.seckill, "seckill", "bin/seckill", "the app's binary (make build)")
 	fs.StringVar(&o.envScript, "env", "scripts/env.sh", "the local stack's environment, sourced for every replica")
 	fs.IntVar(&o.replicas, "replicas", 3, "replicas of `seckill serve` to start")
-	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none, run the accept phases once as they are configured, no profiles")
+	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none and create the products there, run the accept phases once as the replicas are configured, no profiles")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), accept")
 	fs.IntVar(&o.connections, "connections", 64, "connections of the bare gin and sold-out phases")
 	fs.IntVar(&o.workers, "workers", 32, "workers (requests in flight) of the accept phases")

@@ -187,9 +187,11 @@ How to read it: every ratio divides by a yardstick measured in this run. The sol
 req/s ÷ the bare gin ceiling's (same client, same connections) is the share of the bare HTTP
 layer the app keeps while it refuses. An accept row's accepted/s ÷ R (one conditional UPDATE per
 autocommit on one row, without the app) is the share of one hot row's commit rate that the app
-turns into sales; above 1 means purchases share commits. p50/p99 are of every answer for the HTTP
-phases and of the 202s for the accept rows. Drain: from the phase's last answer until every
-reserved unit is a confirmed order.
+turns into sales; above 1 means purchases share commits. The phases are closed-loop (each worker
+waits for its answer), so a rate is at most workers ÷ mean latency: a low accept ratio with idle
+replicas (see the profiles' sample share) asks for more -workers before it says anything about
+the code. p50/p99 are of every answer for the HTTP phases and of the 202s for the accept rows.
+Drain: from the phase's last answer until every reserved unit is a confirmed order.
 `)
 	return b.String()
 }
