@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -171,4 +175,34 @@ func FuzzUnmarshalStrict(f *testing.F) {
 		check(new(purchaseJSON), new(purchaseJSON))
 		check(new(newProductJSON), new(newProductJSON))
 	})
+}
+
+// TestUserLimiterMatchesRate: the buckets answer as a rate.Limiter per user would, request for
+// request, over random traffic (clock steps back included).
+func TestUserLimiterMatchesRate(t *testing.T) {
+	rnd := mathrand.New(mathrand.NewPCG(1, 2))
+	for _, lim := range []struct {
+		perSecond float64
+		burst     int
+	}{{5, 10}, {2, 2}, {0.5, 1}, {1000, 3}, {3, 0}} {
+		l := newUserLimiter(lim.perSecond, lim.burst)
+		ref := map[string]*rate.Limiter{}
+		now := time.Unix(1_800_000_000, 0)
+		for i := range 20000 {
+			switch r := rnd.IntN(100); {
+			case r < 2:
+				now = now.Add(-time.Duration(rnd.IntN(1000)) * time.Millisecond)
+			case r < 60:
+				now = now.Add(time.Duration(rnd.IntN(400)) * time.Millisecond)
+			}
+			user := "u" + strconv.Itoa(rnd.IntN(5))
+			if ref[user] == nil {
+				ref[user] = rate.NewLimiter(rate.Limit(lim.perSecond), max(lim.burst, 1))
+			}
+			if got, want := l.Allow(user, now), ref[user].AllowN(now, 1); got != want {
+				t.Fatalf("rate %v burst %d, request %d of %s at %v: Allow = %v, rate.Limiter says %v",
+					lim.perSecond, lim.burst, i, user, now, got, want)
+			}
+		}
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"golang.org/x/time/rate"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -160,18 +159,25 @@ func (h *handlers) inflightLimit(max int) gin.HandlerFunc {
 
 // userLimiter is a token bucket per user id, per replica. Idle buckets are swept so that memory
 // stays bounded by the users active in the last sweep interval.
+//
+// The buckets are golang.org/x/time/rate's arithmetic (AllowN(now, 1): refill since the last
+// allowed request, capped at the burst; TestUserLimiterMatchesRate holds them to it) kept as
+// values in the map: a flash sale brings a new user per request, and a *rate.Limiter each
+// (plus the struct pointing to it) was two allocations and two more objects for the GC to scan.
+// Times are wall-clock nanoseconds.
 type userLimiter struct {
-	rate  rate.Limit
-	burst int
+	rate  float64 // tokens per second
+	burst float64
 
 	mu        sync.Mutex
-	users     map[string]*userBucket
-	lastSweep time.Time
+	users     map[string]userBucket
+	lastSweep int64
 }
 
 type userBucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+	tokens float64
+	last   int64 // when tokens was last taken (and computed)
+	seen   int64 // the last request, allowed or not: the sweep's clock
 }
 
 const limiterSweepEvery = time.Minute
@@ -180,7 +186,7 @@ func newUserLimiter(perSecond float64, burst int) *userLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &userLimiter{rate: rate.Limit(perSecond), burst: max(burst, 1), users: map[string]*userBucket{}}
+	return &userLimiter{rate: perSecond, burst: float64(max(burst, 1)), users: map[string]userBucket{}}
 }
 
 // Allow reports whether user may make a request now. A nil limiter allows everything.
@@ -188,21 +194,30 @@ func (l *userLimiter) Allow(user string, now time.Time) bool {
 	if l == nil {
 		return true
 	}
+	t := now.UnixNano()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now.Sub(l.lastSweep) > limiterSweepEvery {
+	if t-l.lastSweep > int64(limiterSweepEvery) {
 		for id, b := range l.users {
-			if now.Sub(b.seen) > limiterSweepEvery {
+			if t-b.seen > int64(limiterSweepEvery) {
 				delete(l.users, id)
 			}
 		}
-		l.lastSweep = now
+		l.lastSweep = t
 	}
 	b, ok := l.users[user]
 	if !ok {
-		b = &userBucket{lim: rate.NewLimiter(l.rate, l.burst)}
-		l.users[user] = b
+		b = userBucket{tokens: l.burst, last: t} // a bucket unused for ever is full
 	}
-	b.seen = now
-	return b.lim.AllowN(now, 1)
+	b.seen = t
+	last := min(b.last, t) // a clock stepped back refills nothing
+	tokens := min(b.tokens+time.Duration(t-last).Seconds()*l.rate, l.burst) - 1
+	// Short of a token, rate allows the request anyway when the wait it would need rounds
+	// down to 0 ns.
+	allowed := tokens >= 0 || time.Duration(-tokens/l.rate*float64(time.Second)) <= 0
+	if allowed {
+		b.tokens, b.last = tokens, t
+	}
+	l.users[user] = b
+	return allowed
 }
