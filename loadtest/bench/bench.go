@@ -19,12 +19,11 @@ import (
 
 // bench is one run.
 type bench struct {
-	o      *options
-	say    func(string, ...any)
-	getenv func(string) string
-	rep    *Report
-	stamp  string // the run's time, hhmmss, in every buyer id: b<stamp><phase>-<n>
-	phase  int    // phases run so far, so that no two phases share a buyer
+	o     *options
+	say   func(string, ...any)
+	rep   *Report
+	stamp string // the run's time, hhmmss, in every buyer id: b<stamp>p<phase>-<n>
+	phase int    // phases run so far, so that no two phases share a buyer
 }
 
 func (b *bench) run(ctx context.Context) (*Report, error) {
@@ -86,46 +85,47 @@ func (b *bench) phases(ctx context.Context) error {
 		}
 	}
 	for i, batch := range configs {
-		label := batchLabel(batch)
-		targets, pprof := o.targets, ""
-		var c *cluster
-		if len(o.targets) == 0 {
-			b.say("starting %d replicas, %s", o.replicas, label)
-			var err error
-			c, err = startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
-			if err != nil {
-				return err
-			}
-			targets, pprof = c.urls(), c.replicas[0].pprofURL
+		if err := b.configuration(ctx, i == 0, batch, env); err != nil {
+			return err
 		}
-		err := func() error {
-			if c != nil {
-				defer func() {
-					b.say("stopping the replicas (%s)", label)
-					c.stop()
-				}()
-			}
-			if i == 0 && b.has(phaseSoldOut) {
-				if err := b.soldOut(ctx, targets, pprof, label); err != nil {
-					return err
-				}
-			}
-			if i == 0 && b.has(phaseR) {
-				if err := b.rowRate(ctx); err != nil {
-					return err
-				}
-			}
-			if b.has(phaseAccept) {
-				for _, st := range o.strategies {
-					if err := b.accept(ctx, targets, pprof, st, batch); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}()
+	}
+	return nil
+}
+
+// configuration runs the phases of one replica configuration (SECKILL_BATCH_MAX=batch) on
+// replicas of its own, started with env and stopped at the end: on the first, the sold-out path
+// and R, then on each the accept phase of every strategy.
+func (b *bench) configuration(ctx context.Context, first bool, batch string, env []string) error {
+	o := b.o
+	label := batchLabel(batch)
+	targets, pprof := o.targets, ""
+	if len(o.targets) == 0 {
+		b.say("starting %d replicas, %s", o.replicas, label)
+		c, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
 		if err != nil {
 			return err
+		}
+		defer func() {
+			b.say("stopping the replicas (%s)", label)
+			c.stop()
+		}()
+		targets, pprof = c.urls(), c.replicas[0].pprofURL
+	}
+	if first && b.has(phaseSoldOut) {
+		if err := b.soldOut(ctx, targets, pprof, label); err != nil {
+			return err
+		}
+	}
+	if first && b.has(phaseR) {
+		if err := b.rowRate(ctx); err != nil {
+			return err
+		}
+	}
+	if b.has(phaseAccept) {
+		for _, st := range o.strategies {
+			if err := b.accept(ctx, targets, pprof, st, batch); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -315,7 +315,6 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 		return err
 	}
 	ended := time.Now()
-	profile(&row)
 	acc := res.Latency[http.StatusAccepted]
 	row.Figure, row.Unit, row.P50, row.P99, row.Answers = res.PerSecOf(http.StatusAccepted), "accepted/s", acc.P50, acc.P99, res.Answers
 	row.Accepted = res.Status[http.StatusAccepted]
@@ -331,9 +330,11 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 	if err != nil {
 		return err
 	}
+	drainedAfter := time.Since(ended)
+	profile(&row) // after the drain: waiting for it must not count as draining
 	row.Reserved, row.Confirmed, row.Drained = st.Reserved, st.ConfirmedUnits, drained
 	if drained {
-		row.DrainSeconds = time.Since(ended).Seconds()
+		row.DrainSeconds = drainedAfter.Seconds()
 	} else {
 		row.Notes = append(row.Notes, fmt.Sprintf("not drained within %s: %d units reserved, %d confirmed", o.drainTimeout, st.Reserved, st.ConfirmedUnits))
 	}

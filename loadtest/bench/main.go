@@ -212,7 +212,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, say: progress(stderr), getenv: getenv}
+	b := &bench{o: o, say: progress(stderr)}
 	rep, runErr := b.run(ctx)
 	if rep == nil {
 		return runErr
