@@ -105,7 +105,7 @@ func TestUserLimiter(t *testing.T) {
 		}
 	}
 	l.Allow("c", now.Add(2*limiterSweepEvery))
-	if n := len(l.users); n != 1 {
+	if n := l.tracked(); n != 1 {
 		t.Fatalf("after a sweep %d users are tracked, want 1 (only the active one)", n)
 	}
 	var off *userLimiter = newUserLimiter(0, 0)

@@ -4,11 +4,13 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -165,13 +167,25 @@ func (h *handlers) inflightLimit(max int) gin.HandlerFunc {
 // values in the map: a flash sale brings a new user per request, and a *rate.Limiter each
 // (plus the struct pointing to it) was two allocations and two more objects for the GC to scan.
 // Times are wall-clock nanoseconds.
+//
+// The users are spread over shards, each with its own lock: under a stampede one lock was
+// waited on (a holder preempted, a map growing), and the minute's sweep stopped every purchase
+// for as long as it walked every user; now it holds one shard at a time.
 type userLimiter struct {
 	rate  float64 // tokens per second
 	burst float64
+	seed  maphash.Seed
 
-	mu        sync.Mutex
-	users     map[string]userBucket
-	lastSweep int64
+	lastSweep atomic.Int64
+	shards    [limiterShards]limiterShard
+}
+
+const limiterShards = 16
+
+type limiterShard struct {
+	mu    sync.Mutex
+	users map[string]userBucket
+	_     [64 - 16]byte // a cache line each: shards locked from two cores do not share one
 }
 
 type userBucket struct {
@@ -186,7 +200,11 @@ func newUserLimiter(perSecond float64, burst int) *userLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &userLimiter{rate: perSecond, burst: float64(max(burst, 1)), users: map[string]userBucket{}}
+	l := &userLimiter{rate: perSecond, burst: float64(max(burst, 1)), seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].users = map[string]userBucket{}
+	}
+	return l
 }
 
 // Allow reports whether user may make a request now. A nil limiter allows everything.
@@ -195,17 +213,13 @@ func (l *userLimiter) Allow(user string, now time.Time) bool {
 		return true
 	}
 	t := now.UnixNano()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t-l.lastSweep > int64(limiterSweepEvery) {
-		for id, b := range l.users {
-			if t-b.seen > int64(limiterSweepEvery) {
-				delete(l.users, id)
-			}
-		}
-		l.lastSweep = t
+	if last := l.lastSweep.Load(); t-last > int64(limiterSweepEvery) && l.lastSweep.CompareAndSwap(last, t) {
+		l.sweep(t)
 	}
-	b, ok := l.users[user]
+	sh := &l.shards[maphash.String(l.seed, user)%limiterShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b, ok := sh.users[user]
 	if !ok {
 		b = userBucket{tokens: l.burst, last: t} // a bucket unused for ever is full
 	}
@@ -218,6 +232,32 @@ func (l *userLimiter) Allow(user string, now time.Time) bool {
 	if allowed {
 		b.tokens, b.last = tokens, t
 	}
-	l.users[user] = b
+	sh.users[user] = b
 	return allowed
+}
+
+// sweep forgets the users not seen for limiterSweepEvery, one shard at a time.
+func (l *userLimiter) sweep(now int64) {
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for id, b := range sh.users {
+			if now-b.seen > int64(limiterSweepEvery) {
+				delete(sh.users, id)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// tracked returns how many users have a bucket.
+func (l *userLimiter) tracked() int {
+	n := 0
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		n += len(sh.users)
+		sh.mu.Unlock()
+	}
+	return n
 }
