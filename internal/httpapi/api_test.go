@@ -281,7 +281,7 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 		{name: "unexpected", purchase: failWith(errors.New("boom")),
 			wantMsgs: []string{"request failed unexpectedly", "http request"}},
 		{name: "panic", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { panic("boom") },
-			wantMsgs: []string{"panic in handler"}},
+			wantMsgs: []string{"panic in handler", "http request"}},
 		{name: "stats without live rates", method: "GET", path: "/api/v1/products/7/stats",
 			wantMsgs: []string{"live rates unavailable", "http request"}},
 	} {
