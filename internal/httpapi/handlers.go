@@ -87,7 +87,7 @@ func (h *handlers) purchase(c *gin.Context) {
 		h.respondDecodeError(c, err)
 		return
 	}
-	req := parsePurchase(id, body, c.GetHeader("Idempotency-Key"))
+	req := parsePurchase(id, body, headerValue(c.Request.Header, "Idempotency-Key"))
 	if err := req.Validate(); err != nil {
 		h.respondError(c, err)
 		return
@@ -267,3 +267,12 @@ func (h *handlers) readyz(c *gin.Context) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// headerValue is h.Get(key) for a key already in canonical form: a map read, without the check
+// that the key is canonical which Get makes on every call.
+func headerValue(h http.Header, canonicalKey string) string {
+	if v := h[canonicalKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}

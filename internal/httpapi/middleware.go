@@ -31,10 +31,8 @@ const (
 // logs nothing (most of them) builds no logger and stores nothing in the gin context.
 func requestID() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var id string
-		if v := c.Request.Header[canonicalReqID]; len(v) > 0 && saneRequestID(v[0]) {
-			id = v[0]
-		} else {
+		id := headerValue(c.Request.Header, canonicalReqID)
+		if !saneRequestID(id) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			var hx [16]byte
@@ -48,11 +46,7 @@ func requestID() gin.HandlerFunc {
 
 // requestLog returns log with the id of c's request, the logger of everything c logs.
 func requestLog(log *slog.Logger, c *gin.Context) *slog.Logger {
-	var id string
-	if v := c.Writer.Header()[canonicalReqID]; len(v) > 0 {
-		id = v[0]
-	}
-	return log.With("request_id", id)
+	return log.With("request_id", headerValue(c.Writer.Header(), canonicalReqID))
 }
 
 func saneRequestID(id string) bool {
