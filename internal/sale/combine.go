@@ -268,6 +268,17 @@ func (c *Combiner) settleSameUser(q *queue, batch []*pending, errs []error) {
 	q.waiting = rest
 }
 
+// Queued returns how many purchases wait for a batch (those in a running batch not counted).
+func (c *Combiner) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, q := range c.queues {
+		n += len(q.waiting)
+	}
+	return n
+}
+
 // Close refuses new purchases and waits for the batches under way and the purchases already
 // queued to be decided.
 func (c *Combiner) Close() {

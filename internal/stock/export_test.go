@@ -1,6 +1,10 @@
 package stock
 
-import "context"
+import (
+	"context"
+
+	"github.com/seckill-go/seckill-go/internal/store"
+)
 
 // SetPause installs a hook that runs inside the critical section, between the read and the
 // write: the tests use it to stall a lease holder beyond its lease.
@@ -9,3 +13,9 @@ func (l *Locked) SetPause(f func(ctx context.Context)) { l.pause = f }
 // DisableFence makes the strategy write without claiming or checking the fence: the negative
 // control showing that the fence, not luck, refuses a stale holder's write.
 func (l *Locked) DisableFence() { l.unfenced = true }
+
+// SetHooks installs functions that run in each transaction attempt of a batch: after its
+// reservations are inserted and before its commit.
+func (m *MySQL) SetHooks(afterReserve, beforeCommit func(ctx context.Context, tx *store.PurchaseTx) error) {
+	m.afterReserve, m.beforeCommit = afterReserve, beforeCommit
+}

@@ -3,6 +3,7 @@ package stock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -100,48 +101,61 @@ func TestFenceRefusesStaleHolder(t *testing.T) {
 			return zkLocker(t, []string{p.Addr()}), p
 		}},
 	} {
-		for _, fenced := range []bool{true, false} {
-			name := string(tc.strategy) + "/fenced"
-			if !fenced {
-				name = string(tc.strategy) + "/control without fence"
-			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				p := newProduct(t, st, tc.strategy, 1)
-				aLocker, partition := tc.dial(t, true)
-				bLocker, _ := tc.dial(t, false)
-				a := newLocked(t, st, tc.strategy, unaware{aLocker}, 30*time.Second)
-				b := newLocked(t, st, tc.strategy, bLocker, 60*time.Second)
+		for _, n := range []int{1, 3} { // A's batch: one buyer, or three combined
+			for _, fenced := range []bool{true, false} {
+				name := fmt.Sprintf("%s/batch of %d/fenced", tc.strategy, n)
 				if !fenced {
-					a.DisableFence()
-					b.DisableFence()
+					name = fmt.Sprintf("%s/batch of %d/control without fence", tc.strategy, n)
 				}
-				var bErr error
-				var once sync.Once
-				a.SetPause(func(context.Context) {
-					once.Do(func() {
-						partition.Cut() // A is cut off from the lock service; its lease runs out
-						bErr = b.Deduct(ctx(t), reservation(p, "buyer-b", 1, ""))
-					})
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					testStaleHolder(t, st, tc.strategy, tc.dial, n, fenced)
 				})
-				aErr := a.Deduct(ctx(t), reservation(p, "buyer-a", 1, ""))
-				if bErr != nil {
-					t.Fatalf("B, the legitimate holder, failed: %v", bErr)
-				}
-				f := mustAudit(t, st, p.ID)
-				if !fenced {
-					if aErr != nil || f.Oversold() == 0 {
-						t.Fatalf("control: A = %v and the audit saw %+v; without the fence A's stale write should have oversold", aErr, f)
-					}
-					return
-				}
-				if !errors.Is(aErr, sale.ErrFenced) {
-					t.Fatalf("A's stale write = %v, want it refused by the fence (%v)", aErr, sale.ErrFenced)
-				}
-				if v := f.Violations(false); len(v) > 0 || f.Reservations != 1 || f.Stock != 0 {
-					t.Fatalf("after the stale write: %+v %q; want one reservation, stock 0", f, v)
-				}
-			})
+			}
 		}
+	}
+}
+
+// testStaleHolder: A deducts a batch of n buyers for n units and stalls between its read and its
+// write while cut off from the lock service; B, the legitimate holder after A's lease, takes one
+// unit; then A writes. The fence must refuse A's whole batch; without it, A's write oversells.
+func testStaleHolder(t *testing.T, st *store.Store, strategy sale.Strategy, dial func(*testing.T, bool) (lock.Locker, *itest.Proxy), n int, fenced bool) {
+	p := newProduct(t, st, strategy, n)
+	aLocker, partition := dial(t, true)
+	bLocker, _ := dial(t, false)
+	a := newLocked(t, st, strategy, unaware{aLocker}, 30*time.Second)
+	b := newLocked(t, st, strategy, bLocker, 60*time.Second)
+	if !fenced {
+		a.DisableFence()
+		b.DisableFence()
+	}
+	var bErr error
+	var once sync.Once
+	a.SetPause(func(context.Context) {
+		once.Do(func() {
+			partition.Cut() // A is cut off from the lock service; its lease runs out
+			bErr = b.Deduct(ctx(t), reservation(p, "buyer-b", 1, ""))
+		})
+	})
+	batch := make([]sale.Reservation, n)
+	for i := range batch {
+		batch[i] = reservation(p, fmt.Sprintf("buyer-a%d", i), 1, "")
+	}
+	aErrs, aErr := a.DeductBatch(ctx(t), batch)
+	if bErr != nil {
+		t.Fatalf("B, the legitimate holder, failed: %v", bErr)
+	}
+	f := mustAudit(t, st, p.ID)
+	if !fenced {
+		if aErr != nil || f.Oversold() == 0 {
+			t.Fatalf("control: A = %v %v and the audit saw %+v; without the fence A's stale write should have oversold", aErrs, aErr, f)
+		}
+		return
+	}
+	if !errors.Is(aErr, sale.ErrFenced) {
+		t.Fatalf("A's stale write = %v %v, want the whole batch refused by the fence (%v)", aErrs, aErr, sale.ErrFenced)
+	}
+	if v := f.Violations(false); len(v) > 0 || f.Reservations != 1 || f.Stock != n-1 {
+		t.Fatalf("after the stale write: %+v %q; want B's reservation only, stock %d", f, v, n-1)
 	}
 }

@@ -16,8 +16,9 @@ import (
 // which is why a batch of purchases takes its units with one UPDATE.
 type MySQL struct {
 	store *store.Store
-	// beforeCommit, when set by a test, runs at the end of each transaction attempt.
-	beforeCommit func(ctx context.Context, tx *store.PurchaseTx) error
+	// afterReserve and beforeCommit, when set by a test, run in each transaction attempt after
+	// the INSERTs and at its end: the tests provoke deadlocks and failed commits there.
+	afterReserve, beforeCommit func(ctx context.Context, tx *store.PurchaseTx) error
 }
 
 var (
@@ -73,6 +74,11 @@ func (m *MySQL) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]er
 			}
 			if err := tx.Reserve(ctx, pick(batch, open)...); err != nil {
 				return err
+			}
+			if m.afterReserve != nil {
+				if err := m.afterReserve(ctx, tx); err != nil {
+					return err
+				}
 			}
 			ok, err := tx.TakeIfAvailable(ctx, r0.ProductID, sale.StrategyMySQL, r0.Epoch, units(batch, open))
 			if err != nil {
