@@ -205,3 +205,32 @@ func purchase(t *testing.T, st *store.Store, p sale.Product, n int) {
 		}
 	}
 }
+
+// TestTransactionsAreReadCommitted: a statement of a purchase transaction sees what another
+// transaction committed after the purchase began (REPEATABLE READ, the server's default, would
+// show the first read again). The pool sets READ COMMITTED per session, not per transaction.
+func TestTransactionsAreReadCommitted(t *testing.T) {
+	st, _ := itest.Store(t)
+	p := product(t, st, 10, sale.StrategyMySQL)
+	ctx := context.Background()
+	err := st.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+		before, err := tx.Stock(ctx, p.ID, p.Strategy, p.Epoch)
+		if err != nil {
+			return err
+		}
+		if _, err := st.DB().ExecContext(ctx, "UPDATE products SET stock = 7 WHERE id = ?", p.ID); err != nil {
+			return err
+		}
+		after, err := tx.Stock(ctx, p.ID, p.Strategy, p.Epoch)
+		if err != nil {
+			return err
+		}
+		if before != 10 || after != 7 {
+			t.Errorf("stock read %d then %d in one transaction; want 10 then 7 (READ COMMITTED)", before, after)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
