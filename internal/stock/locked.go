@@ -24,7 +24,7 @@ type LockObserver interface {
 // what keeps two deductions out of the critical section at once; the fencing token is what keeps
 // a holder whose lease ran out (a GC pause, a stalled network) from writing over a newer holder:
 //
-//  1. acquire the lock `product-<id>` → a lease with token T
+//  1. acquire the lock `<database>.product-<id>` → a lease with token T
 //  2. claim the product's fence with T (its own statement: accepted only if T is larger than
 //     every token the product has seen)
 //  3. one transaction: read stock, give it to the batch's purchases in arrival order, reserve
@@ -68,8 +68,11 @@ func NewLocked(st *store.Store, strategy sale.Strategy, locker lock.Locker, wait
 	return &Locked{store: st, strategy: strategy, locker: locker, wait: wait, observer: obs}, nil
 }
 
-// LockName is the name of a product's lock.
-func LockName(productID int64) string { return "product-" + strconv.FormatInt(productID, 10) }
+// LockName is the name of a product's lock: the database's name and the product's id, since two
+// deployments (the dev stack and the bench, say) may share one Redis and one ZooKeeper.
+func LockName(database string, productID int64) string {
+	return database + ".product-" + strconv.FormatInt(productID, 10)
+}
 
 // Deduct runs one purchase as a batch of its own.
 func (l *Locked) Deduct(ctx context.Context, r sale.Reservation) error {
@@ -153,7 +156,7 @@ func (l *Locked) acquire(ctx context.Context, productID int64) (lock.Lease, erro
 	wctx, cancel := context.WithTimeout(ctx, l.wait)
 	defer cancel()
 	start := time.Now()
-	lease, err := l.locker.Acquire(wctx, LockName(productID))
+	lease, err := l.locker.Acquire(wctx, LockName(l.store.Name(), productID))
 	l.observer.ObserveLockWait(l.strategy, time.Since(start))
 	switch {
 	case err == nil:

@@ -25,9 +25,10 @@ import (
 
 // Store is the database adapter. It is safe for concurrent use.
 type Store struct {
-	db  *gorm.DB
-	sql *sql.DB
-	log *slog.Logger
+	db   *gorm.DB
+	sql  *sql.DB
+	log  *slog.Logger
+	name string
 }
 
 // Options tunes the connection pool.
@@ -68,7 +69,7 @@ func Open(ctx context.Context, log *slog.Logger, dsn string, o Options) (*Store,
 		sqlDB.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{db: db, sql: sqlDB, log: log}
+	s := &Store{db: db, sql: sqlDB, log: log, name: cfg.DBName}
 	if err := s.waitReady(ctx); err != nil {
 		sqlDB.Close()
 		return nil, err
@@ -144,6 +145,10 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 	}
 	return cfg, nil
 }
+
+// Name returns the name of the database: products are numbered per database, so what is named
+// after a product outside of it (a lock) carries it too.
+func (s *Store) Name() string { return s.name }
 
 // Close closes the connection pool.
 func (s *Store) Close() error { return s.sql.Close() }
