@@ -289,8 +289,9 @@ func newDeductors(cfg *config.Config, st *store.Store, locks lockers, m *metrics
 	var combiners []*sale.Combiner
 	for strategy, b := range batchers {
 		c, err := sale.NewCombiner(b, sale.CombinerOptions{
-			Max:    cfg.Sale.BatchMax,
-			Linger: cfg.Sale.BatchLinger,
+			Max:      cfg.Sale.BatchMax,
+			Inflight: cfg.Sale.BatchInflight,
+			Linger:   cfg.Sale.BatchLinger,
 			// A batch waits for its lock (SECKILL_LOCK_WAIT), then runs one transaction.
 			Timeout: cfg.Sale.LockWait + batchTxTimeout,
 		})

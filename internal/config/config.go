@@ -55,6 +55,8 @@ type Config struct {
 		// BatchMax is the most purchases of one product combined into one deduction; 1 is the
 		// textbook one-buyer-per-transaction behaviour.
 		BatchMax int
+		// BatchInflight is how many batches of one product may run at once per replica.
+		BatchInflight int
 		// BatchLinger is how long a batch waits for more purchases before it runs; 0 combines only
 		// what queued up while the previous batch of the product ran.
 		BatchLinger time.Duration
@@ -119,6 +121,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 503", set: dur(&c.Sale.LockWait)},
 		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "Redis lock lease, renewed every third of it while held", set: dur(&c.Sale.LockTTL)},
 		{env: "SECKILL_BATCH_MAX", flag: "batch-max", def: "128", usage: "most purchases of one product combined into one deduction (1: one transaction and one lock per buyer)", set: integer(&c.Sale.BatchMax)},
+		{env: "SECKILL_BATCH_INFLIGHT", flag: "batch-inflight", def: "2", usage: "batches of one product under way at once per replica (2: one inserts while the other commits)", set: integer(&c.Sale.BatchInflight)},
 		{env: "SECKILL_BATCH_LINGER", flag: "batch-linger", def: "0s", usage: "how long a batch waits for more purchases before it runs (0: combine only what queued while the previous batch ran)", set: dur(&c.Sale.BatchLinger)},
 		{env: "SECKILL_SALE_REFRESH", flag: "sale-refresh", def: "1s", usage: "how often a replica re-reads the sale state it keeps in memory (the staleness bound when a change broadcast is missed)", set: dur(&c.Sale.Refresh)},
 		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user per replica (0: no limit)", set: float(&c.Limits.PerUserRate)},
@@ -183,6 +186,9 @@ func (c *Config) validate() error {
 	}
 	if c.Sale.BatchMax < 1 || c.Sale.BatchMax > MaxBatch {
 		add("SECKILL_BATCH_MAX must be between 1 and %d", MaxBatch)
+	}
+	if c.Sale.BatchInflight < 1 || c.Sale.BatchInflight > 16 {
+		add("SECKILL_BATCH_INFLIGHT must be between 1 and 16")
 	}
 	if c.Sale.BatchLinger < 0 || c.Sale.BatchLinger > time.Second {
 		add("SECKILL_BATCH_LINGER must be between 0 and 1s")

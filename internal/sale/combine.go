@@ -30,6 +30,10 @@ type CombinerOptions struct {
 	// Linger is how long a batch waits for more purchases before it runs; 0 takes only what
 	// queued up while the product's previous batch ran.
 	Linger time.Duration
+	// Inflight is how many batches of one product may run at once in this replica [1]. With 2,
+	// a batch inserts its reservations while the previous one waits for its commit: the hot
+	// row's lock is the only thing they take turns on.
+	Inflight int
 	// Queue is the most purchases of one product waiting here; beyond it a purchase gets ErrBusy
 	// at once (back-pressure rather than a queue without end) [16 × Max].
 	Queue int
@@ -42,10 +46,11 @@ type CombinerOptions struct {
 // of that product is under way as one batch (group commit): one lock acquisition, one
 // transaction and one stock write for the whole batch, each buyer answered exactly.
 //
-// Per product and replica one batch runs at a time; purchases that arrive meanwhile queue up and
-// form the next batch. Two purchases of one user never share a batch: the later one waits for
-// the next, or is answered from the first one's outcome (the user holds a reservation now, or
-// its Idempotency-Key was just used).
+// Per product and replica at most Inflight batches run at a time; purchases that arrive meanwhile
+// queue up and form the next batch. Two purchases of one user are never in batches at the same
+// time: the later one waits, and is answered from the first one's outcome (the user holds a
+// reservation now, or its Idempotency-Key was just used) or, if the first was refused, decided
+// in a batch of its own.
 type Combiner struct {
 	d    BatchDeductor
 	opts CombinerOptions
@@ -60,7 +65,8 @@ var _ Deductor = (*Combiner)(nil)
 
 type queue struct {
 	waiting []*pending
-	running bool
+	running int            // batches of the product under way
+	busy    map[string]int // users with a purchase in a batch under way
 }
 
 // pending is one purchase waiting in a queue, or in a running batch.
@@ -83,6 +89,9 @@ func NewCombiner(d BatchDeductor, o CombinerOptions) (*Combiner, error) {
 	if o.Queue <= 0 {
 		o.Queue = 16 * o.Max
 	}
+	if o.Inflight <= 0 {
+		o.Inflight = 1
+	}
 	return &Combiner{d: d, opts: o, queues: map[int64]*queue{}}, nil
 }
 
@@ -99,7 +108,7 @@ func (c *Combiner) Deduct(ctx context.Context, r Reservation) error {
 	}
 	q := c.queues[r.ProductID]
 	if q == nil {
-		q = &queue{}
+		q = &queue{busy: map[string]int{}}
 		c.queues[r.ProductID] = q
 	}
 	if len(q.waiting) >= c.opts.Queue {
@@ -107,8 +116,8 @@ func (c *Combiner) Deduct(ctx context.Context, r Reservation) error {
 		return ErrBusy
 	}
 	q.waiting = append(q.waiting, p)
-	if !q.running {
-		q.running = true
+	if q.running < c.opts.Inflight {
+		q.running++
 		c.wg.Add(1)
 		go c.drain(r.ProductID, q)
 	}
@@ -142,7 +151,8 @@ func (c *Combiner) alone(ctx context.Context, r Reservation) error {
 	return errs[0]
 }
 
-// drain runs the product's batches until its queue is empty.
+// drain runs batches of the product until nothing it can take is queued. Up to Inflight drains
+// of one product run at once.
 func (c *Combiner) drain(productID int64, q *queue) {
 	defer c.wg.Done()
 	for {
@@ -152,14 +162,26 @@ func (c *Combiner) drain(productID int64, q *queue) {
 		c.mu.Lock()
 		batch := c.take(q)
 		if len(batch) == 0 {
-			q.running = false
-			delete(c.queues, productID)
+			// What is left (if anything) waits for a user's batch under way; that batch's drain
+			// takes it afterwards.
+			q.running--
+			if q.running == 0 && len(q.waiting) == 0 {
+				delete(c.queues, productID)
+			}
 			c.mu.Unlock()
 			return
+		}
+		for _, p := range batch {
+			q.busy[p.r.UserID]++
 		}
 		c.mu.Unlock()
 		errs := c.run(batch)
 		c.mu.Lock()
+		for _, p := range batch {
+			if q.busy[p.r.UserID]--; q.busy[p.r.UserID] == 0 {
+				delete(q.busy, p.r.UserID)
+			}
+		}
 		c.settleSameUser(q, batch, errs)
 		c.mu.Unlock()
 		for i, p := range batch {
@@ -183,8 +205,8 @@ func (c *Combiner) linger(q *queue) {
 }
 
 // take removes the next batch from the queue: up to Max purchases of distinct users, in arrival
-// order. A second purchase of a user in the batch stays queued, in its place. Purchases whose
-// buyer went away are answered and dropped. c.mu is held.
+// order, none of a user with a purchase in a batch under way. The others stay queued, in their
+// place. Purchases whose buyer went away are answered and dropped. c.mu is held.
 func (c *Combiner) take(q *queue) []*pending {
 	var batch []*pending
 	users := map[string]bool{}
@@ -193,7 +215,7 @@ func (c *Combiner) take(q *queue) []*pending {
 		switch {
 		case p.ctx.Err() != nil:
 			p.done <- p.ctx.Err()
-		case len(batch) < c.opts.Max && !users[p.r.UserID]:
+		case len(batch) < c.opts.Max && !users[p.r.UserID] && q.busy[p.r.UserID] == 0:
 			users[p.r.UserID] = true
 			batch = append(batch, p)
 		default:

@@ -287,3 +287,30 @@ func assertErrs(t *testing.T, got, want []error) {
 		}
 	}
 }
+
+// With Inflight 2 a second batch runs while the first is held, but never with a purchase of a
+// user whose purchase is in the first.
+func TestCombinerInflightTwo(t *testing.T) {
+	h := newHeld()
+	c := newCombiner(t, h, sale.CombinerOptions{Max: 10, Inflight: 2})
+	firstErr := make(chan error, 1)
+	go func() { firstErr <- c.Deduct(context.Background(), purchaseOf("ann", "k1")) }()
+	<-h.entered
+	secondErr := make(chan error, 1)
+	go func() { secondErr <- c.Deduct(context.Background(), purchaseOf("ann", "k2")) }()
+	waitFor(t, func() bool { return c.Queued() == 1 })
+	if err := c.Deduct(context.Background(), purchaseOf("bo", "")); err != nil {
+		t.Fatalf("bo, in a second batch beside the held one: %v", err)
+	}
+	if n := c.Queued(); n != 1 {
+		t.Fatalf("%d queued, want ann's second purchase still waiting for her first", n)
+	}
+	close(h.release)
+	assertErrs(t, []error{<-firstErr, <-secondErr}, []error{nil, sale.ErrAlreadyPurchased})
+	if diff := cmp.Diff([][]string{{"ann"}, {"bo"}}, h.recorded()); diff != "" {
+		t.Fatalf("batches (-want +got):\n%s", diff)
+	}
+	if n := h.maxRun.Load(); n != 2 {
+		t.Fatalf("%d batches ran at once, want 2", n)
+	}
+}
