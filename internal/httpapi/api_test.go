@@ -205,7 +205,11 @@ func TestErrorContract(t *testing.T) {
 				tc.purchase = failWith(errors.New("not reached"))
 			}
 			h := testRouter(t, tc.purchase, Config{}, io.Discard)
-			got := serve(h, tc.method, tc.path, tc.body, tc.header, "Content-Type", "Retry-After", "Location", "Idempotent-Replayed")
+			got := serve(h, tc.method, tc.path, tc.body, tc.header, "Content-Type", "Retry-After", "Location", "Idempotent-Replayed", "X-Request-ID")
+			if id := got.Headers["X-Request-ID"]; len(id) != 16 {
+				t.Errorf("X-Request-ID = %q, want the 16 hex digits of a new id", id)
+			}
+			delete(got.Headers, "X-Request-ID")
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
