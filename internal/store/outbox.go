@@ -2,10 +2,25 @@ package store
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
 )
+
+// Lock order. The relay's MarkPublished takes X locks on reservation rows and the consumer's
+// ConfirmOrders takes S locks on the same rows (the foreign-key check of each order it inserts)
+// at the same moment: the consumer reads an event as soon as the broker acknowledged it, while
+// the relay is about to mark it. Taken in different orders they deadlocked (error 1213): the
+// UPDATE walked the rows by id and the INSERT … SELECT by order_id. Every statement here that
+// locks several reservation rows now takes them in ascending id order, so the two wait for each
+// other at worst and never in a cycle; what still loses a lock conflict is retried at once
+// (retryLocks) instead of waiting for a claim's lease.
+//
+// The writes by id name PRIMARY: left to itself the optimizer walks ix_reservations_outbox
+// (published_at, id) for "id IN … AND published_at IS NULL", which under the autocommit
+// statement's REPEATABLE READ takes next-key locks on that index, whose gaps are where every
+// purchase inserts its new (NULL, id) entries.
 
 // OutboxEntry is a committed reservation waiting to be published to the order queue.
 type OutboxEntry struct {
@@ -49,10 +64,17 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.db.WithContext(ctx).Exec(`UPDATE reservations
+	return s.retryLocks(ctx, "mark published", func() error {
+		return s.markPublished(ctx, ids)
+	})
+}
+
+// markPublished is one attempt of MarkPublished. The IN list is walked in ascending id order
+// whatever order ids are in.
+func (s *Store) markPublished(ctx context.Context, ids []int64) error {
+	return s.db.WithContext(ctx).Exec(`UPDATE reservations FORCE INDEX (PRIMARY)
 		SET published_at = NOW(6), claim_owner = NULL, claim_until = NULL
 		WHERE id IN ? AND published_at IS NULL`, ids).Error
-	return classify("mark published", err)
 }
 
 // ReleaseClaims gives owner's unpublished claims back at once, so that a retry need not wait for
@@ -61,9 +83,42 @@ func (s *Store) ReleaseClaims(ctx context.Context, owner string, ids []int64) er
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.db.WithContext(ctx).Exec(`UPDATE reservations SET claim_owner = NULL, claim_until = NULL
-		WHERE id IN ? AND claim_owner = ? AND published_at IS NULL`, ids, owner).Error
-	return classify("release claims", err)
+	return s.retryLocks(ctx, "release claims", func() error {
+		return s.db.WithContext(ctx).Exec(`UPDATE reservations FORCE INDEX (PRIMARY)
+			SET claim_owner = NULL, claim_until = NULL
+			WHERE id IN ? AND claim_owner = ? AND published_at IS NULL`, ids, owner).Error
+	})
+}
+
+// retryLocks runs a single-statement write, and runs it again, up to four times in all, when it
+// lost a deadlock (1213) or a lock wait (1205): the statement was rolled back and can run
+// unchanged, and a moment later the other transaction has usually committed.
+func (s *Store) retryLocks(ctx context.Context, op string, write func() error) error {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if !sleepCtx(ctx, time.Duration(rand.Int64N(int64(5*time.Millisecond)<<attempt))) {
+				return classify(op, ctx.Err())
+			}
+		}
+		err = write()
+		if !retryable(err) {
+			break
+		}
+		s.log.Debug("outbox: lock conflict; retrying", "op", op, "attempt", attempt+1, "err", err)
+	}
+	return classify(op, err)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // OutboxBacklog counts reservations not yet published.
@@ -87,9 +142,14 @@ func (s *Store) RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Dura
 	if err != nil || len(ids) == 0 {
 		return 0, classify("find unconfirmed", err)
 	}
-	res := s.db.WithContext(ctx).Exec(`UPDATE reservations SET published_at = NULL
-		WHERE id IN ? AND published_at IS NOT NULL`, ids)
-	return res.RowsAffected, classify("requeue unconfirmed", res.Error)
+	var requeued int64
+	err = s.retryLocks(ctx, "requeue unconfirmed", func() error {
+		res := s.db.WithContext(ctx).Exec(`UPDATE reservations FORCE INDEX (PRIMARY) SET published_at = NULL
+			WHERE id IN ? AND published_at IS NOT NULL`, ids)
+		requeued = res.RowsAffected
+		return res.Error
+	})
+	return requeued, err
 }
 
 // ConfirmOrders creates the order of each reservation named by orderIDs that has none yet and
@@ -99,14 +159,22 @@ func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, er
 	if len(orderIDs) == 0 {
 		return 0, nil
 	}
-	// IGNORE skips the duplicates of a redelivery and a reservation deleted between the SELECT and
-	// the foreign-key check; the source row's types are the target's, so nothing else can be ignored.
 	var created int64
 	err := s.inTx(ctx, "confirm orders", func(tx *gorm.DB) error {
-		res := tx.Exec(`INSERT IGNORE INTO orders (order_id, reservation_id, product_id, user_id, quantity, created_at)
-			SELECT order_id, id, product_id, user_id, quantity, NOW(6) FROM reservations WHERE order_id IN ?`, orderIDs)
-		created = res.RowsAffected
-		return res.Error
+		var err error
+		created, err = confirmOrders(tx, orderIDs)
+		return err
 	})
 	return created, err
+}
+
+// confirmOrders is one attempt of ConfirmOrders, in tx. IGNORE skips the duplicates of a
+// redelivery and a reservation deleted between the SELECT and the foreign-key check; the source
+// row's types are the target's, so nothing else can be ignored. ORDER BY id makes the
+// foreign-key checks lock the reservation rows in the order MarkPublished does.
+func confirmOrders(tx *gorm.DB, orderIDs []string) (int64, error) {
+	res := tx.Exec(`INSERT IGNORE INTO orders (order_id, reservation_id, product_id, user_id, quantity, created_at)
+		SELECT order_id, id, product_id, user_id, quantity, NOW(6) FROM reservations
+		WHERE order_id IN ? ORDER BY id`, orderIDs)
+	return res.RowsAffected, res.Error
 }

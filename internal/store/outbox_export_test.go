@@ -1,0 +1,24 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"gorm.io/gorm"
+)
+
+// MarkPublishedOnce is MarkPublished without its retry on a lock conflict.
+func (s *Store) MarkPublishedOnce(ctx context.Context, ids []int64) error {
+	return s.markPublished(ctx, ids)
+}
+
+// ConfirmOrdersOnce is ConfirmOrders without its retry on a lock conflict.
+func (s *Store) ConfirmOrdersOnce(ctx context.Context, orderIDs []string) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		n, err = confirmOrders(tx, orderIDs)
+		return err
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return n, err
+}
