@@ -127,6 +127,46 @@ func TestMarkPublishedRetriesADeadlock(t *testing.T) {
 	}
 }
 
+// TestClaimOutboxOldestFirst: a claim takes the oldest unpublished, unclaimed rows and returns
+// them whole.
+func TestClaimOutboxOldestFirst(t *testing.T) {
+	st, _ := itest.Store(t)
+	p := product(t, st, 100, sale.StrategyMySQL)
+	ids, orderIDs := insertOutbox(t, st.DB(), p.ID, 10, func(i int) string { return fmt.Sprintf("c-%d-%d", p.ID, i) })
+	ctx := context.Background()
+	if err := st.MarkPublished(ctx, ids[:2]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ClaimOutbox(ctx, "r", time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("claimed %d entries, want 3", len(got))
+	}
+	for i, e := range got {
+		want := store.OutboxEntry{ID: ids[2+i], OrderID: orderIDs[2+i], ProductID: p.ID, UserID: fmt.Sprintf("u-%d", 2+i),
+			Quantity: 1, Strategy: "mysql", CreatedAt: e.CreatedAt}
+		if e != want || e.CreatedAt.IsZero() {
+			t.Errorf("entry %d = %+v, want %+v", i, e, want)
+		}
+	}
+	var owner string
+	if err := st.DB().QueryRow("SELECT claim_owner FROM reservations WHERE id = ? AND claim_until > NOW(6)", ids[2]).Scan(&owner); err != nil || owner != "r" {
+		t.Fatalf("claim owner = %q, %v; want r", owner, err)
+	}
+
+	// From an id on, the claim skips what is older, claimed or not.
+	got, err = st.ClaimOutboxFrom(ctx, "s", time.Minute, 10, ids[7])
+	if err != nil || len(got) != 3 || got[0].ID != ids[7] {
+		t.Fatalf("claim from %d = %+v, %v; want the last 3 entries", ids[7], got, err)
+	}
+	got, err = st.ClaimOutbox(ctx, "t", time.Minute, 10)
+	if err != nil || len(got) != 2 || got[0].ID != ids[5] || got[1].ID != ids[6] {
+		t.Fatalf("claim of what is left = %+v, %v; want entries %d and %d", got, err, ids[5], ids[6])
+	}
+}
+
 // insertOutbox inserts n reservations of one unit of product with the given order ids, in one
 // statement, and returns their ids and order ids in id order.
 func insertOutbox(t *testing.T, db *sql.DB, product int64, n int, orderID func(i int) string) ([]int64, []string) {
