@@ -36,7 +36,8 @@ import (
 //	go test -run '^$' -bench OrderPipelineBurst -benchtime 1x ./internal/order
 //
 // SECKILL_BURST_ROWS (30000), SECKILL_BURST_SECONDS (5), SECKILL_BURST_PRODUCERS (6),
-// SECKILL_BURST_PER_INSERT (20) and SECKILL_BURST_PRODUCTS (3) shape the burst.
+// SECKILL_BURST_PER_INSERT (20) and SECKILL_BURST_PRODUCTS (3) shape the burst;
+// SECKILL_BURST_RELAY_BATCH and SECKILL_BURST_CLAIM_INTERVAL_MS override the relays' defaults.
 // The sub-benchmark insert-only runs the producers alone: its CPU is the part that is not the
 // pipeline's.
 func BenchmarkOrderPipelineBurst(b *testing.B) {
@@ -97,7 +98,11 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 		for i, st := range stores {
 			w := order.NewWriter(itest.Logger(), kcfg)
 			relay, err := order.NewRelay(itest.Logger(), &countingOutbox{Outbox: st, rec: rec}, &countingWriter{w, rec}, rec,
-				order.RelayConfig{Owner: fmt.Sprintf("relay-%d", i)})
+				order.RelayConfig{
+					Owner:         fmt.Sprintf("relay-%d", i),
+					Batch:         envInt("SECKILL_BURST_RELAY_BATCH", 0),
+					ClaimInterval: time.Duration(envInt("SECKILL_BURST_CLAIM_INTERVAL_MS", 0)) * time.Millisecond,
+				})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -351,8 +356,8 @@ type countingOutbox struct {
 	rec *burstRecorder
 }
 
-func (c *countingOutbox) ClaimOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]store.OutboxEntry, error) {
-	e, err := c.Outbox.ClaimOutbox(ctx, owner, lease, limit)
+func (c *countingOutbox) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, from int64) ([]store.OutboxEntry, error) {
+	e, err := c.Outbox.ClaimOutboxFrom(ctx, owner, lease, limit, from)
 	c.rec.claims.Add(1)
 	c.rec.claimed.Add(int64(len(e)))
 	if len(e) == 0 {
