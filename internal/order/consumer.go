@@ -26,12 +26,20 @@ type ConsumerMetrics interface {
 // offsets only after the orders are committed in the database, so a crash in between redelivers
 // the batch, which ConfirmOrders makes harmless.
 type Consumer struct {
-	log      *slog.Logger
-	reader   *kafka.Reader
-	store    OrderStore
-	metrics  ConsumerMetrics
+	log     *slog.Logger
+	reader  *kafka.Reader
+	store   OrderStore
+	metrics ConsumerMetrics
+	// maxBatch bounds the events confirmed in one transaction; gather is how long a batch waits
+	// after its first event for more to arrive.
 	maxBatch int
+	gather   time.Duration
 }
+
+// consumerMaxBatch is the most events confirmed in one database transaction. Confirming costs
+// the database per transaction as well as per row, so a busy consumer catches up in large
+// batches; the reader prefetches as many.
+const consumerMaxBatch = 1000
 
 // NewConsumer returns a consumer of cfg.Topic in group cfg.GroupID; call Run to start it.
 func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMetrics) (*Consumer, error) {
@@ -42,13 +50,15 @@ func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMet
 		return nil, errors.New("order: consumer needs brokers, a topic and a group id")
 	}
 	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:     cfg.Brokers,
-		GroupID:     cfg.GroupID,
-		Topic:       cfg.Topic,
-		MinBytes:    1,
-		MaxBytes:    10 << 20,
-		MaxWait:     500 * time.Millisecond,
-		StartOffset: kafka.FirstOffset,
+		Brokers:  cfg.Brokers,
+		GroupID:  cfg.GroupID,
+		Topic:    cfg.Topic,
+		MinBytes: 1,
+		MaxBytes: 10 << 20,
+		MaxWait:  500 * time.Millisecond,
+		// Prefetched messages wait here for FetchMessage: room for a whole batch.
+		QueueCapacity: consumerMaxBatch,
+		StartOffset:   kafka.FirstOffset,
 		// Offsets are committed explicitly, after the database commit.
 		CommitInterval: 0,
 		// A replica killed with SIGKILL never leaves the group: its partitions move to the others
@@ -62,7 +72,7 @@ func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMet
 		Logger:            kafkaLogger(log, slog.LevelDebug),
 		ErrorLogger:       kafkaLogger(log, slog.LevelWarn),
 	})
-	return &Consumer{log: log, reader: reader, store: st, metrics: m, maxBatch: 500}, nil
+	return &Consumer{log: log, reader: reader, store: st, metrics: m, maxBatch: consumerMaxBatch, gather: 5 * time.Millisecond}, nil
 }
 
 // Run consumes until ctx is done, then leaves the group and returns nil.
@@ -97,19 +107,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// fetchBatch waits for one message, then takes whatever else is already buffered, up to maxBatch.
+// fetchBatch waits for one message, then takes what else arrives within c.gather, up to
+// c.maxBatch. Messages the reader has already prefetched come at once.
 func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 	first, err := c.reader.FetchMessage(ctx)
 	if err != nil {
 		return nil, err
 	}
 	batch := []kafka.Message{first}
+	gctx, cancel := context.WithTimeout(ctx, c.gather)
+	defer cancel()
 	for len(batch) < c.maxBatch {
-		fctx, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
-		m, err := c.reader.FetchMessage(fctx)
-		cancel()
+		m, err := c.reader.FetchMessage(gctx)
 		if err != nil {
-			break
+			break // the window closed; what failed otherwise fails again on the next fetch
 		}
 		batch = append(batch, m)
 	}
@@ -121,14 +132,14 @@ func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 func (c *Consumer) confirm(ctx context.Context, batch []kafka.Message) bool {
 	ids := make([]string, 0, len(batch))
 	for _, m := range batch {
-		e, err := decodeEvent(m.Value)
+		id, err := decodeOrderID(m.Value)
 		if err != nil {
 			c.metrics.ConsumerMalformed()
 			c.log.Error("consumer: skipping malformed event", "err", err,
 				"partition", m.Partition, "offset", m.Offset)
 			continue
 		}
-		ids = append(ids, e.OrderID)
+		ids = append(ids, id)
 	}
 	c.metrics.ConsumerBatch(len(batch))
 	backoff := 100 * time.Millisecond
