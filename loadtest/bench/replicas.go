@@ -86,14 +86,20 @@ func stackEnv(ctx context.Context, script string) ([]string, error) {
 	return env, nil
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freeAddrs returns n distinct loopback addresses whose ports were free a moment ago. The
+// listeners are all held until every port is picked: closed one by one, the kernel may hand the
+// same port out twice.
+func freeAddrs(n int) ([]string, error) {
+	out := make([]string, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		out[i] = ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return out, nil
 }
 
 // startCluster starts n replicas of the seckill binary with env plus the bench's settings (see
@@ -104,17 +110,13 @@ func startCluster(ctx context.Context, seckill string, n int, env func(i int, ad
 		return nil, err
 	}
 	c := &cluster{say: say}
-	addrs := make([]string, n)
-	pprofs := make([]string, n)
+	free, err := freeAddrs(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	addrs, pprofs := free[:n], free[n:]
 	peers := make([]string, n)
 	for i := range n {
-		var err error
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
-		if pprofs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
 		peers[i] = "http://" + addrs[i]
 	}
 	for i := range n {
