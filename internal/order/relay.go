@@ -53,8 +53,9 @@ type RelayConfig struct {
 	// ClaimInterval is the least time from the start of a claim that came back less than full to
 	// the start of the next one [100ms]. Purchases wake the relay one by one; the wakes of a burst
 	// that arrive sooner are gathered into one claim, so the relay claims a few times a second,
-	// in batches that grow with the rate, instead of once per purchase. A wake after a quiet
-	// spell is claimed at once, and a full claim is followed by the next one at once.
+	// in batches that grow with the rate, instead of once per purchase. A wake that comes later
+	// than that after the previous claim is claimed at once, and a full claim is followed by the
+	// next one at once. It is the most it adds to the time from purchase to publish.
 	ClaimInterval time.Duration
 	// RequeueAfter is how long a published reservation may go without an order before it is
 	// published again [5m]; RequeueEvery is how often that is checked [1m].

@@ -15,8 +15,8 @@ import (
 // the relay is about to mark it. Taken in different orders they deadlocked (error 1213): the
 // UPDATE walked the rows by id and the INSERT … SELECT by order_id. Every statement here that
 // locks several reservation rows now takes them in ascending id order, so the two wait for each
-// other at worst and never in a cycle; what still loses a lock conflict is retried at once
-// (retryLocks) instead of waiting for a claim's lease.
+// other at worst and never in a cycle; what still loses a lock conflict is retried a few
+// milliseconds later (retryLocks) instead of being left for a claim's lease to run out.
 //
 // The writes by id name PRIMARY: left to itself the optimizer walks ix_reservations_outbox
 // (published_at, id) for "id IN … AND published_at IS NULL", which under the autocommit
@@ -37,7 +37,7 @@ type OutboxEntry struct {
 // ClaimOutbox leases up to limit unpublished reservations to owner for lease, oldest first.
 // Relays in several processes may call it at once: SKIP LOCKED hands each of them different rows
 // and never waits for a purchase still inserting, and a claim whose owner died expires after
-// lease so another relay takes the rows over. One owner claims one batch at a time.
+// lease so another relay takes the rows over.
 func (s *Store) ClaimOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]OutboxEntry, error) {
 	return s.ClaimOutboxFrom(ctx, owner, lease, limit, 0)
 }
