@@ -3,10 +3,12 @@
 package order_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +39,8 @@ import (
 //
 // SECKILL_BURST_ROWS (30000), SECKILL_BURST_SECONDS (5), SECKILL_BURST_PRODUCERS (6),
 // SECKILL_BURST_PER_INSERT (20) and SECKILL_BURST_PRODUCTS (3) shape the burst;
-// SECKILL_BURST_RELAY_BATCH and SECKILL_BURST_CLAIM_INTERVAL_MS override the relays' defaults.
+// SECKILL_BURST_RELAY_BATCH and SECKILL_BURST_CLAIM_INTERVAL_MS override the relays' defaults;
+// SECKILL_BURST_NO_CONSUMERS runs the relays alone.
 // The sub-benchmark insert-only runs the producers alone: its CPU is the part that is not the
 // pipeline's.
 func BenchmarkOrderPipelineBurst(b *testing.B) {
@@ -68,6 +71,9 @@ type burstConfig struct {
 
 func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 	b.StopTimer()
+	// A diagnostic: relays only, to tell their cost from the consumers'; "drained" then means
+	// published.
+	noConsumers := os.Getenv("SECKILL_BURST_NO_CONSUMERS") != ""
 	_, dsn := itest.Store(b)
 	kcfg := itest.Topic(b, 6)
 	stores := make([]*store.Store, cfg.replicas)
@@ -115,7 +121,9 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 				_ = relay.Run(ctx)
 				w.Close()
 			})
-			wg.Go(func() { _ = consumer.Run(ctx) })
+			if !noConsumers {
+				wg.Go(func() { _ = consumer.Run(ctx) })
+			}
 		}
 		// Let the consumers join their group before the clock starts.
 		time.Sleep(3 * time.Second)
@@ -131,7 +139,7 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 	var drainedAt time.Time
 	if pipeline {
 		deadline := time.Now().Add(3 * time.Minute)
-		for rec.created.Load() < int64(cfg.rows) {
+		for rec.created.Load() < int64(cfg.rows) && (!noConsumers || rec.published.Load() < int64(cfg.rows)) {
 			if time.Now().After(deadline) {
 				b.Fatalf("not drained after 3 minutes: %d published, %d orders of %d", rec.published.Load(), rec.created.Load(), cfg.rows)
 			}
@@ -166,7 +174,7 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM orders").Scan(&orders); err != nil {
 		b.Fatal(err)
 	}
-	if pipeline && orders != cfg.rows {
+	if pipeline && !noConsumers && orders != cfg.rows {
 		b.Fatalf("orders = %d, want %d", orders, cfg.rows)
 	}
 
@@ -175,7 +183,17 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 	b.ReportMetric(float64(cfg.rows)/insertFor.Seconds(), "inserted/s")
 	b.ReportMetric(per1k(cpu1.self-cpu0.self)*1000, "self-cpu-ms/1k")
 	b.ReportMetric(per1k(cpu1.mysqld-cpu0.mysqld)*1000, "mysqld-cpu-ms/1k")
-	b.ReportMetric(per1k(connCPU)*1000, "mysqld-conn-cpu-ms/1k")
+	b.ReportMetric(per1k(connCPU.total)*1000, "mysqld-conn-cpu-ms/1k")
+	if os.Getenv("SECKILL_BURST_SQL_PROFILE") != "" {
+		classes := slices.SortedFunc(maps.Keys(connCPU.byClass), func(a, b string) int {
+			return cmp.Compare(connCPU.byClass[b], connCPU.byClass[a])
+		})
+		var parts []string
+		for _, c := range classes {
+			parts = append(parts, fmt.Sprintf("%s %.1f", c, per1k(connCPU.byClass[c])*1000))
+		}
+		b.Logf("mariadbd ms per 1,000 reservations by statement (sampled): %s", strings.Join(parts, ", "))
+	}
 	b.ReportMetric(per1k(cpu1.broker-cpu0.broker)*1000, "broker-cpu-ms/1k")
 	b.ReportMetric(float64(deadlocks), "deadlocks")
 	b.ReportMetric(float64(status["Questions"])*1000/float64(cfg.rows), "statements/1k")
@@ -426,50 +444,80 @@ func cpuNow() cpuTimes {
 
 // connCPU samples the CPU time of the mariadbd threads serving connections to one database (one
 // thread per connection), so that the figure leaves out what other tests on the same server cost.
-// Work a connection did before its first sample or after its last is missed.
+// Work a connection did before its first sample or after its last is missed. With
+// SECKILL_BURST_SQL_PROFILE set it samples every 5 ms and charges each interval's run time to the
+// kind of statement the connection was running at either end of it (a rough profile: statements
+// shorter than the interval are charged to their neighbours or to "between statements").
 type connCPU struct {
 	stopc chan struct{}
-	done  chan time.Duration
+	done  chan connCPUResult
+}
+
+type connCPUResult struct {
+	total   time.Duration
+	byClass map[string]time.Duration
 }
 
 func startConnCPU(db *sql.DB) *connCPU {
-	c := &connCPU{stopc: make(chan struct{}), done: make(chan time.Duration, 1)}
+	c := &connCPU{stopc: make(chan struct{}), done: make(chan connCPUResult, 1)}
 	pid := procPID("mariadbd", "mysqld")
+	every := 50 * time.Millisecond
+	if os.Getenv("SECKILL_BURST_SQL_PROFILE") != "" {
+		every = 5 * time.Millisecond
+	}
 	go func() {
 		type key struct{ id, tid int64 }
-		first, last := map[key]time.Duration{}, map[key]time.Duration{}
+		type state struct {
+			first, last time.Duration
+			class       string
+		}
+		conns := map[key]*state{}
+		byClass := map[string]time.Duration{}
 		sample := func() {
-			rows, err := db.Query("SELECT ID, TID FROM information_schema.PROCESSLIST WHERE DB = DATABASE()")
+			rows, err := db.Query(`SELECT ID, TID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
+				WHERE DB = DATABASE() AND ID <> CONNECTION_ID()`)
 			if err != nil {
 				return
 			}
 			defer rows.Close()
 			for rows.Next() {
 				var k key
-				if rows.Scan(&k.id, &k.tid) != nil {
+				var info string
+				if rows.Scan(&k.id, &k.tid, &info) != nil {
 					continue
 				}
-				cpu, ok := statCPU(fmt.Sprintf("/proc/%d/task/%d/stat", pid, k.tid))
+				cpu, ok := schedCPU(pid, k.tid)
 				if !ok {
 					continue
 				}
-				if _, seen := first[k]; !seen {
-					first[k] = cpu
+				class := statementClass(info)
+				st, seen := conns[k]
+				if !seen {
+					conns[k] = &state{first: cpu, last: cpu, class: class}
+					continue
 				}
-				last[k] = cpu
+				charge := class
+				if charge == "" {
+					charge = st.class
+				}
+				if charge == "" {
+					charge = "between statements"
+				}
+				byClass[charge] += cpu - st.last
+				st.last, st.class = cpu, class
 			}
 		}
-		t := time.NewTicker(50 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			sample()
 			select {
 			case <-c.stopc:
 				var total time.Duration
-				for k, v := range last {
-					total += v - first[k]
+				for _, st := range conns {
+					total += st.last - st.first
 				}
-				c.done <- total
+				c.done <- connCPUResult{total, byClass}
 				return
 			case <-t.C:
 			}
@@ -478,9 +526,48 @@ func startConnCPU(db *sql.DB) *connCPU {
 	return c
 }
 
-func (c *connCPU) stop() time.Duration {
+func (c *connCPU) stop() connCPUResult {
 	close(c.stopc)
 	return <-c.done
+}
+
+// statementClass names the statements of the harness and the pipeline.
+func statementClass(info string) string {
+	switch {
+	case info == "":
+		return ""
+	case strings.Contains(info, "FOR UPDATE SKIP LOCKED"):
+		return "claim SELECT"
+	case strings.Contains(info, "SET claim_owner = ?") || strings.Contains(info, "SET claim_owner = '"):
+		return "claim UPDATE"
+	case strings.Contains(info, "SET published_at = NOW(6)"):
+		return "mark published"
+	case strings.HasPrefix(info, "INSERT IGNORE INTO orders"):
+		return "confirm orders"
+	case strings.HasPrefix(info, "INSERT INTO reservations"):
+		return "purchase INSERT (harness)"
+	case strings.HasPrefix(info, "UPDATE products"):
+		return "purchase UPDATE (harness)"
+	case strings.Contains(info, "COUNT(*)"):
+		return "backlog COUNT"
+	case strings.HasPrefix(strings.ToUpper(info), "COMMIT"):
+		return "COMMIT"
+	}
+	return "other: " + strings.Join(strings.Fields(info), " ")[:min(30, len(strings.Join(strings.Fields(info), " ")))]
+}
+
+// schedCPU is the run time of one thread of pid, in nanoseconds.
+func schedCPU(pid int, tid int64) (time.Duration, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns), err == nil
 }
 
 func procPID(names ...string) int {
