@@ -43,8 +43,9 @@ type Event struct {
 // eventVersion is the Event schema version this code writes and reads.
 const eventVersion = 1
 
-// decodeOrderID returns the only field of an event the consumer uses, without decoding the rest
-// (parsing the timestamp cost more than everything else).
+// decodeOrderID returns the only field of an event the consumer uses. Leaving the rest undecoded
+// saves about a fifth of the decode (3.0 µs instead of 3.8 µs an event here): encoding/json
+// scans the whole value either way.
 func decodeOrderID(value []byte) (string, error) {
 	var e struct {
 		Version int    `json:"v"`
