@@ -233,12 +233,12 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 
 // claimFrom returns the smallest id the next claim considers. Published entries leave
 // delete-marked records at the front of the outbox index until InnoDB purges them, which lags
-// behind a burst; a claim from the front walks them all, and in a backlog drained back to back
-// that walk was most of a claim's cost. So a claim starts claimMargin ids below the first entry
-// of the previous one: the margin covers purchases that committed out of id order (a transaction
-// that took its ids first and committed last, skipped as locked). What else can appear further
-// behind (a claim released or expired, a requeued entry) is found by the full look at least
-// every fullScanEvery.
+// behind a burst; a claim from the front walks them all (draining a backlog in batches of 150,
+// its SELECT cost mariadbd 17 ms per 1,000 entries from the front, 5.5 ms from near the previous
+// claim). So a claim starts claimMargin ids below the first entry of the previous one: the
+// margin covers purchases that committed out of id order (a transaction that took its ids first
+// and committed last, skipped as locked). What else can appear further behind (a claim released
+// or expired, a requeued entry) is found by the full look at least every fullScanEvery.
 func (r *Relay) claimFrom() int64 {
 	if time.Since(r.fullScan) >= fullScanEvery {
 		r.fullScan = time.Now()
