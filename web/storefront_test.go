@@ -339,7 +339,7 @@ func TestStorefront(t *testing.T) {
 	a.waitJS("the stock decremented", fmt.Sprintf(`document.querySelector('%s .stock-text').textContent === '4 of 5 left'`, card(soon)), 10*time.Second)
 	var reservations, keys int
 	if err := db.QueryRow(`SELECT (SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e'),
-		(SELECT COUNT(*) FROM idempotency_keys WHERE product_id = ? AND user_id = 'alice-e2e' AND idem_key LIKE 'web-%')`,
+		(SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e' AND idem_key LIKE 'web-%')`,
 		soon, soon).Scan(&reservations, &keys); err != nil {
 		t.Fatal(err)
 	}

@@ -294,6 +294,7 @@ func newDeductors(cfg *config.Config, st *store.Store, locks lockers, m *metrics
 			Linger:   cfg.Sale.BatchLinger,
 			// A batch waits for its lock (SECKILL_LOCK_WAIT), then runs one transaction.
 			Timeout: cfg.Sale.LockWait + batchTxTimeout,
+			Observe: m.BatchObserver(strategy),
 		})
 		if err != nil {
 			return nil, nil, err

@@ -121,7 +121,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 503", set: dur(&c.Sale.LockWait)},
 		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "Redis lock lease, renewed every third of it while held", set: dur(&c.Sale.LockTTL)},
 		{env: "SECKILL_BATCH_MAX", flag: "batch-max", def: "128", usage: "most purchases of one product combined into one deduction (1: one transaction and one lock per buyer)", set: integer(&c.Sale.BatchMax)},
-		{env: "SECKILL_BATCH_INFLIGHT", flag: "batch-inflight", def: "2", usage: "batches of one product under way at once per replica (2: one inserts while the other commits)", set: integer(&c.Sale.BatchInflight)},
+		{env: "SECKILL_BATCH_INFLIGHT", flag: "batch-inflight", def: "1", usage: "batches of one product under way at once per replica (more overlap a batch's inserts with another's commit, but make smaller batches)", set: integer(&c.Sale.BatchInflight)},
 		{env: "SECKILL_BATCH_LINGER", flag: "batch-linger", def: "0s", usage: "how long a batch waits for more purchases before it runs (0: combine only what queued while the previous batch ran)", set: dur(&c.Sale.BatchLinger)},
 		{env: "SECKILL_SALE_REFRESH", flag: "sale-refresh", def: "1s", usage: "how often a replica re-reads the sale state it keeps in memory (the staleness bound when a change broadcast is missed)", set: dur(&c.Sale.Refresh)},
 		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user per replica (0: no limit)", set: float(&c.Limits.PerUserRate)},

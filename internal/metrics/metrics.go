@@ -25,6 +25,8 @@ type Metrics struct {
 	purchaseDuration *prometheus.HistogramVec
 	lockWait         *prometheus.HistogramVec
 	locksLost        *prometheus.CounterVec
+	batchSize        *prometheus.HistogramVec
+	batchDuration    *prometheus.HistogramVec
 
 	outboxBacklog  prometheus.Gauge
 	relayPublished prometheus.Counter
@@ -85,6 +87,11 @@ func New() *Metrics {
 			"Time spent waiting for a product's distributed lock, by strategy.", "strategy"),
 		locksLost: f.counterVec("seckill_locks_lost_total",
 			"Leases that could no longer be trusted while held (renewal failed, session expired), by strategy.", "strategy"),
+		batchSize: f.histogramVecBuckets("seckill_batch_size",
+			"Purchases of one product combined into one deduction (one lock acquisition, one transaction), by strategy.",
+			prometheus.ExponentialBuckets(1, 2, 11), "strategy"),
+		batchDuration: f.histogramVec("seckill_batch_duration_seconds",
+			"Time one combined deduction took, lock wait included, by strategy.", "strategy"),
 		outboxBacklog: f.gauge("seckill_outbox_backlog",
 			"Reservations committed but not yet published to Kafka, as last seen by this relay."),
 		relayPublished: f.counter("seckill_relay_published_total",
@@ -149,6 +156,15 @@ func (m *Metrics) ObserveLockWait(st sale.Strategy, took time.Duration) {
 	m.lockWait.WithLabelValues(string(st)).Observe(took.Seconds())
 }
 
+// BatchObserver returns the function the strategy's Combiner reports each batch to.
+func (m *Metrics) BatchObserver(st sale.Strategy) func(size int, took time.Duration) {
+	size, duration := m.batchSize.WithLabelValues(string(st)), m.batchDuration.WithLabelValues(string(st))
+	return func(n int, took time.Duration) {
+		size.Observe(float64(n))
+		duration.Observe(took.Seconds())
+	}
+}
+
 // LockLost counts a lease lost while held.
 func (m *Metrics) LockLost(st sale.Strategy) { m.locksLost.WithLabelValues(string(st)).Inc() }
 
@@ -187,6 +203,12 @@ func (f factory) counterVec(name, help string, labels ...string) *prometheus.Cou
 
 func (f factory) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVecBuckets(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
 	return h
 }

@@ -1,14 +1,16 @@
 package stock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/store"
 )
 
-// maxDuplicateRounds bounds how often a batch is run again after one of its purchases collided
-// with a purchase of the same user committed meanwhile by another replica.
+// maxDuplicateRounds bounds how often a batch's INSERT is tried again after some of its purchases
+// collided with committed ones (of the same users, from another replica, say).
 const maxDuplicateRounds = 4
 
 // errNothingTaken rolls a batch's transaction back when none of its purchases got stock; their
@@ -69,6 +71,46 @@ func (o outcomes) allocate(batch []sale.Reservation, idx []int, stock int) (winn
 	return winners, stock - left
 }
 
+// reserve inserts the reservations idx of batch and returns those it inserted. A purchase that
+// collides with a committed one (its user bought the product, or used its key) is not inserted:
+// its outcome says why, and the others are inserted without it, in the same transaction.
+func (o outcomes) reserve(ctx context.Context, tx *store.PurchaseTx, batch []sale.Reservation, idx []int) ([]int, error) {
+	for range maxDuplicateRounds {
+		if len(idx) == 0 {
+			return nil, nil
+		}
+		err := tx.Reserve(ctx, pick(batch, idx)...)
+		if !errors.Is(err, store.ErrDuplicate) {
+			return idx, err
+		}
+		conflicts, err := tx.Conflicts(ctx, batch[0].ProductID, pick(batch, idx))
+		if err != nil {
+			return nil, err
+		}
+		var rest []int
+		for j, i := range idx {
+			if conflicts[j] != nil {
+				o[i] = conflicts[j]
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		idx = rest
+	}
+	return nil, fmt.Errorf("%w: the batch kept colliding with concurrent purchases of the same users", sale.ErrUnavailable)
+}
+
+// losers returns the indexes of idx that are not in winners.
+func losers(idx, winners []int) []int {
+	var out []int
+	for _, i := range idx {
+		if !contains(winners, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 func contains(xs []int, x int) bool {
 	for _, v := range xs {
 		if v == x {
@@ -76,6 +118,15 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// minQuantity is the smallest quantity the batch asks for.
+func minQuantity(batch []sale.Reservation) int {
+	n := batch[0].Quantity
+	for _, r := range batch[1:] {
+		n = min(n, r.Quantity)
+	}
+	return n
 }
 
 func pick(batch []sale.Reservation, idx []int) []sale.Reservation {

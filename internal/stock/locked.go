@@ -96,43 +96,34 @@ func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]e
 			return nil, err
 		}
 	}
-	checkConflicts := false
-	for range maxDuplicateRounds {
-		var o outcomes
-		err := l.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
-			o = make(outcomes, len(batch))
-			if checkConflicts {
-				c, err := tx.Conflicts(ctx, r0.ProductID, batch)
-				if err != nil {
-					return err
-				}
-				copy(o, c)
-			}
-			stock, err := tx.Stock(ctx, r0.ProductID, l.strategy, r0.Epoch)
-			if err != nil {
-				return err
-			}
-			winners, taken := o.allocate(batch, o.open(), stock)
-			if taken == 0 {
-				return nil
-			}
-			if err := tx.Reserve(ctx, pick(batch, winners)...); err != nil {
-				return err
-			}
-			return l.write(ctx, tx, lease, r0, stock-taken)
-		})
-		switch {
-		case err == nil:
-			return o, nil
-		case errors.Is(err, store.ErrDuplicate):
-			checkConflicts = true
-			continue
-		case len(batch) == 1 && (errors.Is(err, sale.ErrIdempotencyKeyInUse) || errors.Is(err, sale.ErrAlreadyPurchased)):
-			return []error{err}, nil
+	var o outcomes
+	err = l.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+		o = make(outcomes, len(batch))
+		stock, err := tx.Stock(ctx, r0.ProductID, l.strategy, r0.Epoch)
+		if err != nil {
+			return err
 		}
+		if stock < minQuantity(batch) {
+			o.allocate(batch, o.open(), stock) // nothing fits: all sold out, nothing to write
+			return nil
+		}
+		reserved, err := o.reserve(ctx, tx, batch, o.open())
+		if err != nil {
+			return err
+		}
+		winners, taken := o.allocate(batch, reserved, stock)
+		if taken == 0 {
+			return errNothingTaken
+		}
+		if err := tx.Unreserve(ctx, pick(batch, losers(reserved, winners))); err != nil {
+			return err
+		}
+		return l.write(ctx, tx, lease, r0, stock-taken)
+	})
+	if err != nil && !errors.Is(err, errNothingTaken) {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: the batch kept colliding with concurrent purchases of the same users", sale.ErrUnavailable)
+	return o, nil
 }
 
 // write is the end of the critical section: the new stock, fenced.

@@ -3,7 +3,6 @@ package stock
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/store"
@@ -42,90 +41,62 @@ func (m *MySQL) Deduct(ctx context.Context, r sale.Reservation) error {
 // DeductBatch reserves first and updates the hot row last, so that the row lock is held only
 // for the UPDATE and the commit, not for the inserts:
 //
-//  1. insert every reservation (and idempotency key) of the batch: two multi-row INSERTs
+//  1. insert the batch's reservations, with their idempotency keys: one multi-row INSERT (a
+//     purchase that collides with a committed one is refused and the others inserted again)
 //  2. UPDATE stock = stock - <the batch's units> WHERE stock >= <the batch's units>
 //  3. if that took nothing (fewer units left than the batch wants): lock the row, read the
 //     stock, give it to the earliest purchases that fit, delete the others' reservations, and
 //     take what the winners got
 //  4. commit
-//
-// A purchase whose user or key collides with a committed one fails the INSERT for the whole
-// batch; the transaction then runs again, first finding out which purchases collide.
 func (m *MySQL) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
 	if err := checkBatch(batch, sale.StrategyMySQL); err != nil {
 		return nil, err
 	}
 	r0 := batch[0]
-	checkConflicts := false
-	for range maxDuplicateRounds {
-		var o outcomes
-		err := m.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
-			o = make(outcomes, len(batch))
-			if checkConflicts {
-				c, err := tx.Conflicts(ctx, r0.ProductID, batch)
-				if err != nil {
-					return err
-				}
-				copy(o, c)
-			}
-			open := o.open()
-			if len(open) == 0 {
-				return nil
-			}
-			if err := tx.Reserve(ctx, pick(batch, open)...); err != nil {
-				return err
-			}
-			if m.afterReserve != nil {
-				if err := m.afterReserve(ctx, tx); err != nil {
-					return err
-				}
-			}
-			ok, err := tx.TakeIfAvailable(ctx, r0.ProductID, sale.StrategyMySQL, r0.Epoch, units(batch, open))
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if err := m.takeWhatIsLeft(ctx, tx, batch, o, open); err != nil {
-					return err
-				}
-			}
-			if m.beforeCommit != nil {
-				return m.beforeCommit(ctx, tx)
-			}
-			return nil
-		})
-		switch {
-		case err == nil, errors.Is(err, errNothingTaken):
-			return o, nil
-		case errors.Is(err, store.ErrDuplicate):
-			checkConflicts = true
-			continue
-		case len(batch) == 1 && (errors.Is(err, sale.ErrIdempotencyKeyInUse) || errors.Is(err, sale.ErrAlreadyPurchased)):
-			return []error{err}, nil
+	var o outcomes
+	err := m.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+		o = make(outcomes, len(batch))
+		reserved, err := o.reserve(ctx, tx, batch, o.open())
+		if err != nil || len(reserved) == 0 {
+			return err
 		}
+		if m.afterReserve != nil {
+			if err := m.afterReserve(ctx, tx); err != nil {
+				return err
+			}
+		}
+		ok, err := tx.TakeIfAvailable(ctx, r0.ProductID, sale.StrategyMySQL, r0.Epoch, units(batch, reserved))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := m.takeWhatIsLeft(ctx, tx, batch, o, reserved); err != nil {
+				return err
+			}
+		}
+		if m.beforeCommit != nil {
+			return m.beforeCommit(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNothingTaken) {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: the batch kept colliding with concurrent purchases of the same users", sale.ErrUnavailable)
+	return o, nil
 }
 
 // takeWhatIsLeft is step 3: the batch wants more than is left.
-func (m *MySQL) takeWhatIsLeft(ctx context.Context, tx *store.PurchaseTx, batch []sale.Reservation, o outcomes, open []int) error {
+func (m *MySQL) takeWhatIsLeft(ctx context.Context, tx *store.PurchaseTx, batch []sale.Reservation, o outcomes, reserved []int) error {
 	r0 := batch[0]
 	stock, err := tx.LockStock(ctx, r0.ProductID, sale.StrategyMySQL, r0.Epoch)
 	if err != nil {
 		return err
 	}
-	winners, taken := o.allocate(batch, open, stock)
+	winners, taken := o.allocate(batch, reserved, stock)
 	if taken == 0 {
-		return errNothingTaken
+		return errNothingTaken // roll the reservations back
 	}
-	var losers []int
-	for _, i := range open {
-		if !contains(winners, i) {
-			losers = append(losers, i)
-		}
-	}
-	if err := tx.Unreserve(ctx, pick(batch, losers)); err != nil {
+	if err := tx.Unreserve(ctx, pick(batch, losers(reserved, winners))); err != nil {
 		return err
 	}
 	return tx.Take(ctx, r0.ProductID, taken)

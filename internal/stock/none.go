@@ -46,7 +46,16 @@ func readCheckWrite(ctx context.Context, tx *store.PurchaseTx, r sale.Reservatio
 	if stock < r.Quantity {
 		return fmt.Errorf("%w: %d left", sale.ErrSoldOut, stock)
 	}
-	if err := tx.Reserve(ctx, r); err != nil {
+	if err := tx.Reserve(ctx, r); errors.Is(err, store.ErrDuplicate) {
+		conflicts, cerr := tx.Conflicts(ctx, r.ProductID, []sale.Reservation{r})
+		if cerr != nil {
+			return cerr
+		}
+		if conflicts[0] != nil {
+			return conflicts[0]
+		}
+		return err
+	} else if err != nil {
 		return err
 	}
 	return write(stock - r.Quantity)

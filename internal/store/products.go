@@ -94,8 +94,10 @@ func (s *Store) KeyedReceipts(ctx context.Context, productID int64, limit int) (
 			return err
 		}
 		snap = sale.ReceiptSnapshot{Epoch: row.SaleEpoch, Stock: row.Stock}
-		var keys []idempotencyRow
-		if err := tx.Where("product_id = ?", productID).Limit(limit + 1).Find(&keys).Error; err != nil {
+		var keys []keyedRow
+		err := tx.Raw(`SELECT order_id, product_id, user_id, idem_key, quantity, strategy FROM reservations
+			WHERE product_id = ? AND idem_key IS NOT NULL LIMIT ?`, productID, limit+1).Scan(&keys).Error
+		if err != nil {
 			return err
 		}
 		if len(keys) > limit {
@@ -141,7 +143,7 @@ func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.
 }
 
 // ResetProduct restocks the product, starts its fence afresh and a new sale epoch, and deletes
-// its reservations, orders and idempotency keys in one transaction. The product row is locked first, so purchases in flight either finish before
+// its reservations (with their idempotency keys) and orders in one transaction. The product row is locked first, so purchases in flight either finish before
 // the reset (and are cleared) or run after it (against the new stock).
 func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now time.Time) (sale.Product, error) {
 	var out sale.Product
@@ -158,7 +160,7 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 		row.SaleStartsAt, row.SaleEndsAt, row.UpdatedAt = start.UTC(), end.UTC(), now
 		row.FenceToken = 0 // a new sale, a new fence: tokens of another lock service start anywhere
 		row.SaleEpoch++
-		for _, table := range []string{"orders", "reservations", "idempotency_keys"} {
+		for _, table := range []string{"orders", "reservations"} {
 			if err := tx.Exec("DELETE FROM "+table+" WHERE product_id = ?", id).Error; err != nil {
 				return err
 			}

@@ -5,40 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-type reservationRow struct {
-	ID         int64 `gorm:"primaryKey"`
-	OrderID    string
-	ProductID  int64
-	UserID     string
-	Quantity   int
-	Strategy   string
-	CreatedAt  time.Time
-	ClaimOwner *string
-	ClaimUntil *time.Time
-}
-
-func (reservationRow) TableName() string { return "reservations" }
-
-type idempotencyRow struct {
-	UserID    string `gorm:"primaryKey"`
-	IdemKey   string `gorm:"primaryKey"`
-	ProductID int64
-	Quantity  int
+// keyedRow is a reservation as a receipt: what a retry with its Idempotency-Key gets back.
+type keyedRow struct {
 	OrderID   string
+	ProductID int64
+	UserID    string
+	IdemKey   string
+	Quantity  int
 	Strategy  string
-	CreatedAt time.Time
 }
 
-func (idempotencyRow) TableName() string { return "idempotency_keys" }
-
-func (r idempotencyRow) receipt() sale.Receipt {
+func (r keyedRow) receipt() sale.Receipt {
 	return sale.Receipt{
 		OrderID:   r.OrderID,
 		Status:    sale.StatusQueued,
@@ -49,10 +32,10 @@ func (r idempotencyRow) receipt() sale.Receipt {
 	}
 }
 
-// ErrDuplicate means that a reservation of a batch collided with a committed one (the same user
-// bought the product already, or used the same Idempotency-Key): the batch's INSERT failed as a
-// whole. Conflicts says which reservations collide.
-var ErrDuplicate = errors.New("store: a reservation of the batch is a duplicate")
+// ErrDuplicate means that a reservation collided with a committed one (the same user bought the
+// product already, or used the same Idempotency-Key): the INSERT failed as a whole, and only it —
+// the transaction goes on. Conflicts says which reservations collide.
+var ErrDuplicate = errors.New("store: a reservation is a duplicate")
 
 // PurchaseTx is the transaction purchases run in: one, or a batch of one product's purchases. A
 // stock strategy deducts through it and records the reservations with Reserve; everything
@@ -76,49 +59,29 @@ func (t *PurchaseTx) ConnectionID(ctx context.Context) (int64, error) {
 	return id, err
 }
 
-// Reserve inserts the idempotency keys (of the reservations that have one) and the reservations,
-// the outbox rows the relay publishes: two multi-row INSERTs, whatever the number. A collision
-// with a committed row fails the statement: for a single reservation it is
-// sale.ErrIdempotencyKeyInUse (the key was used) or sale.ErrAlreadyPurchased (the user holds a
-// reservation of the product); for several, ErrDuplicate (see Conflicts).
+// Reserve inserts the reservations, the outbox rows the relay publishes, each with its
+// Idempotency-Key (if any): one multi-row INSERT, whatever the number. A collision with a
+// committed row (the user's reservation of the product, or the user's key) fails the statement
+// alone with ErrDuplicate; Conflicts then says which reservations collide, in the same
+// transaction.
 func (t *PurchaseTx) Reserve(ctx context.Context, rs ...sale.Reservation) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	db := t.tx.WithContext(ctx)
-	var keyed []any
+	rows := make([]any, 0, 7*len(rs))
 	for _, r := range rs {
+		var key *string
 		if r.IdempotencyKey != "" {
-			keyed = append(keyed, r.UserID, r.IdempotencyKey, r.ProductID, r.Quantity, r.OrderID, string(r.Strategy), r.CreatedAt)
+			key = &r.IdempotencyKey
 		}
+		rows = append(rows, r.OrderID, r.ProductID, r.UserID, key, r.Quantity, string(r.Strategy), r.CreatedAt)
 	}
-	if len(keyed) > 0 {
-		err := db.Exec("INSERT INTO idempotency_keys (user_id, idem_key, product_id, quantity, order_id, strategy, created_at) VALUES "+
-			placeholders(len(keyed)/7, 7), keyed...).Error
-		if isDuplicate(err) {
-			return duplicate(len(rs), sale.ErrIdempotencyKeyInUse)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	rows := make([]any, 0, 6*len(rs))
-	for _, r := range rs {
-		rows = append(rows, r.OrderID, r.ProductID, r.UserID, r.Quantity, string(r.Strategy), r.CreatedAt)
-	}
-	err := db.Exec("INSERT INTO reservations (order_id, product_id, user_id, quantity, strategy, created_at) VALUES "+
-		placeholders(len(rs), 6), rows...).Error
+	err := t.tx.WithContext(ctx).Exec("INSERT INTO reservations (order_id, product_id, user_id, idem_key, quantity, strategy, created_at) VALUES "+
+		placeholders(len(rs), 7), rows...).Error
 	if isDuplicate(err) {
-		return duplicate(len(rs), sale.ErrAlreadyPurchased)
+		return ErrDuplicate
 	}
 	return err
-}
-
-func duplicate(n int, single error) error {
-	if n == 1 {
-		return single
-	}
-	return ErrDuplicate
 }
 
 // placeholders returns "(?,…,?),(?,…,?)…": rows groups of cols.
@@ -136,10 +99,9 @@ func placeholders(rows, cols int) string {
 }
 
 // Conflicts returns, for each reservation of one product, why it cannot be inserted given the
-// committed rows: sale.ErrIdempotencyKeyInUse, sale.ErrAlreadyPurchased, or nil.
+// committed rows: sale.ErrIdempotencyKeyInUse (the user used its key, for this product or
+// another), sale.ErrAlreadyPurchased (the user holds a reservation of the product), or nil.
 func (t *PurchaseTx) Conflicts(ctx context.Context, productID int64, rs []sale.Reservation) ([]error, error) {
-	db := t.tx.WithContext(ctx)
-	out := make([]error, len(rs))
 	var pairs, users []any
 	for _, r := range rs {
 		users = append(users, r.UserID)
@@ -147,27 +109,25 @@ func (t *PurchaseTx) Conflicts(ctx context.Context, productID int64, rs []sale.R
 			pairs = append(pairs, r.UserID, r.IdempotencyKey)
 		}
 	}
-	usedKey := map[[2]string]bool{}
+	query := "SELECT user_id, '' AS idem_key FROM reservations WHERE product_id = ? AND user_id IN " + placeholders(1, len(users))
+	args := append([]any{productID}, users...)
 	if len(pairs) > 0 {
-		var keys []struct{ UserID, IdemKey string }
-		err := db.Raw("SELECT user_id, idem_key FROM idempotency_keys WHERE (user_id, idem_key) IN ("+
-			placeholders(len(pairs)/2, 2)+")", pairs...).Scan(&keys).Error
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range keys {
-			usedKey[[2]string{k.UserID, k.IdemKey}] = true
-		}
+		query += " UNION ALL SELECT user_id, idem_key FROM reservations WHERE (user_id, idem_key) IN (" + placeholders(len(pairs)/2, 2) + ")"
+		args = append(args, pairs...)
 	}
-	var buyers []string
-	err := db.Raw("SELECT user_id FROM reservations WHERE product_id = ? AND user_id IN ?", productID, users).Scan(&buyers).Error
-	if err != nil {
+	var found []struct{ UserID, IdemKey string }
+	if err := t.tx.WithContext(ctx).Raw(query, args...).Scan(&found).Error; err != nil {
 		return nil, err
 	}
-	bought := map[string]bool{}
-	for _, u := range buyers {
-		bought[u] = true
+	bought, usedKey := map[string]bool{}, map[[2]string]bool{}
+	for _, f := range found {
+		if f.IdemKey == "" {
+			bought[f.UserID] = true
+		} else {
+			usedKey[[2]string{f.UserID, f.IdemKey}] = true
+		}
 	}
+	out := make([]error, len(rs))
 	for i, r := range rs {
 		switch {
 		case r.IdempotencyKey != "" && usedKey[[2]string{r.UserID, r.IdempotencyKey}]:
@@ -179,28 +139,17 @@ func (t *PurchaseTx) Conflicts(ctx context.Context, productID int64, rs []sale.R
 	return out, nil
 }
 
-// Unreserve deletes reservations inserted earlier in this transaction, with their idempotency
-// keys: the batch's purchases that found no stock left.
+// Unreserve deletes reservations inserted earlier in this transaction: the batch's purchases
+// that found no stock left.
 func (t *PurchaseTx) Unreserve(ctx context.Context, rs []sale.Reservation) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	db := t.tx.WithContext(ctx)
-	var pairs []any
 	orders := make([]string, len(rs))
 	for i, r := range rs {
 		orders[i] = r.OrderID
-		if r.IdempotencyKey != "" {
-			pairs = append(pairs, r.UserID, r.IdempotencyKey)
-		}
 	}
-	if len(pairs) > 0 {
-		err := db.Exec("DELETE FROM idempotency_keys WHERE (user_id, idem_key) IN ("+placeholders(len(pairs)/2, 2)+")", pairs...).Error
-		if err != nil {
-			return err
-		}
-	}
-	return db.Exec("DELETE FROM reservations WHERE order_id IN ?", orders).Error
+	return t.tx.WithContext(ctx).Exec("DELETE FROM reservations WHERE order_id IN ?", orders).Error
 }
 
 // TakeIfAvailable is the mysql strategy's one statement: it takes qty units only if at least qty
@@ -316,8 +265,9 @@ func (t *PurchaseTx) SetStockFenced(ctx context.Context, productID int64, st sal
 
 // StoredReceipt returns the receipt committed with (userID, key), or sale.ErrNotFound.
 func (s *Store) StoredReceipt(ctx context.Context, userID, key string) (sale.Receipt, error) {
-	var row idempotencyRow
-	err := s.db.WithContext(ctx).Where("user_id = ? AND idem_key = ?", userID, key).Take(&row).Error
+	var row keyedRow
+	err := s.db.WithContext(ctx).Raw(`SELECT order_id, product_id, user_id, idem_key, quantity, strategy
+		FROM reservations WHERE user_id = ? AND idem_key = ?`, userID, key).Take(&row).Error
 	if err != nil {
 		return sale.Receipt{}, classify("stored receipt", err)
 	}
