@@ -50,6 +50,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, ready func
 	if err != nil {
 		return err
 	}
+	defer redisLocks.Close()
 
 	zkLocks, err := zklock.Connect(startCtx, cfg.ZK.Servers, zklock.Options{
 		SessionTimeout: cfg.ZK.SessionTimeout,

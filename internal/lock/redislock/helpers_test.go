@@ -171,6 +171,7 @@ func newClient(tb testing.TB, rdb redis.UniversalClient, opts redislock.Options)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
+	tb.Cleanup(c.Close)
 	return c
 }
 

@@ -405,14 +405,15 @@ func TestDeadHolderTakenOver(t *testing.T) {
 	mustRelease(t, b)
 }
 
-// Cancelling a wait returns promptly with ErrTimeout and leaves no subscription behind.
+// Cancelling a wait returns promptly with ErrTimeout and leaves no subscription behind once
+// KeepSubscribed has passed.
 func TestCancelWhileWaiting(t *testing.T) {
 	t.Parallel()
 	holderRedis := redisClient(t)
 	c := newClient(t, holderRedis, redislock.Options{Recheck: 10 * time.Second})
 	_, _, channel := redislock.Keys(c, "cancel")
 	waiterRedis := redisClient(t)
-	waiter := newClient(t, waiterRedis, redislock.Options{Prefix: mustPrefix(t, c), Recheck: 10 * time.Second})
+	waiter := newClient(t, waiterRedis, redislock.Options{Prefix: mustPrefix(t, c), Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond})
 
 	a := mustAcquire(t, c, "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -442,10 +443,12 @@ func TestCancelWhileWaiting(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire still waiting 5 s after its ctx was cancelled")
 	}
-	// The wait closed its Pub/Sub connection before returning; the server notices shortly.
-	if active := waiterRedis.PoolStats().PubSubStats.Active; active != 0 {
-		t.Errorf("%d Pub/Sub connections open after the wait returned", active)
-	}
+	// The room closes its Pub/Sub connection KeepSubscribed after the wait; the server notices
+	// shortly.
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		active := waiterRedis.PoolStats().PubSubStats.Active
+		return active == 0, strconv.FormatUint(uint64(active), 10) + " Pub/Sub connections open after the wait returned"
+	})
 	itest.Eventually(t, 5*time.Second, func() (bool, string) {
 		n := subscribers(t, holderRedis, channel)
 		return n == 0, "PUBSUB NUMSUB " + channel + " = " + strconv.FormatInt(n, 10)
@@ -607,7 +610,7 @@ func TestGivingUpPassesTheWakeUp(t *testing.T) {
 // hands on, and every waiter still gets the lock by notification, not by re-checking.
 func TestWaitersTakeTurns(t *testing.T) {
 	t.Parallel()
-	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second}
+	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond}
 	rdb := redisClient(t)
 	holder := newClient(t, rdb, opts)
 	_, _, channel := redislock.Keys(holder, "turns")
@@ -693,5 +696,44 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 	})
 	if want := int64(locktest.Workers * locktest.Rounds); got != want {
 		t.Fatalf("counter = %d after %d increments under the lock", got, want)
+	}
+}
+
+// Waits for one name that follow each other (one batch per replica: each replica's waiter leaves
+// before the next one comes) share one subscription, kept between them, and still see releases:
+// the notifications queued while nobody waited are dropped, and the next wait tries first.
+func TestBackToBackWaitsShareASubscription(t *testing.T) {
+	t.Parallel()
+	holder := newClient(t, redisClient(t), redislock.Options{Recheck: 10 * time.Second})
+	hook := &counter{}
+	waiterRedis := redisClient(t, hook)
+	waiter := newClient(t, waiterRedis, redislock.Options{Prefix: mustPrefix(t, holder), Recheck: 10 * time.Second})
+	for round := range 3 {
+		a := mustAcquire(t, holder, "back-to-back")
+		got := make(chan error, 1)
+		go func() {
+			l, err := waiter.Acquire(ctxFor(t, time.Minute), "back-to-back")
+			if err == nil {
+				err = l.Release(ctxFor(t, 10*time.Second))
+			}
+			got <- err
+		}()
+		itest.Eventually(t, 10*time.Second, func() (bool, string) {
+			return waiterRedis.PoolStats().PubSubStats.Active == 1, "the waiter is not subscribed"
+		})
+		time.Sleep(20 * time.Millisecond) // the waiter is waiting (its re-check is 10 s away)
+		released := time.Now()
+		mustRelease(t, a)
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the waiter missed the release (waited %s)", round, time.Since(released))
+		}
+	}
+	if n := waiterRedis.PoolStats().PubSubStats.Created; n != 1 {
+		t.Errorf("%d Pub/Sub connections for 3 waits one after another, want 1", n)
 	}
 }

@@ -24,6 +24,11 @@ type room struct {
 	// heldOver says the previous turn ended with its holder getting the lock: the lock is taken
 	// and its release is still to come, so the next turn need not try before it is notified.
 	heldOver bool
+	// idle, while the room is empty and its subscription kept (Options.KeepSubscribed), closes
+	// it when it fires. stale says the room was empty for a while: the notifications queued
+	// meanwhile are old, and the next turn drops them and tries before it waits.
+	idle  *time.Timer
+	stale bool
 }
 
 func (c *Client) enter(key string) *room {
@@ -35,24 +40,63 @@ func (c *Client) enter(key string) *room {
 		r.turn <- struct{}{}
 		c.rooms[key] = r
 	}
+	if r.idle != nil {
+		r.idle.Stop() // if it fired already, it finds the room in use and leaves it
+		r.idle, r.stale = nil, true
+	}
 	r.users++
 	return r
 }
 
-// leave closes the room's subscription when the last user leaves. Every user gives the turn
-// back before leaving, so no one holds it then.
+// leave keeps the room and its subscription for Options.KeepSubscribed when the last user
+// leaves, and closes them then unless someone came back. Every user gives the turn back before
+// leaving, so no one holds it while the room is empty.
 func (c *Client) leave(key string, r *room) {
 	c.mu.Lock()
-	r.users--
-	last := r.users == 0
-	if last {
+	defer c.mu.Unlock()
+	if r.users--; r.users > 0 {
+		return
+	}
+	if r.ps == nil || c.keep < 0 {
 		delete(c.rooms, key)
+		go r.close()
+		return
+	}
+	r.idle = time.AfterFunc(c.keep, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if r.users == 0 && c.rooms[key] == r {
+			delete(c.rooms, key)
+			go r.close()
+		}
+	})
+}
+
+// close closes the room's subscription, if it has one. Nobody uses the room any more.
+func (r *room) close() {
+	if r.ps == nil {
+		return
+	}
+	_ = r.ps.Close()
+	for range r.msgs { // go-redis's receiving goroutine closes msgs as it exits
+	}
+}
+
+// Close closes the subscriptions kept for names nobody waits for now. Waits in progress are
+// not affected; call it once the Client is no longer used.
+func (c *Client) Close() {
+	c.mu.Lock()
+	var idle []*room
+	for key, r := range c.rooms {
+		if r.users == 0 {
+			r.idle.Stop()
+			delete(c.rooms, key)
+			idle = append(idle, r)
+		}
 	}
 	c.mu.Unlock()
-	if last && r.ps != nil {
-		_ = r.ps.Close()
-		for range r.msgs { // go-redis's receiving goroutine closes msgs as it exits
-		}
+	for _, r := range idle {
+		r.close()
 	}
 }
 
@@ -77,6 +121,12 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 		r.turn <- struct{}{}
 	}()
 
+	if r.stale {
+		// Releases announced while the room was empty are old news; one of them may be the
+		// release of the lock now free, which the try below finds.
+		r.drain()
+		r.stale, r.heldOver = false, false
+	}
 	wait := c.recheckAfter(pttl)
 	switch {
 	case r.ps == nil:
@@ -132,4 +182,18 @@ func (c *Client) recheckAfter(pttl time.Duration) time.Duration {
 		d = pttl
 	}
 	return max(d, time.Millisecond)
+}
+
+// drain drops the notifications already queued. Only the holder of the turn calls it.
+func (r *room) drain() {
+	for {
+		select {
+		case _, ok := <-r.msgs:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
 }
