@@ -122,9 +122,11 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 		}
 	}
 	if b.has(phaseAccept) {
-		for _, st := range o.strategies {
-			if err := b.accept(ctx, targets, pprof, st, batch); err != nil {
-				return err
+		for _, workers := range o.workers {
+			for _, st := range o.strategies {
+				if err := b.accept(ctx, targets, pprof, st, batch, workers); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -295,7 +297,7 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 
 // accept measures one strategy accepting: a product with more stock than the phase can sell,
 // distinct buyers each buying one unit with an Idempotency-Key; then the drain.
-func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, batch string) error {
+func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, batch string, workers int) error {
 	o := b.o
 	label := batchLabel(batch)
 	a := newAPI(targets[0], o.adminToken)
@@ -304,11 +306,11 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 		return err
 	}
 	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id,
-		Config: fmt.Sprintf("%s · %d workers · %s", label, o.workers, replicas(len(targets)))}
-	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, o.workers, len(targets), o.warmup, o.acceptFor)
-	profile := b.profile(ctx, pprof, "accept-"+strategy+"-batch-"+batch, o.acceptFor)
+		Config: fmt.Sprintf("%s · %d workers · %s", label, workers, replicas(len(targets)))}
+	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, workers, len(targets), o.warmup, o.acceptFor)
+	profile := b.profile(ctx, pprof, fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers), o.acceptFor)
 	res, err := yardstick.Blast{
-		Targets: targets, ProductID: id, Workers: o.workers, Warmup: o.warmup, Duration: o.acceptFor,
+		Targets: targets, ProductID: id, Workers: workers, Warmup: o.warmup, Duration: o.acceptFor,
 		RunID: b.blastID(), IdempotencyKeys: true,
 	}.Run(ctx)
 	if err != nil {

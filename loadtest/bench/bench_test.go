@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestParseOptions(t *testing.T) {
 	if diff := cmp.Diff([]string{"gin", "soldout", "r", "accept"}, o.phases); diff != "" {
 		t.Errorf("default phases (-want +got):\n%s", diff)
 	}
-	if o.connections != 64 || o.workers != 32 || o.duration != 5*time.Second || o.warmup != time.Second || o.adminToken != "dev-admin-token" {
+	if o.connections != 64 || !slices.Equal(o.workers, []int{32, 256}) || o.duration != 5*time.Second || o.warmup != time.Second || o.adminToken != "dev-admin-token" {
 		t.Errorf("defaults: %+v", o)
 	}
 	if diff := cmp.Diff([]string{"default", "1"}, o.batches); diff != "" {
@@ -136,7 +137,7 @@ func sampleReport() *Report {
 	return &Report{
 		RunID: "20261123-140000", StartedAt: time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC), Seconds: 201.4,
 		Machine: "vm: 2 × AMD EPYC, linux/amd64, go1.26.8", Commit: "abc1234",
-		Settings: Settings{Replicas: 3, Connections: 64, Workers: 32, Warmup: "1s", Duration: "5s", AcceptDuration: "5s", RDuration: "5s",
+		Settings: Settings{Replicas: 3, Connections: 64, Workers: []int{32}, Warmup: "1s", Duration: "5s", AcceptDuration: "5s", RDuration: "5s",
 			RGoroutines: 16, Strategies: []string{"mysql", "zk"}, SoldOutStrategy: "mysql", Batches: []string{"default", "1"}, Stock: 100_000_000},
 		Rows:     rows,
 		Problems: []string{"accept zk (batch 1): 3 answers 5xx"},

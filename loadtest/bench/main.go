@@ -79,7 +79,7 @@ type options struct {
 	targets      []string // replicas already running: start none (no batch configurations, no profiles)
 	phases       []string
 	connections  int
-	workers      int
+	workers      []int
 	warmup       time.Duration
 	duration     time.Duration
 	acceptFor    time.Duration
@@ -121,7 +121,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none and create the products there, run the accept phases once as the replicas are configured, no profiles")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), accept")
 	fs.IntVar(&o.connections, "connections", 64, "connections of the bare gin and sold-out phases")
-	fs.IntVar(&o.workers, "workers", 32, "workers (requests in flight) of the accept phases")
+	workers := fs.String("workers", "32,256", "workers (requests in flight) of the accept phases, comma-separated: each strategy is measured at each (32: a steady trickle, where latency bounds the rate; 256: a burst, as a flash sale is)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of every HTTP phase, sent but not measured")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of the bare gin and sold-out phases")
 	fs.DurationVar(&o.acceptFor, "accept-duration", 5*time.Second, "measured time of each accept phase")
@@ -148,6 +148,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	o.phases = splitList(*phases)
 	o.strategies = splitList(*strategies)
 	o.batches = splitList(*batches)
+	for _, w := range splitList(*workers) {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-workers: %q is not a positive number", w)
+		}
+		o.workers = append(o.workers, n)
+	}
 	for _, p := range o.phases {
 		if !slices.Contains(allPhases, p) {
 			return nil, fmt.Errorf("-phases: %q is none of %s", p, strings.Join(allPhases, ", "))
@@ -161,7 +168,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	switch {
 	case len(o.phases) == 0:
 		return nil, errors.New("-phases: nothing to run")
-	case o.replicas < 1 || o.connections < 1 || o.workers < 1 || o.rGoroutines < 1 || o.stock < 1:
+	case o.replicas < 1 || o.connections < 1 || len(o.workers) == 0 || o.rGoroutines < 1 || o.stock < 1:
 		return nil, errors.New("-replicas, -connections, -workers, -r-goroutines and -stock must be positive")
 	case o.warmup < 0 || o.duration <= 0 || o.acceptFor <= 0 || o.rFor <= 0 || o.drainTimeout <= 0:
 		return nil, errors.New("durations must be positive (the warm-up may be 0)")
