@@ -19,6 +19,10 @@ var (
 	// ErrTimeout is returned by Acquire when ctx ends before the lock is granted. It is returned
 	// wrapped together with ctx's error, so errors.Is matches both.
 	ErrTimeout = errors.New("lock: wait timed out")
+	// ErrUnavailable is returned by Acquire, instead of ErrTimeout, when ctx ended while the lock
+	// service could not be reached: the wait was not for a holder but for the service. It is
+	// returned wrapped together with ctx's error.
+	ErrUnavailable = errors.New("lock: lock service unreachable")
 	// ErrNotAcquired is returned by TryAcquire when someone else holds the lock.
 	ErrNotAcquired = errors.New("lock: held by someone else")
 	// ErrNotHeld is returned by Release when the grant is no longer the holder (it expired or was
@@ -41,7 +45,8 @@ type Lease interface {
 
 // Locker acquires locks by name. Implementations adapt their concrete lease type to Lease.
 type Locker interface {
-	// Acquire blocks until the lock is held, ctx ends (ErrTimeout) or the lock service fails.
+	// Acquire blocks until the lock is held, ctx ends (ErrTimeout, or ErrUnavailable if the lock
+	// service was unreachable meanwhile) or the lock service fails.
 	Acquire(ctx context.Context, name string) (Lease, error)
 	// TryAcquire takes the lock if it is free and returns ErrNotAcquired otherwise.
 	TryAcquire(ctx context.Context, name string) (Lease, error)

@@ -153,7 +153,9 @@ func (l *Locked) acquire(ctx context.Context, productID int64) (lock.Lease, erro
 	case err == nil:
 		return lease, nil
 	case ctx.Err() != nil:
-		return nil, ctx.Err() // the buyer went away
+		return nil, ctx.Err() // the batch's own time ran out
+	case errors.Is(err, lock.ErrUnavailable):
+		return nil, fmt.Errorf("%w: %s lock service unreachable: %w", sale.ErrUnavailable, l.strategy, err)
 	case errors.Is(err, lock.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s lock of product %d after %s", sale.ErrLockTimeout, l.strategy, productID, l.wait)
 	}

@@ -33,7 +33,8 @@ const (
 var errVanished = errors.New("own lock node vanished (session expired?)")
 
 // Acquire blocks until it holds the lock name, ctx ends (an error wrapping both lock.ErrTimeout
-// and ctx.Err()), or ZooKeeper fails. A single ZooKeeper round trip cannot be interrupted (the
+// and ctx.Err(), or lock.ErrUnavailable and ctx.Err() if the Client had no session then), or
+// ZooKeeper fails. A single ZooKeeper round trip cannot be interrupted (the
 // client library takes no ctx), but each is bounded by the connection's own timeouts; waiting for
 // the predecessor honours ctx at once. On every error the own node is deleted.
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
@@ -73,6 +74,8 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, e
 		return nil, fmt.Errorf("zklock: try acquire %q: %w", name, err)
 	case errors.Is(err, ErrClosed) || c.isClosed():
 		return nil, fmt.Errorf("zklock: acquire %q: %w", name, ErrClosed)
+	case ctx.Err() != nil && !c.hasSession():
+		return nil, fmt.Errorf("zklock: acquire %q: %w: %w", name, lock.ErrUnavailable, ctx.Err())
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("zklock: acquire %q: %w: %w", name, lock.ErrTimeout, ctx.Err())
 	}

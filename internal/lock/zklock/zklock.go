@@ -194,6 +194,13 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 	return c, nil
 }
 
+// hasSession reports whether the Client has a ZooKeeper session now.
+func (c *Client) hasSession() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.isUp
+}
+
 // Ping waits until the Client has a ZooKeeper session or ctx ends. It returns at once while the
 // session is established, so it serves as a readiness check.
 func (c *Client) Ping(ctx context.Context) error {

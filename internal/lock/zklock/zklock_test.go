@@ -420,6 +420,25 @@ func TestLostOnPartition(t *testing.T) {
 	})
 }
 
+// A wait that ends while ZooKeeper cannot be reached says so (ErrUnavailable): the caller must
+// not take an outage for a busy lock.
+func TestAcquireWhileUnreachable(t *testing.T) {
+	itest.Integration(t)
+	root := testRoot(t)
+	name := locktest.Name(t)
+	c, e := newClient(t, Options{Root: root, SessionTimeout: 4 * time.Second})
+	e.cutNetwork()
+	itest.Eventually(t, 10*time.Second, func() (bool, string) { return !c.hasSession(), "still has a session" })
+	_, err := c.Acquire(ctxT(t, 500*time.Millisecond), name)
+	if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrTimeout) {
+		t.Fatalf("Acquire while ZooKeeper is unreachable = %v, want ErrUnavailable (not ErrTimeout)", err)
+	}
+	e.heal()
+	itest.Eventually(t, 15*time.Second, func() (bool, string) { return c.hasSession(), "no session after the heal" })
+	time.Sleep(250 * time.Millisecond) // see TestLostOnPartition: let go-zookeeper's reconnect settle
+	mustRelease(t, mustAcquire(t, c, name))
+}
+
 func TestLostWhenNodeDeleted(t *testing.T) {
 	itest.Integration(t)
 	root := testRoot(t)
