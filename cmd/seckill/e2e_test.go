@@ -25,9 +25,9 @@ import (
 // purchase some buyer was told was accepted. The `none` strategy runs the same race as the
 // negative control: it must oversell, and the same audit must say so.
 //
-// A buyer answered 503 (its lock wait ran out: on a busy machine 300 buyers queue on one lock)
-// does what a real client does: it sends the purchase again with the same Idempotency-Key, so
-// every buyer ends with a final answer, 202 or 409 sold_out.
+// A buyer answered 429 (back-pressure: its lock wait ran out, or the product's queue was full, on
+// a busy machine) or 503 does what a real client does: it sends the purchase again with the same
+// Idempotency-Key, so every buyer ends with a final answer, 202 or 409 sold_out.
 func TestStampede(t *testing.T) {
 	for _, tc := range []struct {
 		strategy string
@@ -65,7 +65,7 @@ func TestStampede(t *testing.T) {
 							t.Errorf("buyer %d: %v", i, err)
 							return
 						}
-						if r.status != http.StatusServiceUnavailable || attempt == maxAttempts-1 {
+						if (r.status != http.StatusServiceUnavailable && r.status != http.StatusTooManyRequests) || attempt == maxAttempts-1 {
 							break
 						}
 						retries.Add(1)
@@ -85,7 +85,7 @@ func TestStampede(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			t.Logf("%s: statuses %v after %d retries of a 503", tc.strategy, statuses, retries.Load())
+			t.Logf("%s: statuses %v after %d retries of a 429 or 503", tc.strategy, statuses, retries.Load())
 
 			db := openDB(t, s.DSN)
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -251,14 +251,14 @@ func TestReplicaKilledMidStampede(t *testing.T) {
 }
 
 // buyWithRetries buys one unit with an Idempotency-Key, retrying on another replica when the
-// connection fails or the answer is 503, until it gets a definitive answer.
+// connection fails or the answer is 429 or 503, until it gets a definitive answer.
 func buyWithRetries(t *testing.T, replicas func() []*instance, id int64, user string) (string, bool) {
 	key := map[string]string{"Idempotency-Key": "k-" + user}
 	for attempt := range 50 {
 		apps := replicas()
 		r, err := do("POST", purchaseURL(apps[attempt%len(apps)], id), map[string]any{"user_id": user}, key)
 		switch {
-		case err != nil || r.status == http.StatusServiceUnavailable:
+		case err != nil || r.status == http.StatusServiceUnavailable || r.status == http.StatusTooManyRequests:
 			time.Sleep(20 * time.Millisecond)
 			continue
 		case r.status == http.StatusAccepted:

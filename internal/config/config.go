@@ -118,7 +118,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", def: "", usage: "bearer token of the admin API (required, at least 8 characters)", secret: true, set: str(&c.AdminToken)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the `none` strategy, which oversells on purpose", set: boolean(&c.Sale.AllowUnsafe)},
-		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 503", set: dur(&c.Sale.LockWait)},
+		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
 		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "Redis lock lease, renewed every third of it while held", set: dur(&c.Sale.LockTTL)},
 		{env: "SECKILL_BATCH_MAX", flag: "batch-max", def: "128", usage: "most purchases of one product combined into one deduction (1: one transaction and one lock per buyer)", set: integer(&c.Sale.BatchMax)},
 		{env: "SECKILL_BATCH_INFLIGHT", flag: "batch-inflight", def: "1", usage: "batches of one product under way at once per replica (more overlap a batch's inserts with another's commit, but make smaller batches)", set: integer(&c.Sale.BatchInflight)},
