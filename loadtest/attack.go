@@ -18,6 +18,8 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
 
 // attempt is one planned request: buyer b's try number n, with its Idempotency-Key.
@@ -74,7 +76,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos},
 		Passed: true,
 	}
-	admin := &adminClient{base: o.targets[0], token: o.adminToken}
+	admin := &adminClient{appapi.New(o.targets[0], o.adminToken)}
 	if o.baselineFor > 0 {
 		ys, err := measureYardsticks(ctx, o, say)
 		if err != nil {
@@ -282,9 +284,7 @@ func post(ctx context.Context, client *http.Client, target string, productID int
 }
 
 // adminClient talks to the admin API.
-type adminClient struct {
-	base, token string
-}
+type adminClient struct{ *appapi.Client }
 
 // saleProduct puts the product called name on sale now for an hour with stock units and the
 // strategy: it resets the product if one of that name exists (clearing its reservations and
@@ -308,7 +308,7 @@ func (c *adminClient) saleProduct(ctx context.Context, name, strategy string, st
 	var p struct {
 		ID int64 `json:"id"`
 	}
-	if err := c.call(ctx, http.MethodPost, path, body, want, &p); err != nil {
+	if err := c.Call(ctx, http.MethodPost, path, body, want, &p); err != nil {
 		return 0, err
 	}
 	if p.ID == 0 {
@@ -325,7 +325,7 @@ func (c *adminClient) findProduct(ctx context.Context, name string) (int64, erro
 			Name string `json:"name"`
 		} `json:"products"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/api/v1/products", nil, http.StatusOK, &list); err != nil {
+	if err := c.Call(ctx, http.MethodGet, "/api/v1/products", nil, http.StatusOK, &list); err != nil {
 		return 0, err
 	}
 	for _, p := range list.Products {
@@ -334,36 +334,4 @@ func (c *adminClient) findProduct(ctx context.Context, name string) (int64, erro
 		}
 	}
 	return 0, nil
-}
-
-// call sends body as JSON (if not nil) with the admin token and decodes a want-status answer
-// into out.
-func (c *adminClient) call(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s (is the stack up? `make up`): %w", method, path, err)
-	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(res.Body)
-	if res.StatusCode != want {
-		return fmt.Errorf("%s %s: %s %s", method, path, res.Status, data)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
 
 // writeHTML renders r as a self-contained HTML page. Nothing is written if rendering fails.
@@ -686,7 +688,7 @@ func stockRef(stock int, sy scale, f chartFrame) refView {
 // ---------------------------------------------------------------- template
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"int":  formatInt,
+	"int":  appapi.Thousands,
 	"f":    func(v float64, decimals int) string { return formatFixed(v, decimals) },
 	"ms":   func(v float64) string { return formatFixed(v, msDecimals(v)) },
 	"secs": func(v float64) string { return formatFixed(v, 2) + " s" },
@@ -702,24 +704,6 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	},
 }).Parse(pageHTML))
 
-// formatInt groups thousands: 12,345.
-func formatInt(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 // formatFixed prints v with exactly `decimals` decimals and grouped thousands.
 func formatFixed(v float64, decimals int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -731,7 +715,7 @@ func formatFixed(v float64, decimals int) string {
 	if err != nil {
 		return s
 	}
-	out := formatInt(n)
+	out := appapi.Thousands(n)
 	if n == 0 && strings.HasPrefix(whole, "-") {
 		out = "-0"
 	}

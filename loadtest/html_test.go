@@ -141,14 +141,6 @@ func TestLabels(t *testing.T) {
 			t.Errorf("formatFixed(%v, %d) = %q, want %q", tc.v, tc.decimals, got, tc.want)
 		}
 	}
-	for _, tc := range []struct {
-		n    int
-		want string
-	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {-1234567, "-1,234,567"}} {
-		if got := formatInt(tc.n); got != tc.want {
-			t.Errorf("formatInt(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
 }
 
 func TestPathData(t *testing.T) {

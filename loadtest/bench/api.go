@@ -1,25 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
 
 // api is the little of the app's HTTP API the bench needs besides the purchases: create a
 // product, buy once, read a product's stats.
-type api struct {
-	base, token string
-	client      *http.Client
-}
+type api struct{ *appapi.Client }
 
-func newAPI(base, token string) *api {
-	return &api{base: base, token: token, client: &http.Client{Timeout: 30 * time.Second}}
-}
+func newAPI(base, token string) *api { return &api{appapi.New(base, token)} }
 
 // createProduct puts a product on sale now, for a day, and returns its id.
 func (a *api) createProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
@@ -27,7 +20,7 @@ func (a *api) createProduct(ctx context.Context, name, strategy string, stock in
 		ID int64 `json:"id"`
 	}
 	body := map[string]any{"name": name, "price_cents": 100, "stock": stock, "strategy": strategy, "per_user_limit": 1}
-	if err := a.call(ctx, http.MethodPost, "/api/v1/admin/products", body, http.StatusCreated, &p); err != nil {
+	if err := a.Call(ctx, http.MethodPost, "/api/v1/admin/products", body, http.StatusCreated, &p); err != nil {
 		return 0, err
 	}
 	if p.ID <= 0 {
@@ -42,7 +35,7 @@ func (a *api) purchase(ctx context.Context, productID int64, user string) error 
 		OrderID string `json:"order_id"`
 	}
 	path := fmt.Sprintf("/api/v1/products/%d/purchase", productID)
-	return a.call(ctx, http.MethodPost, path, map[string]any{"user_id": user, "quantity": 1}, http.StatusAccepted, &receipt)
+	return a.Call(ctx, http.MethodPost, path, map[string]any{"user_id": user, "quantity": 1}, http.StatusAccepted, &receipt)
 }
 
 // stats is the part of GET /api/v1/products/{id}/stats the drain watches.
@@ -57,38 +50,6 @@ type stats struct {
 
 func (a *api) stats(ctx context.Context, productID int64) (stats, error) {
 	var s stats
-	err := a.call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/products/%d/stats", productID), nil, http.StatusOK, &s)
+	err := a.Call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/products/%d/stats", productID), nil, http.StatusOK, &s)
 	return s, err
-}
-
-// call sends body as JSON (when not nil) with the admin token and decodes a want-status answer
-// into out.
-func (a *api) call(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := a.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if res.StatusCode != want {
-		return fmt.Errorf("%s %s: %s %s", method, path, res.Status, bytes.TrimSpace(data))
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	return nil
 }

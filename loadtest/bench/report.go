@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
 
 // Report is one run of the bench, written as Markdown (stdout and results/bench-<run>.md) and
@@ -128,7 +130,7 @@ func markdown(r *Report) string {
 		linger = ", SECKILL_BATCH_LINGER=" + s.BatchLinger
 	}
 	fmt.Fprintf(&b, "%s · warm-up %s per HTTP phase · bare gin and sold-out: %d connections × %s · accept: %s workers × %s, stock %s · R: %d goroutines × %s · strategies %s · batch configurations: %s%s\n\n",
-		replicas, s.Warmup, s.Connections, s.Duration, joinInts(s.Workers), s.AcceptDuration, group(s.Stock), s.RGoroutines, s.RDuration,
+		replicas, s.Warmup, s.Connections, s.Duration, joinInts(s.Workers), s.AcceptDuration, appapi.Thousands(s.Stock), s.RGoroutines, s.RDuration,
 		strings.Join(s.Strategies, ", "), strings.Join(s.Batches, ", "), linger)
 	if r.Aborted != "" {
 		fmt.Fprintf(&b, "**Run aborted: %s** — the rows below are those measured before.\n\n", oneLine(r.Aborted))
@@ -137,7 +139,7 @@ func markdown(r *Report) string {
 	b.WriteString("| what | configuration | figure | ratio | p50 ms | p99 ms | drain |\n|---|---|---:|---:|---:|---:|---|\n")
 	for _, row := range r.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s |\n",
-			row.What, row.Config, group(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row))
+			row.What, row.Config, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row))
 	}
 
 	b.WriteString("\nAnswers, warm-up included:\n\n| what | configuration | product | answers | reserved | confirmed |\n|---|---|---:|---|---:|---:|\n")
@@ -150,7 +152,7 @@ func markdown(r *Report) string {
 			product = strconv.FormatInt(row.ProductID, 10)
 		}
 		if row.Kind == kindAccept {
-			reserved, confirmed = group(row.Reserved), group(row.Confirmed)
+			reserved, confirmed = appapi.Thousands(row.Reserved), appapi.Thousands(row.Confirmed)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row.What, row.Config, product, answersCell(row.Answers), reserved, confirmed)
 	}
@@ -242,30 +244,12 @@ func answersCell(answers map[string]int) string {
 	})
 	cells := make([]string, len(keys))
 	for i, k := range keys {
-		cells[i] = k + " × " + group(answers[k])
+		cells[i] = k + " × " + appapi.Thousands(answers[k])
 	}
 	if len(cells) == 0 {
 		return "—"
 	}
 	return strings.Join(cells, " · ")
-}
-
-// group writes n with thousands separators: 12,345.
-func group(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
