@@ -116,7 +116,8 @@ func (c *saleCache) get(ctx context.Context, id int64) (*saleState, error) {
 }
 
 // load reads the product for the flight f. Its read is not tied to any one buyer's request, so a
-// buyer who gives up does not fail the others waiting for the same product.
+// buyer who gives up does not fail the others waiting for the same product; it is bounded by
+// loadTimeout, and its result is handed to the flight's waiters, who own it.
 func (c *saleCache) load(id int64, f *flight, gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 	defer cancel()

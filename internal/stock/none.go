@@ -54,7 +54,8 @@ func readCheckWrite(ctx context.Context, tx *store.PurchaseTx, r sale.Reservatio
 		if conflicts[0] != nil {
 			return conflicts[0]
 		}
-		return err
+		// The row it collided with is gone already (an admin reset): the buyer may try again.
+		return fmt.Errorf("%w: the purchase collided with one that no longer exists", sale.ErrUnavailable)
 	} else if err != nil {
 		return err
 	}
