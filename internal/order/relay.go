@@ -101,8 +101,9 @@ type Relay struct {
 const fullScanEvery = time.Second
 
 // claimMargin is how far below the previous claim's first id the next claim starts: more ids
-// than purchases can hold uncommitted at once (128 per batch, 2 batches in flight per product
-// and replica, 3 replicas: 768).
+// than purchases usually hold uncommitted at once (a batch of up to 128 per product and replica,
+// three replicas: 384 for a one-product sale). An entry that falls further behind is found by the
+// full look, within fullScanEvery.
 const claimMargin = 1024
 
 // NewRelay returns a relay; call Run to start it.
