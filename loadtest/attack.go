@@ -19,6 +19,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
 
@@ -43,16 +44,16 @@ type answer struct {
 	err      string
 }
 
-// outcome names an answer for the report.
+// outcome names an answer for the report: the API's code (sale.Code) where it has one.
 func (a answer) outcome() string {
-	switch {
+	switch code := sale.Code(a.code); {
 	case a.status == http.StatusAccepted && a.replayed:
-		return "replayed"
+		return string(sale.CodeReplayed)
 	case a.status == http.StatusAccepted:
-		return "accepted"
+		return string(sale.CodeAccepted)
 	case a.status == 0:
 		return "transport_error"
-	case a.code == "sold_out" || a.code == "limit_reached" || a.code == "rate_limited" || a.code == "unavailable":
+	case code == sale.CodeSoldOut || code == sale.CodeLimitReached || code == sale.CodeRateLimited || code == sale.CodeUnavailable:
 		return a.code
 	}
 	return "other"

@@ -140,39 +140,39 @@ func TestErrorContract(t *testing.T) {
 		want     response
 	}{
 		{name: "sold out", purchase: failWith(sale.ErrSoldOut),
-			want: response{409, errorJSON(codeSoldOut, "sold out"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{409, errorJSON(string(sale.CodeSoldOut), "sold out"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "sold out, wrapped", purchase: failWith(fmt.Errorf("product 7: %w", sale.ErrSoldOut)),
-			want: response{409, errorJSON(codeSoldOut, "product 7: sold out"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{409, errorJSON(string(sale.CodeSoldOut), "product 7: sold out"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "limit reached", purchase: failWith(fmt.Errorf("%w: at most %d per user", sale.ErrLimitReached, 1)),
-			want: response{409, errorJSON(codeLimitReached, "per-user limit reached: at most 1 per user"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{409, errorJSON(string(sale.CodeLimitReached), "per-user limit reached: at most 1 per user"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "already purchased", purchase: failWith(sale.ErrAlreadyPurchased),
-			want: response{409, errorJSON(codeLimitReached, "per-user limit reached: this user already bought this product"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{409, errorJSON(string(sale.CodeLimitReached), "per-user limit reached: this user already bought this product"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "not started", purchase: failWith(sale.ErrSaleNotStarted),
-			want: response{403, errorJSON(codeSaleNotStarted, "sale not started"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{403, errorJSON(string(sale.CodeSaleNotStarted), "sale not started"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "ended", purchase: failWith(sale.ErrSaleEnded),
-			want: response{403, errorJSON(codeSaleEnded, "sale ended"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{403, errorJSON(string(sale.CodeSaleEnded), "sale ended"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "not found", purchase: failWith(sale.ErrNotFound),
 			want: response{404, errorJSON(codeNotFound, "not found"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "rate limited by the domain", purchase: failWith(sale.ErrRateLimited),
-			want: response{429, errorJSON(codeRateLimited, "rate limited"), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
+			want: response{429, errorJSON(string(sale.CodeRateLimited), "rate limited"), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
 		{name: "busy", purchase: failWith(fmt.Errorf("product 7: %w", sale.ErrRateLimited)),
-			want: response{429, errorJSON(codeRateLimited, "product 7: rate limited"), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
+			want: response{429, errorJSON(string(sale.CodeRateLimited), "product 7: rate limited"), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
 		{name: "unavailable", purchase: failWith(fmt.Errorf("redis: %w", sale.ErrUnavailable)),
-			want: response{503, errorJSON(codeUnavailable, generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{503, errorJSON(string(sale.CodeUnavailable), generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "canceled", purchase: failWith(context.Canceled),
-			want: response{503, errorJSON(codeUnavailable, generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{503, errorJSON(string(sale.CodeUnavailable), generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "unexpected", purchase: failWith(errors.New("boom: secret dsn user:pw@db")),
-			want: response{500, errorJSON(codeInternal, genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{500, errorJSON(string(sale.CodeInternal), genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "panic", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { panic("boom") },
-			want: response{500, errorJSON(codeInternal, genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{500, errorJSON(string(sale.CodeInternal), genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "invalid id", path: "/api/v1/products/x/purchase",
-			want: response{400, errorJSON(codeInvalid, "id: must be a positive integer"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{400, errorJSON(string(sale.CodeInvalid), "id: must be a positive integer"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "unknown field", body: `{"user_id":"alice","USER_ID":"b"}`,
-			want: response{400, errorJSON(codeInvalid, "USER_ID: unknown field"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{400, errorJSON(string(sale.CodeInvalid), "USER_ID: unknown field"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "malformed", body: `{"user_id":`,
-			want: response{400, errorJSON(codeInvalid, "malformed JSON at byte 11"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{400, errorJSON(string(sale.CodeInvalid), "malformed JSON at byte 11"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "bad user", body: `{"user_id":"a b"}`,
-			want: response{400, errorJSON(codeInvalid, "user_id: may contain only letters, digits, '_' and '-'"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{400, errorJSON(string(sale.CodeInvalid), "user_id: may contain only letters, digits, '_' and '-'"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "too large", body: `{"user_id":"` + strings.Repeat("a", 20<<10) + `"}`,
 			want: response{413, errorJSON(codePayloadTooLarge, "request body too large: the limit is 16384 bytes"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "accepted", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { return receipt, nil },
@@ -228,7 +228,7 @@ func TestPerUserLimit(t *testing.T) {
 		t.Errorf("statuses (-want +got):\n%s", diff)
 	}
 	res := serve(h, "POST", purchasePath, `{"user_id":"alice"}`, nil, "Retry-After")
-	want := response{429, errorJSON(codeRateLimited, "rate limited"), map[string]string{"Retry-After": "1"}}
+	want := response{429, errorJSON(string(sale.CodeRateLimited), "rate limited"), map[string]string{"Retry-After": "1"}}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("limited response (-want +got):\n%s", diff)
 	}
@@ -253,7 +253,7 @@ func TestInflightLimit(t *testing.T) {
 	if got := <-done; got != 409 {
 		t.Errorf("the slow purchase = %d, want 409", got)
 	}
-	want := response{429, errorJSON(codeRateLimited, "rate limited"), map[string]string{"Retry-After": "1"}}
+	want := response{429, errorJSON(string(sale.CodeRateLimited), "rate limited"), map[string]string{"Retry-After": "1"}}
 	if diff := cmp.Diff(want, shed); diff != "" {
 		t.Errorf("shed purchase (-want +got):\n%s", diff)
 	}

@@ -95,7 +95,7 @@ func bareGin(structBody bool) http.Handler {
 			return
 		}
 		if structBody {
-			c.JSON(http.StatusConflict, errorBody{Error: errorDetail{Code: codeSoldOut, Message: "sold out"}})
+			c.JSON(http.StatusConflict, errorBody{Error: errorDetail{Code: string(sale.CodeSoldOut), Message: "sold out"}})
 			return
 		}
 		c.JSON(http.StatusConflict, gin.H{"error": gin.H{"code": "sold_out", "message": "sold out"}})

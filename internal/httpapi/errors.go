@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -13,42 +12,46 @@ import (
 	"github.com/seckill-go/seckill-go/internal/stampede"
 )
 
-// Stable error codes of the API, in the body of every error as {"error":{"code":…,"message":…}}.
+// The API's error codes beyond the domain's (sale.Code): refusals of the HTTP layer itself.
 const (
-	codeInvalid          = "invalid_request"
 	codeUnauthorized     = "unauthorized"
-	codeNotFound         = "not_found"
 	codeMethodNotAllowed = "method_not_allowed"
-	codeSaleNotStarted   = "sale_not_started"
-	codeSaleEnded        = "sale_ended"
-	codeSoldOut          = "sold_out"
-	codeLimitReached     = "limit_reached"
 	codePayloadTooLarge  = "payload_too_large"
-	codeRateLimited      = "rate_limited"
-	codeUnavailable      = "unavailable"
 	codeStampedeRunning  = "stampede_running"
-	codeInternal         = "internal"
+	codeNotFound         = string(sale.CodeNotFound) // no such endpoint or file
 )
 
-// errorTable maps domain errors to a status and a code; the first match wins. Anything not in
-// it is a bug: 500 with a generic message, details in the log.
-var errorTable = withBodies([]errorMapping{
-	{err: sale.ErrInvalid, status: http.StatusBadRequest, code: codeInvalid},
-	{err: sale.ErrNotFound, status: http.StatusNotFound, code: codeNotFound},
-	{err: sale.ErrSaleNotStarted, status: http.StatusForbidden, code: codeSaleNotStarted},
-	{err: sale.ErrSaleEnded, status: http.StatusForbidden, code: codeSaleEnded},
-	{err: sale.ErrSoldOut, status: http.StatusConflict, code: codeSoldOut},
-	{err: sale.ErrLimitReached, status: http.StatusConflict, code: codeLimitReached},
-	{err: sale.ErrRateLimited, status: http.StatusTooManyRequests, code: codeRateLimited},
-	{err: sale.ErrUnavailable, status: http.StatusServiceUnavailable, code: codeUnavailable},
-	{err: stampede.ErrInvalidPlan, status: http.StatusBadRequest, code: codeInvalid},
-	{err: stampede.ErrUnknown, status: http.StatusNotFound, code: codeNotFound},
-	{err: stampede.ErrBusy, status: http.StatusConflict, code: codeStampedeRunning},
-	{err: stampede.ErrStopped, status: http.StatusServiceUnavailable, code: codeUnavailable},
-	{err: stampede.ErrUnavailable, status: http.StatusServiceUnavailable, code: codeUnavailable},
-	{err: context.DeadlineExceeded, status: http.StatusServiceUnavailable, code: codeUnavailable},
-	{err: context.Canceled, status: http.StatusServiceUnavailable, code: codeUnavailable},
-})
+// statusOf is the HTTP status of each domain code.
+var statusOf = map[sale.Code]int{
+	sale.CodeInvalid:        http.StatusBadRequest,
+	sale.CodeNotFound:       http.StatusNotFound,
+	sale.CodeSaleNotStarted: http.StatusForbidden,
+	sale.CodeSaleEnded:      http.StatusForbidden,
+	sale.CodeSoldOut:        http.StatusConflict,
+	sale.CodeLimitReached:   http.StatusConflict,
+	sale.CodeRateLimited:    http.StatusTooManyRequests,
+	sale.CodeUnavailable:    http.StatusServiceUnavailable,
+}
+
+// errorTable maps errors to a status and a code: the domain's table (sale.ErrorCodes), then the
+// errors of the HTTP layer and of the stampede runner that have a code of their own. The first
+// match wins. Anything not in it is a bug: 500 with a generic message, details in the log.
+var errorTable = withBodies(append(domainErrors(),
+	errorMapping{err: errBodyTooLarge, status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge},
+	errorMapping{err: stampede.ErrBusy, status: http.StatusConflict, code: codeStampedeRunning},
+))
+
+func domainErrors() []errorMapping {
+	var out []errorMapping
+	for _, e := range sale.ErrorCodes() {
+		status, ok := statusOf[e.Code]
+		if !ok {
+			panic("httpapi: no HTTP status for the code " + string(e.Code))
+		}
+		out = append(out, errorMapping{err: e.Err, status: status, code: string(e.Code)})
+	}
+	return out
+}
 
 // The messages of the errors whose details are logged, not shown.
 const (
@@ -77,7 +80,7 @@ func withBodies(table []errorMapping) []errorMapping {
 }
 
 // internalBody answers an error that is not in errorTable.
-var internalBody = encodeError(codeInternal, msgInternal)
+var internalBody = encodeError(string(sale.CodeInternal), msgInternal)
 
 func encodeError(code, msg string) []byte {
 	body, err := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: msg}})

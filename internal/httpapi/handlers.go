@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -84,7 +83,7 @@ func (h *handlers) purchase(c *gin.Context) {
 	}
 	var body purchaseJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		h.respondDecodeError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	req := parsePurchase(id, body, headerValue(c.Request.Header, "Idempotency-Key"))
@@ -115,14 +114,6 @@ func parsePurchase(productID int64, body purchaseJSON, idemKey string) sale.Purc
 		qty = *body.Quantity
 	}
 	return sale.PurchaseRequest{ProductID: productID, UserID: body.UserID, Quantity: qty, IdempotencyKey: idemKey}
-}
-
-func (h *handlers) respondDecodeError(c *gin.Context, err error) {
-	if errors.Is(err, errBodyTooLarge) {
-		abortJSON(c, http.StatusRequestEntityTooLarge, codePayloadTooLarge, err.Error())
-		return
-	}
-	h.respondError(c, err)
 }
 
 func (h *handlers) getOrder(c *gin.Context) {
@@ -188,7 +179,7 @@ func (h *handlers) rates(c *gin.Context, id int64) (sale.Rates, bool) {
 func (h *handlers) createProduct(c *gin.Context) {
 	var body newProductJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		h.respondDecodeError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	np, err := body.domain(h.now())
@@ -213,7 +204,7 @@ func (h *handlers) resetProduct(c *gin.Context) {
 	}
 	var body resetJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		h.respondDecodeError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	r, err := body.domain()
@@ -258,7 +249,7 @@ func (h *handlers) readyz(c *gin.Context) {
 	if len(failed) > 0 {
 		h.logFor(c).Warn("not ready", "checks", results)
 		c.JSON(http.StatusServiceUnavailable, gin.H{
-			"error":  errorDetail{Code: codeUnavailable, Message: "not ready: a dependency is unreachable"},
+			"error":  errorDetail{Code: string(sale.CodeUnavailable), Message: "not ready: a dependency is unreachable"},
 			"checks": results,
 		})
 		return

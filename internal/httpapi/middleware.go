@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"net/http"
@@ -108,12 +109,12 @@ func observe(log *slog.Logger, m HTTPMetrics) gin.HandlerFunc {
 	}
 }
 
-// limitBody caps the request body; reading past the cap fails with *http.MaxBytesError.
-func limitBody(n int64) gin.HandlerFunc {
+// limitBody caps the request body; reading past the cap fails with *http.MaxBytesError, which
+// the decoder turns into errBodyTooLarge. A body announced too large is refused at once.
+func (h *handlers) limitBody(n int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength > n {
-			abortJSON(c, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
-				"request body too large: the limit is "+itoa(n)+" bytes")
+			h.respondError(c, fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, n))
 			return
 		}
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, n)

@@ -33,7 +33,7 @@ func (h *handlers) startStampede(c *gin.Context) {
 	}
 	var body stampedeRequestJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
-		h.respondDecodeError(c, err)
+		h.respondError(c, err)
 		return
 	}
 	plan, err := h.stampedePlan(id, body)

@@ -102,8 +102,8 @@ func NewRecorder(log *slog.Logger, rdb redis.Cmdable, o Options) (*Recorder, err
 
 // ObserveProductPurchase implements sale.ProductObserver: it queues the event and returns at
 // once, dropping it (and counting the drop) when the queue is full.
-func (r *Recorder) ObserveProductPurchase(productID int64, outcome string) {
-	e := event{product: productID, sec: r.now().Unix(), accepted: outcome == "accepted"}
+func (r *Recorder) ObserveProductPurchase(productID int64, outcome sale.Code) {
+	e := event{product: productID, sec: r.now().Unix(), accepted: outcome == sale.CodeAccepted}
 	select {
 	case r.in <- e:
 	default:

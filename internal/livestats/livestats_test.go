@@ -103,7 +103,7 @@ func TestObserveDropsWhenTheBufferIsFull(t *testing.T) {
 	go func() { // ObserveProductPurchase must never block, whatever the state of the flusher
 		defer close(done)
 		for range 5 {
-			r.ObserveProductPurchase(1, "accepted")
+			r.ObserveProductPurchase(1, sale.CodeAccepted)
 		}
 	}()
 	select {
@@ -166,12 +166,12 @@ func TestRecorderAgainstRedis(t *testing.T) {
 
 	// Second 0: 3 attempts, 2 accepted (one by each replica); second 2: 1 attempt, a replay;
 	// product 8 at second 0 must not leak into product 7.
-	a.ObserveProductPurchase(7, "accepted")
-	b.ObserveProductPurchase(7, "accepted")
-	b.ObserveProductPurchase(7, "sold_out")
-	a.ObserveProductPurchase(8, "accepted")
+	a.ObserveProductPurchase(7, sale.CodeAccepted)
+	b.ObserveProductPurchase(7, sale.CodeAccepted)
+	b.ObserveProductPurchase(7, sale.CodeSoldOut)
+	a.ObserveProductPurchase(8, sale.CodeAccepted)
 	clk.set(base.Add(2 * time.Second))
-	a.ObserveProductPurchase(7, sale.OutcomeReplayed)
+	a.ObserveProductPurchase(7, sale.CodeReplayed)
 	cancel() // Run flushes what is queued before it returns
 	wg.Wait()
 
@@ -221,8 +221,8 @@ func TestRecorderWithoutRedis(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
-	r.ObserveProductPurchase(1, "accepted")
-	r.ObserveProductPurchase(1, "sold_out")
+	r.ObserveProductPurchase(1, sale.CodeAccepted)
+	r.ObserveProductPurchase(1, sale.CodeSoldOut)
 	deadline := time.Now().Add(5 * time.Second)
 	for m.get("redis_error") < 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

@@ -80,7 +80,7 @@ func New() *Metrics {
 		httpDuration: f.histogramVec("seckill_http_request_duration_seconds",
 			"HTTP request latency by route and method.", "route", "method"),
 		purchases: f.counterVec("seckill_purchases_total",
-			"Purchase attempts by strategy and outcome (accepted, sold_out, limit_reached, ...).", "strategy", "outcome"),
+			"Purchase attempts by strategy and outcome: accepted, or the API's error code (sold_out, limit_reached, rate_limited, ...).", "strategy", "outcome"),
 		purchaseDuration: f.histogramVec("seckill_purchase_duration_seconds",
 			"Time to decide a purchase (rules, lock wait and deduction), by strategy and outcome.", "strategy", "outcome"),
 		lockWait: f.histogramVec("seckill_lock_wait_seconds",
@@ -136,7 +136,8 @@ func (m *Metrics) ObserveHTTP(route, method string, code int, took time.Duration
 }
 
 // ObservePurchase implements sale.Observer.
-func (m *Metrics) ObservePurchase(st sale.Strategy, outcome string, took time.Duration) {
+func (m *Metrics) ObservePurchase(st sale.Strategy, code sale.Code, took time.Duration) {
+	outcome := string(code)
 	label := string(st)
 	if label == "" {
 		label = "unknown"

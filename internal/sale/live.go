@@ -7,7 +7,7 @@ import "time"
 // storefront's live per-second rates implement it. It is called on the purchase path, so it must
 // return at once: buffer, never wait on I/O.
 type ProductObserver interface {
-	ObserveProductPurchase(productID int64, outcome string)
+	ObserveProductPurchase(productID int64, outcome Code)
 }
 
 // Rates counts the purchase attempts and the accepted purchases of one product in each of the
@@ -39,4 +39,4 @@ func meanOfLast(xs []int64, n int) float64 {
 
 type nopProductObserver struct{}
 
-func (nopProductObserver) ObserveProductPurchase(int64, string) {}
+func (nopProductObserver) ObserveProductPurchase(int64, Code) {}

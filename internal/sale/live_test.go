@@ -70,10 +70,10 @@ type seen struct {
 	got []string
 }
 
-func (s *seen) ObserveProductPurchase(id int64, outcome string) {
+func (s *seen) ObserveProductPurchase(id int64, outcome sale.Code) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.got = append(s.got, strconv.FormatInt(id, 10)+" "+outcome)
+	s.got = append(s.got, strconv.FormatInt(id, 10)+" "+string(outcome))
 }
 
 func TestProductObserverSeesAttemptsOnKnownProducts(t *testing.T) {

@@ -1,6 +1,7 @@
 package sale
 
 import (
+	"errors"
 	"strings"
 	"time"
 )
@@ -148,7 +149,7 @@ func (r Reset) Window(p Product, now time.Time) (start, end time.Time) {
 	if !r.SaleStartsAt.IsZero() {
 		return r.SaleStartsAt, r.SaleEndsAt
 	}
-	if p.CheckWindow(now) == ErrSaleEnded {
+	if errors.Is(p.CheckWindow(now), ErrSaleEnded) {
 		length := p.SaleEndsAt.Sub(p.SaleStartsAt)
 		return now, now.Add(length)
 	}

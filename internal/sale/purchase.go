@@ -159,7 +159,7 @@ type Store interface {
 
 // Observer is told the outcome of every purchase; metrics implement it.
 type Observer interface {
-	ObservePurchase(strategy Strategy, outcome string, took time.Duration)
+	ObservePurchase(strategy Strategy, outcome Code, took time.Duration)
 }
 
 // Service is the flash-sale use case: it applies the sale's rules and hands the deduction to the
@@ -279,15 +279,15 @@ func (s *Service) Enabled(st Strategy) bool {
 func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (Receipt, error) {
 	start := s.now()
 	receipt, strategy, err := s.purchase(ctx, req)
-	outcome := Outcome(err)
-	s.observer.ObservePurchase(strategy, outcome, s.now().Sub(start))
+	code := CodeOf(err)
+	s.observer.ObservePurchase(strategy, code, s.now().Sub(start))
 	if strategy != "" {
 		// The strategy is known once the product (or a stored receipt for it) was found. A replayed
 		// receipt sold nothing new, so it is not reported as accepted again.
 		if receipt.Replayed {
-			outcome = OutcomeReplayed
+			code = CodeReplayed
 		}
-		s.products.ObserveProductPurchase(req.ProductID, outcome)
+		s.products.ObserveProductPurchase(req.ProductID, code)
 	}
 	return receipt, err
 }
@@ -494,43 +494,10 @@ func (s *Service) ResetProduct(ctx context.Context, id int64, r Reset) (Product,
 	return p, nil
 }
 
-// OutcomeReplayed is what a ProductObserver is told of an accepted retry that got the stored
-// receipt of an earlier purchase back (Outcome says "accepted" for it).
-const OutcomeReplayed = "replayed"
-
-// Outcome names the result of a purchase for metrics and logs.
-func Outcome(err error) string {
-	switch {
-	case err == nil:
-		return "accepted"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	case errors.Is(err, ErrNotFound):
-		return "not_found"
-	case errors.Is(err, ErrSaleNotStarted):
-		return "sale_not_started"
-	case errors.Is(err, ErrSaleEnded):
-		return "sale_ended"
-	case errors.Is(err, ErrSoldOut):
-		return "sold_out"
-	case errors.Is(err, ErrLimitReached):
-		return "limit_reached"
-	case errors.Is(err, ErrLockTimeout):
-		return "lock_timeout"
-	case errors.Is(err, ErrBusy):
-		return "busy"
-	case errors.Is(err, ErrRateLimited):
-		return "rate_limited"
-	case errors.Is(err, ErrFenced):
-		return "fenced"
-	case errors.Is(err, ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	}
-	return "error"
-}
+// CodeReplayed is what a ProductObserver is told of an accepted retry that got the stored receipt
+// of an earlier purchase back (CodeOf says "accepted" for it).
+const CodeReplayed Code = "replayed"
 
 type nopObserver struct{}
 
-func (nopObserver) ObservePurchase(Strategy, string, time.Duration) {}
+func (nopObserver) ObservePurchase(Strategy, Code, time.Duration) {}

@@ -1,6 +1,7 @@
 package sale_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -132,18 +133,21 @@ func TestDemoProducts(t *testing.T) {
 	}
 }
 
-func TestOutcomeAndOversold(t *testing.T) {
-	for err, want := range map[error]string{
-		nil:                      "accepted",
-		sale.ErrSoldOut:          "sold_out",
-		sale.ErrAlreadyPurchased: "limit_reached",
-		sale.ErrLockTimeout:      "lock_timeout",
-		sale.ErrFenced:           "fenced",
-		sale.ErrStrategyChanged:  "unavailable",
-		fmt.Errorf("wrapped: %w", sale.ErrInvalid): "invalid",
+func TestCodeAndOversold(t *testing.T) {
+	for err, want := range map[error]sale.Code{
+		nil:                      sale.CodeAccepted,
+		sale.ErrSoldOut:          sale.CodeSoldOut,
+		sale.ErrAlreadyPurchased: sale.CodeLimitReached,
+		sale.ErrLockTimeout:      sale.CodeRateLimited,
+		sale.ErrBusy:             sale.CodeRateLimited,
+		sale.ErrFenced:           sale.CodeUnavailable,
+		sale.ErrStrategyChanged:  sale.CodeUnavailable,
+		context.Canceled:         sale.CodeUnavailable,
+		fmt.Errorf("wrapped: %w", sale.ErrInvalid): sale.CodeInvalid,
+		errors.New("a bug"):                        sale.CodeInternal,
 	} {
-		if got := sale.Outcome(err); got != want {
-			t.Errorf("Outcome(%v) = %q, want %q", err, got, want)
+		if got := sale.CodeOf(err); got != want {
+			t.Errorf("CodeOf(%v) = %q, want %q", err, got, want)
 		}
 	}
 	for _, tc := range []struct {

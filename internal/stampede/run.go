@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 // outcome is a buyer's final answer.
@@ -33,9 +35,9 @@ func classify(status int, code string, err error) outcome {
 		return outcomeError
 	case status == http.StatusAccepted:
 		return outcomeAccepted
-	case status == http.StatusConflict && code == "sold_out":
+	case status == http.StatusConflict && code == string(sale.CodeSoldOut):
 		return outcomeSoldOut
-	case status == http.StatusConflict && code == "limit_reached":
+	case status == http.StatusConflict && code == string(sale.CodeLimitReached):
 		return outcomeLimitReached
 	}
 	return outcomeRejected

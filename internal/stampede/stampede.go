@@ -18,21 +18,24 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// The errors of the package; httpapi maps each to a status.
+// The errors of the package. Each but ErrBusy wraps the sale error of the same meaning, so that
+// it has the same code (sale.CodeOf) and the same HTTP status.
 var (
 	// ErrBusy means a stampede already runs on this replica.
 	ErrBusy = errors.New("a stampede is already running on this replica; wait for it to finish")
 	// ErrUnknown means no stampede has this id (or it finished long ago).
-	ErrUnknown = errors.New("no such stampede")
+	ErrUnknown = fmt.Errorf("no such stampede: %w", sale.ErrNotFound)
 	// ErrInvalidPlan means the plan can never run as given (too few or too many buyers).
-	ErrInvalidPlan = errors.New("invalid stampede")
+	ErrInvalidPlan = fmt.Errorf("invalid stampede: %w", sale.ErrInvalid)
 	// ErrStopped means the runner has stopped: the server is shutting down.
-	ErrStopped = errors.New("stampedes are not accepted now: the server is stopping")
+	ErrStopped = fmt.Errorf("stampedes are not accepted now, the server is stopping: %w", sale.ErrUnavailable)
 	// ErrUnavailable means the shared progress board could not be read. Board implementations
 	// wrap it.
-	ErrUnavailable = errors.New("stampede progress board unavailable")
+	ErrUnavailable = fmt.Errorf("stampede progress board: %w", sale.ErrUnavailable)
 )
 
 // Progress is where a stampede stands. The counters add up: Sent buyers have started,
