@@ -303,7 +303,8 @@ func (c *adminClient) saleProduct(ctx context.Context, name, strategy string, st
 	}
 	path, want := fmt.Sprintf("/api/v1/admin/products/%d/reset", id), http.StatusOK
 	if id == 0 {
-		body["name"], body["price_cents"], body["per_user_limit"] = name, 100, 1
+		// Not listed: the storefront shows the shop's sales, not the load test's.
+		body["name"], body["price_cents"], body["per_user_limit"], body["listed"] = name, 100, 1, false
 		path, want = "/api/v1/admin/products", http.StatusCreated
 	}
 	var p struct {
@@ -318,7 +319,8 @@ func (c *adminClient) saleProduct(ctx context.Context, name, strategy string, st
 	return p.ID, nil
 }
 
-// findProduct returns the id of the first product called name, or 0.
+// findProduct returns the id of the first product called name, or 0. It reads the admin list,
+// which has the unlisted products too.
 func (c *adminClient) findProduct(ctx context.Context, name string) (int64, error) {
 	var list struct {
 		Products []struct {
@@ -326,7 +328,7 @@ func (c *adminClient) findProduct(ctx context.Context, name string) (int64, erro
 			Name string `json:"name"`
 		} `json:"products"`
 	}
-	if err := c.Call(ctx, http.MethodGet, "/api/v1/products", nil, http.StatusOK, &list); err != nil {
+	if err := c.Call(ctx, http.MethodGet, "/api/v1/admin/products", nil, http.StatusOK, &list); err != nil {
 		return 0, err
 	}
 	for _, p := range list.Products {

@@ -424,3 +424,35 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestUnlistedProducts: a product created with "listed": false (the load test's and the bench's)
+// is not on the storefront's list, but the admin list has it and it sells like any other.
+func TestUnlistedProducts(t *testing.T) {
+	s := newStack(t)
+	a := s.start(t, nil)
+	listed := createProduct(t, a, "mysql", 5, nil)
+	unlisted := createProduct(t, a, "mysql", 5, map[string]any{"listed": false})
+	ids := func(path string, header map[string]string) map[int64]bool {
+		r := mustDo(t, "GET", a.url+path, nil, header)
+		out := map[int64]bool{}
+		for _, p := range r.body["products"].([]any) {
+			out[int64(p.(map[string]any)["id"].(float64))] = true
+		}
+		return out
+	}
+	if shop := ids("/api/v1/products", nil); !shop[listed] || shop[unlisted] {
+		t.Fatalf("storefront list %v: want %d and not %d", shop, listed, unlisted)
+	}
+	if all := ids("/api/v1/admin/products", adminHeader); !all[listed] || !all[unlisted] {
+		t.Fatalf("admin list %v: want both %d and %d", all, listed, unlisted)
+	}
+	if p := mustDo(t, "GET", a.url+"/api/v1/products/"+strconv.FormatInt(unlisted, 10), nil, nil); p.status != http.StatusOK || p.body["listed"] != false {
+		t.Fatalf("unlisted product by id: %d %s", p.status, p.raw)
+	}
+	if r := mustDo(t, "POST", purchaseURL(a, unlisted), map[string]any{"user_id": "unlisted-buyer"}, nil); r.status != http.StatusAccepted {
+		t.Fatalf("purchase of an unlisted product: %d %s", r.status, r.raw)
+	}
+	if r := mustDo(t, "GET", a.url+"/api/v1/admin/products", nil, nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("admin list without the token: %d, want 401", r.status)
+	}
+}

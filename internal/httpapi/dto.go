@@ -30,6 +30,7 @@ type productJSON struct {
 	SaleStartsAt string `json:"sale_starts_at"`
 	SaleEndsAt   string `json:"sale_ends_at"`
 	PerUserLimit int    `json:"per_user_limit"`
+	Listed       bool   `json:"listed"`
 }
 
 func toProductJSON(p sale.Product) productJSON {
@@ -43,6 +44,7 @@ func toProductJSON(p sale.Product) productJSON {
 		SaleStartsAt: formatTime(p.SaleStartsAt),
 		SaleEndsAt:   formatTime(p.SaleEndsAt),
 		PerUserLimit: p.PerUserLimit,
+		Listed:       p.Listed,
 	}
 }
 
@@ -183,13 +185,14 @@ type newProductJSON struct {
 	SaleStartsAt *string `json:"sale_starts_at"`
 	SaleEndsAt   *string `json:"sale_ends_at"`
 	PerUserLimit *int    `json:"per_user_limit"`
+	Listed       *bool   `json:"listed"`
 }
 
 // defaultSaleLength is the window of a product created without sale_ends_at.
 const defaultSaleLength = 24 * time.Hour
 
 // domain converts the admin's request, filling documented defaults: the sale opens now, lasts
-// 24 h, and allows one unit per user.
+// 24 h, allows one unit per user, and is listed on the storefront.
 func (in newProductJSON) domain(now time.Time) (sale.NewProduct, error) {
 	if in.PriceCents == nil {
 		return sale.NewProduct{}, &sale.ValidationError{Field: "price_cents", Reason: "is required"}
@@ -209,6 +212,7 @@ func (in newProductJSON) domain(now time.Time) (sale.NewProduct, error) {
 	if in.PerUserLimit != nil {
 		limit = *in.PerUserLimit
 	}
+	listed := in.Listed == nil || *in.Listed
 	return sale.NewProduct{
 		Name:         in.Name,
 		PriceCents:   *in.PriceCents,
@@ -217,6 +221,7 @@ func (in newProductJSON) domain(now time.Time) (sale.NewProduct, error) {
 		SaleStartsAt: start,
 		SaleEndsAt:   end,
 		PerUserLimit: limit,
+		Listed:       listed,
 	}, nil
 }
 

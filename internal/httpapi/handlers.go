@@ -16,6 +16,7 @@ import (
 // Sales is the domain as the HTTP layer needs it; *sale.Service implements it.
 type Sales interface {
 	Products(ctx context.Context) ([]sale.Product, error)
+	AllProducts(ctx context.Context) ([]sale.Product, error)
 	Product(ctx context.Context, id int64) (sale.Product, error)
 	Purchase(ctx context.Context, req sale.PurchaseRequest) (sale.Receipt, error)
 	Order(ctx context.Context, orderID string) (sale.Order, error)
@@ -48,8 +49,14 @@ func productID(c *gin.Context) (int64, error) {
 	return id, nil
 }
 
-func (h *handlers) listProducts(c *gin.Context) {
-	ps, err := h.sales.Products(c.Request.Context())
+// listProducts answers the storefront's list: the listed products.
+func (h *handlers) listProducts(c *gin.Context) { h.writeProducts(c, h.sales.Products) }
+
+// listAllProducts answers the admin's list: every product, listed or not.
+func (h *handlers) listAllProducts(c *gin.Context) { h.writeProducts(c, h.sales.AllProducts) }
+
+func (h *handlers) writeProducts(c *gin.Context, list func(context.Context) ([]sale.Product, error)) {
+	ps, err := list(c.Request.Context())
 	if err != nil {
 		h.respondError(c, err)
 		return

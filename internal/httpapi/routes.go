@@ -108,6 +108,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	v1.GET("/orders/:order_id", h.getOrder)
 
 	admin := v1.Group("/admin", adminOnly(cfg.AdminToken))
+	admin.GET("/products", h.listAllProducts)
 	admin.POST("/products", h.createProduct)
 	admin.POST("/products/:id/reset", h.resetProduct)
 	admin.POST("/products/:id/stampede", h.startStampede)

@@ -26,6 +26,7 @@ func DemoProducts(now time.Time, strategies []Strategy) []NewProduct {
 			SaleStartsAt: now,
 			SaleEndsAt:   now.Add(DemoLength),
 			PerUserLimit: 1,
+			Listed:       true,
 		})
 	}
 	if len(strategies) > 0 {
@@ -37,6 +38,7 @@ func DemoProducts(now time.Time, strategies []Strategy) []NewProduct {
 			SaleStartsAt: now.Add(DemoCountdownWait),
 			SaleEndsAt:   now.Add(DemoCountdownWait + DemoLength),
 			PerUserLimit: 1,
+			Listed:       true,
 		})
 	}
 	return out

@@ -55,6 +55,8 @@ type Product struct {
 	SaleStartsAt time.Time
 	SaleEndsAt   time.Time
 	PerUserLimit int
+	// Listed says whether the storefront shows the product (the load test's are not listed).
+	Listed bool
 	// Epoch numbers the product's sales: it starts at 1 and every admin reset (which clears the
 	// purchases and may change the rules) adds one. A purchase is admitted under the rules of one
 	// epoch and its deduction applies only while the product is still in that epoch, so rules
@@ -89,6 +91,7 @@ type NewProduct struct {
 	SaleStartsAt time.Time
 	SaleEndsAt   time.Time
 	PerUserLimit int
+	Listed       bool
 }
 
 // Validate checks every field and returns the first problem as a *ValidationError.

@@ -21,6 +21,7 @@ type productRow struct {
 	SaleStartsAt time.Time
 	SaleEndsAt   time.Time
 	PerUserLimit int
+	Listed       bool
 	FenceToken   uint64
 	SaleEpoch    uint64
 	CreatedAt    time.Time
@@ -40,6 +41,7 @@ func (r productRow) domain() sale.Product {
 		SaleStartsAt: r.SaleStartsAt.UTC(),
 		SaleEndsAt:   r.SaleEndsAt.UTC(),
 		PerUserLimit: r.PerUserLimit,
+		Listed:       r.Listed,
 		Epoch:        r.SaleEpoch,
 	}
 }
@@ -55,8 +57,17 @@ func (s *Store) Product(ctx context.Context, id int64) (sale.Product, error) {
 
 // Products returns every product by id.
 func (s *Store) Products(ctx context.Context) ([]sale.Product, error) {
+	return s.products(ctx, s.db.WithContext(ctx))
+}
+
+// ListedProducts returns the products the storefront shows, by id.
+func (s *Store) ListedProducts(ctx context.Context) ([]sale.Product, error) {
+	return s.products(ctx, s.db.WithContext(ctx).Where("listed"))
+}
+
+func (s *Store) products(_ context.Context, q *gorm.DB) ([]sale.Product, error) {
 	var rows []productRow
-	if err := s.db.WithContext(ctx).Order("id").Find(&rows).Error; err != nil {
+	if err := q.Order("id").Find(&rows).Error; err != nil {
 		return nil, classify("products", err)
 	}
 	out := make([]sale.Product, len(rows))
@@ -132,6 +143,7 @@ func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.
 		SaleStartsAt: np.SaleStartsAt.UTC(),
 		SaleEndsAt:   np.SaleEndsAt.UTC(),
 		PerUserLimit: np.PerUserLimit,
+		Listed:       np.Listed,
 		SaleEpoch:    1,
 		CreatedAt:    now,
 		UpdatedAt:    now,

@@ -19,7 +19,7 @@ func (a *api) createProduct(ctx context.Context, name, strategy string, stock in
 	var p struct {
 		ID int64 `json:"id"`
 	}
-	body := map[string]any{"name": name, "price_cents": 100, "stock": stock, "strategy": strategy, "per_user_limit": 1}
+	body := map[string]any{"name": name, "price_cents": 100, "stock": stock, "strategy": strategy, "per_user_limit": 1, "listed": false}
 	if err := a.Call(ctx, http.MethodPost, "/api/v1/admin/products", body, http.StatusCreated, &p); err != nil {
 		return 0, err
 	}
