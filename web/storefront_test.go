@@ -229,7 +229,7 @@ func TestStorefront(t *testing.T) {
 	seedCtx, cancelSeed := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelSeed()
 	if err := app.Run(seedCtx, []string{"seed"}, s.Getenv(map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"}),
-		io.Discard, io.Discard, nil); err != nil {
+		io.Discard, io.Discard, app.Options{}); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	soonOpens := time.Now().UTC().Truncate(time.Second).Add(5 * time.Second) // whole seconds, as an admin would

@@ -18,7 +18,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := app.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil)
+	err := app.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, app.Options{})
 	stop()
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {

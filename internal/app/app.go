@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 
 	"github.com/seckill-go/seckill-go/internal/config"
 )
@@ -24,9 +25,18 @@ commands:
 Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable.
 `
 
-// Run is the whole program. ready, if not nil, receives the HTTP listener's address once it
-// accepts connections: tests start Run with SECKILL_HTTP_ADDR=127.0.0.1:0 and learn the port.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
+// Options are what a caller in the same process (a test, the load test's smoke run) may hand
+// the program besides its arguments and environment. The zero value is the command line's.
+type Options struct {
+	// Listener, if set, is where `serve` and `worker` serve HTTP instead of SECKILL_HTTP_ADDR:
+	// a test binds it first (port 0), so that no other test can take the port in between.
+	Listener net.Listener
+	// Ready, if set, receives the HTTP listener's address once it accepts connections.
+	Ready func(addr string)
+}
+
+// Run is the whole program.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, opts Options) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -45,11 +55,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		log.Info("starting", "config", cfg)
-		return serve(ctx, log, cfg, ready)
+		return serve(ctx, log, cfg, opts)
 	case "worker":
 		cfg.Run.API = false
 		log.Info("starting", "config", cfg)
-		return serve(ctx, log, cfg, ready)
+		return serve(ctx, log, cfg, opts)
 	case "migrate":
 		return migrate(ctx, log, cfg)
 	case "seed":

@@ -34,7 +34,7 @@ import (
 // (in-flight purchases finish), then the relay, the consumer and the live counters' last flush,
 // the Kafka writer, ZooKeeper (closing the session drops any lock node left), Redis and the
 // database.
-func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, ready func(string)) error {
+func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, opts Options) error {
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 
@@ -97,9 +97,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, ready func
 
 	// Listen before building the API: a stampede sends its buyers to this replica's own address
 	// when no peers are configured, and with port 0 that address is known only now.
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+		}
 	}
 	defer ln.Close()
 
@@ -119,7 +121,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, ready func
 		}
 		workers = append(workers, w)
 	}
-	return runProcess(ctx, log, cfg, ln, a.handler, a.frontWorkers, workers, writer, ready)
+	return runProcess(ctx, log, cfg, ln, a.handler, a.frontWorkers, workers, writer, opts.Ready)
 }
 
 func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config) (*store.Store, error) {

@@ -86,7 +86,7 @@ func (s *Stack) Start(tb testing.TB, overrides map[string]string) *App {
 	done := make(chan error, 1)
 	logs := itest.LogWriter()
 	go func() {
-		done <- app.Run(ctx, []string{"serve"}, s.Getenv(env), logs, logs, func(a string) { addr <- a })
+		done <- app.Run(ctx, []string{"serve"}, s.Getenv(env), logs, logs, app.Options{Ready: func(a string) { addr <- a }})
 	}()
 	var a *App
 	select {
