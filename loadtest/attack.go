@@ -118,10 +118,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	}
 	settled := settle(ctx, o, pid, answers)
 	say("%s: %d answers, %d settled after the attack; waiting for the order queue", strategy, len(answers), len(settled))
-
-	dctx, cancel := context.WithTimeout(ctx, o.drainTimeout)
-	defer cancel()
-	return judge(dctx, db, o, strategy, pid, answers, settled, events)
+	return judge(ctx, db, o, strategy, pid, answers, settled, events)
 }
 
 // planAttempts lays out every request: buyer i on replica i mod n; try 1 and its retry carry one

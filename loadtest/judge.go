@@ -114,9 +114,8 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 	}
 
 	// The database's side, once the order queue has drained.
-	facts, err := audit.WaitDrained(ctx, db, productID, 100*time.Millisecond)
-	drained := err == nil
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	facts, drained, err := waitDrained(ctx, db, productID, o.drainTimeout)
+	if err != nil {
 		return nil, err
 	}
 	if !drained {
@@ -125,7 +124,7 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 	sr.Facts = facts
 	sr.Oversold = max(facts.Oversold(), sr.Accepted-facts.InitialStock)
 	violations = append(violations, facts.Violations(drained)...)
-	missing, unexpected, err := audit.CompareAccepted(context.Background(), db, productID, accepted)
+	missing, unexpected, err := audit.CompareAccepted(ctx, db, productID, accepted)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +151,24 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 		sr.Verdict = "PASS"
 	}
 	return sr, nil
+}
+
+// waitDrained waits up to timeout for every reservation of the product to have its order, and
+// returns the last facts seen and whether the queue drained. The timeout running out is a finding
+// of the audit (drained false, no error); ctx ending — Ctrl-C — is an error, and so is a failed read.
+func waitDrained(ctx context.Context, db *sql.DB, productID int64, timeout time.Duration) (audit.Facts, bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	facts, err := audit.WaitDrained(dctx, db, productID, 100*time.Millisecond)
+	switch {
+	case err == nil:
+		return facts, true, nil
+	case ctx.Err() != nil:
+		return facts, false, fmt.Errorf("audit of product %d: %w", productID, context.Cause(ctx))
+	case errors.Is(err, context.DeadlineExceeded):
+		return facts, false, nil
+	}
+	return facts, false, err
 }
 
 // The shortest sold-out tail that soldOutRate calls a rate.
@@ -218,11 +235,8 @@ func timeline(answers []answer, start time.Time) []Sample {
 // auditOnly drains and audits one product (the k6 run's), reading how many purchases k6 saw
 // accepted from its summary when given.
 func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
-	dctx, cancel := context.WithTimeout(ctx, o.drainTimeout)
-	defer cancel()
-	facts, err := audit.WaitDrained(dctx, db, o.productID, 100*time.Millisecond)
-	drained := err == nil
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	facts, drained, err := waitDrained(ctx, db, o.productID, o.drainTimeout)
+	if err != nil {
 		return err
 	}
 	violations := facts.Violations(drained)

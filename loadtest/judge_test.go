@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,5 +85,26 @@ func TestK6Accepted(t *testing.T) {
 	}
 	if _, err := k6Accepted(write("c.json", `not json`)); err == nil {
 		t.Fatal("k6Accepted accepted a broken summary")
+	}
+}
+
+// TestJudgeEndsWithTheRun: a run ended during the audit (Ctrl-C) ends the audit with the run's
+// error, at once, instead of a verdict on a queue it did not wait for.
+func TestJudgeEndsWithTheRun(t *testing.T) {
+	db, err := openDB("root:@tcp(127.0.0.1:1)/none") // never reached: the context ends first
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	o := &options{stock: 1, buyers: 1, drainTimeout: time.Minute}
+	start := time.Now()
+	sr, err := judge(ctx, db, o, "mysql", 1, nil, nil, nil)
+	if !errors.Is(err, context.Canceled) || sr != nil {
+		t.Fatalf("judge after the run ended = %v, %v; want no report and context.Canceled", sr, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("judge took %s to notice the run ended", d)
 	}
 }
