@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
@@ -123,34 +122,17 @@ func (s *Store) ReleaseClaims(ctx context.Context, owner string, ids []int64) er
 }
 
 // retryLocks runs a single-statement write, and runs it again, up to four times in all, when it
-// lost a deadlock (1213) or a lock wait (1205): the statement was rolled back and can run
-// unchanged, and a moment later the other transaction has usually committed.
+// lost a deadlock (1213) or a lock wait (1205): retryConflicts, with each conflict logged.
 func (s *Store) retryLocks(ctx context.Context, op string, write func() error) error {
-	var err error
-	for attempt := range 4 {
-		if attempt > 0 {
-			if !sleepCtx(ctx, time.Duration(rand.Int64N(int64(5*time.Millisecond)<<attempt))) {
-				return classify(op, ctx.Err())
-			}
+	attempt := 0
+	return retryConflicts(ctx, op, func() error {
+		attempt++
+		err := write()
+		if retryable(err) {
+			s.log.Debug("outbox: lock conflict; retrying", "op", op, "attempt", attempt, "err", err)
 		}
-		err = write()
-		if !retryable(err) {
-			break
-		}
-		s.log.Debug("outbox: lock conflict; retrying", "op", op, "attempt", attempt+1, "err", err)
-	}
-	return classify(op, err)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+		return err
+	})
 }
 
 // OutboxBacklog counts reservations not yet published.

@@ -11,11 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/sethvargo/go-retry"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -102,21 +102,25 @@ func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
 	return conn, nil
 }
 
+// waitReady pings the database until it answers, waiting 100 ms after the first failure and
+// twice as long after each next one, 2 s at the most, until ctx ends.
 func (s *Store) waitReady(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := s.Ping(ctx)
-		if err == nil {
-			return nil
+	var last error
+	b := retry.WithCappedDuration(2*time.Second, retry.NewExponential(100*time.Millisecond))
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		if last = s.Ping(ctx); last != nil {
+			s.log.Warn("waiting for MySQL", "err", last)
+			return retry.RetryableError(last)
 		}
-		s.log.Warn("waiting for MySQL", "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("store: MySQL not reachable: %w", err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+		return nil
+	})
+	if err == nil {
+		return nil
 	}
+	if last == nil { // ctx had ended before the first ping
+		last = err
+	}
+	return fmt.Errorf("store: MySQL not reachable: %w", last)
 }
 
 // NormalizeDSN parses a go-sql-driver DSN and sets what the store relies on: parseTime, UTC
@@ -219,22 +223,32 @@ func classify(op string, err error) error {
 
 // inTx runs fn in a transaction at the sessions' READ COMMITTED (no gap locks; every statement
 // sees the latest committed rows; see readCommitted) and runs it again, up to three
-// times, when it loses a deadlock or a lock wait.
+// times, when it loses a deadlock or a lock wait (retryConflicts).
 func (s *Store) inTx(ctx context.Context, op string, fn func(tx *gorm.DB) error) error {
-	var err error
-	for attempt := range 4 {
-		if attempt > 0 {
-			sleep := time.Duration(rand.Int64N(int64(5*time.Millisecond) << attempt))
-			select {
-			case <-ctx.Done():
-				return classify(op, ctx.Err())
-			case <-time.After(sleep):
-			}
+	return retryConflicts(ctx, op, func() error {
+		return s.db.WithContext(ctx).Transaction(fn)
+	})
+}
+
+// retryConflicts runs attempt, and runs it again while it loses a deadlock (1213) or a lock wait
+// (1205), after conflictBackoff: the statement or transaction was rolled back and can run
+// unchanged, and a moment later the other transaction has usually committed. It returns,
+// through classify, attempt's first other error, its last conflict when the retries are spent,
+// or ctx's error when ctx ends while it waits.
+func retryConflicts(ctx context.Context, op string, attempt func() error) error {
+	err := retry.Do(ctx, conflictBackoff(), func(context.Context) error {
+		err := attempt()
+		if retryable(err) {
+			return retry.RetryableError(err)
 		}
-		err = s.db.WithContext(ctx).Transaction(fn)
-		if !retryable(err) {
-			break
-		}
-	}
+		return err
+	})
 	return classify(op, err)
+}
+
+// conflictBackoff is the wait before each run again of retryConflicts: three at most, a random
+// time below 10, 20 and 40 ms (full jitter, so that the two sides of a deadlock do not collide
+// again in step). Each call returns a fresh sequence.
+func conflictBackoff() retry.Backoff {
+	return retry.WithMaxRetries(3, retry.WithFullJitter(retry.NewExponential(10*time.Millisecond)))
 }
