@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -29,21 +30,35 @@ func openDB(dsn string) (*sql.DB, error) {
 }
 
 // judge audits one attack from both sides — what the buyers were told and what the database
-// holds — and computes the figures of the report.
+// holds — and computes the figures of the report: tallyAnswers, then auditDatabase, then verdict.
 func judge(ctx context.Context, db *sql.DB, o *options, strategy string, productID int64, answers, settled []answer, events []Event) (*StrategyReport, error) {
-	sr := &StrategyReport{
-		Strategy:  strategy,
-		ProductID: productID,
-		Requests:  len(answers),
-		Outcomes:  map[string]int{},
-		Status:    map[int]int{},
-		Latency:   map[string]Latency{},
-		Events:    events,
+	sr, accepted := tallyAnswers(answers, settled, o.stock)
+	sr.Strategy, sr.ProductID, sr.Events = strategy, productID, events
+	found, err := auditDatabase(ctx, db, o, sr, accepted)
+	if err != nil {
+		return nil, err
 	}
-	var violations []string
-	add := func(format string, args ...any) { violations = append(violations, fmt.Sprintf(format, args...)) }
+	sr.Violations = append(sr.Violations, found...)
+	sr.Verdict, sr.Violations = verdict(strategy, sr.Oversold, sr.Violations)
+	return sr, nil
+}
 
-	// The buyers' side.
+// tallyAnswers is the buyers' side of an attack: what answers (the attack's) and settled (the
+// retries that settled an unknown outcome after it) told them. It returns a report with the
+// figures the answers alone give — counts by outcome and status, latencies, the timeline, the
+// rates — and the violations they show (a 500, an unexpected answer, a retry told of another
+// order, a buyer accepted twice, more purchases accepted than the stock of the product), and the
+// distinct order ids acknowledged with a 202, in the order they were first seen. It sorts answers
+// by the time they were sent.
+func tallyAnswers(answers, settled []answer, stock int) (*StrategyReport, []string) {
+	sr := &StrategyReport{
+		Requests: len(answers),
+		Outcomes: map[string]int{},
+		Status:   map[int]int{},
+		Latency:  map[string]Latency{},
+	}
+	add := func(format string, args ...any) { sr.Violations = append(sr.Violations, fmt.Sprintf(format, args...)) }
+
 	sort.Slice(answers, func(i, j int) bool { return answers[i].sent.Before(answers[j].sent) })
 	var start, end, lastFirstAccept time.Time
 	if len(answers) > 0 {
@@ -104,53 +119,84 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 			sr.SoldOutPerSec = soldOutRate(answers, lastFirstAccept, end)
 		}
 	}
-	for b, orders := range ordersOfBuyer {
-		if len(orders) > 1 {
-			add("buyer %d was accepted %d times (limit 1)", b, len(orders))
+	for _, b := range slices.Sorted(maps.Keys(ordersOfBuyer)) {
+		if n := len(ordersOfBuyer[b]); n > 1 {
+			add("buyer %d was accepted %d times (limit 1)", b, n)
 		}
 	}
-	if sr.Accepted > o.stock {
-		add("OVERSOLD: %d purchases accepted for %d units", sr.Accepted, o.stock)
+	if sr.Accepted > stock {
+		add("OVERSOLD: %d purchases accepted for %d units", sr.Accepted, stock)
 	}
+	return sr, accepted
+}
 
-	// The database's side, once the order queue has drained.
-	facts, drained, err := waitDrained(ctx, db, productID, o.drainTimeout)
+// auditDatabase is the database's side of an attack on sr.ProductID: it waits, up to
+// o.drainTimeout, for the order queue to drain, then reads the product's rows and its orders. It
+// sets sr.Facts and sr.Oversold (the larger of the database's oversell and the buyers': sr.Accepted
+// beyond the initial stock) and returns what dbViolations finds in them. accepted are the order
+// ids the buyers were told of (tallyAnswers).
+func auditDatabase(ctx context.Context, db *sql.DB, o *options, sr *StrategyReport, accepted []string) ([]string, error) {
+	facts, drained, err := waitDrained(ctx, db, sr.ProductID, o.drainTimeout)
 	if err != nil {
 		return nil, err
 	}
-	if !drained {
-		add("the order queue did not drain within %s: %d reservations, %d orders", o.drainTimeout, facts.Reservations, facts.Orders)
+	missing, unexpected, err := audit.CompareAccepted(ctx, db, sr.ProductID, accepted)
+	if err != nil {
+		return nil, err
 	}
 	sr.Facts = facts
 	sr.Oversold = max(facts.Oversold(), sr.Accepted-facts.InitialStock)
-	violations = append(violations, facts.Violations(drained)...)
-	missing, unexpected, err := audit.CompareAccepted(ctx, db, productID, accepted)
-	if err != nil {
-		return nil, err
-	}
-	if drained && len(missing) > 0 {
-		add("%d accepted purchases have no order (first: %s)", len(missing), missing[0])
-	}
-	if len(unexpected) > 0 {
-		add("%d orders were never acknowledged to a buyer (first: %s)", len(unexpected), unexpected[0])
-	}
-	if o.buyers > facts.InitialStock && facts.Stock > 0 && sr.Oversold == 0 {
-		add("UNDERSOLD: %d of %d units left although %d buyers came", facts.Stock, facts.InitialStock, o.buyers)
-	}
-	sr.Violations = violations
+	return dbViolations(dbEvidence{facts: facts, drained: drained, missing: missing, unexpected: unexpected},
+		sr.Oversold, o.buyers, o.drainTimeout), nil
+}
 
-	switch {
-	case strategy == "none" && sr.Oversold > 0:
-		sr.Verdict = "OVERSOLD"
-	case strategy == "none":
-		sr.Verdict = "FAIL"
-		sr.Violations = append(sr.Violations, "the unsafe control did not oversell: the run could not have caught an oversell")
-	case len(violations) > 0:
-		sr.Verdict = "FAIL"
-	default:
-		sr.Verdict = "PASS"
+// dbEvidence is what auditDatabase read: the product's facts, whether its order queue drained, and
+// the orders compared with the ones the buyers were told of.
+type dbEvidence struct {
+	facts      audit.Facts
+	drained    bool
+	missing    []string // order ids acknowledged to a buyer that have no order
+	unexpected []string // orders no buyer was told of
+}
+
+// dbViolations are the broken invariants in e: a queue that did not drain within drainTimeout,
+// the facts' own (audit.Facts.Violations), a purchase acknowledged but never ordered (once the
+// queue drained: before, it may still come), an order nobody was told of, and stock left over
+// although more buyers came than units (undersold: units lost) when nothing was oversold.
+func dbViolations(e dbEvidence, oversold, buyers int, drainTimeout time.Duration) []string {
+	var v []string
+	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+	f := e.facts
+	if !e.drained {
+		add("the order queue did not drain within %s: %d reservations, %d orders", drainTimeout, f.Reservations, f.Orders)
 	}
-	return sr, nil
+	v = append(v, f.Violations(e.drained)...)
+	if e.drained && len(e.missing) > 0 {
+		add("%d accepted purchases have no order (first: %s)", len(e.missing), e.missing[0])
+	}
+	if len(e.unexpected) > 0 {
+		add("%d orders were never acknowledged to a buyer (first: %s)", len(e.unexpected), e.unexpected[0])
+	}
+	if buyers > f.InitialStock && f.Stock > 0 && oversold == 0 {
+		add("UNDERSOLD: %d of %d units left although %d buyers came", f.Stock, f.InitialStock, buyers)
+	}
+	return v
+}
+
+// verdict decides a strategy from its violations and its oversell, and returns the violations to
+// report. A safe strategy PASSes without violations and FAILs with any. The unsafe control must
+// be caught overselling (OVERSOLD: its violations are the evidence); when it was not, it FAILs
+// with one violation more, for then the run could not have caught an oversell.
+func verdict(strategy string, oversold int, violations []string) (string, []string) {
+	switch {
+	case strategy == unsafeStrategy && oversold > 0:
+		return "OVERSOLD", violations
+	case strategy == unsafeStrategy:
+		return "FAIL", append(violations, "the unsafe control did not oversell: the run could not have caught an oversell")
+	case len(violations) > 0:
+		return "FAIL", violations
+	}
+	return "PASS", violations
 }
 
 // waitDrained waits up to timeout for every reservation of the product to have its order, and

@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/itest"
 )
 
 func TestSoldOutRate(t *testing.T) {
@@ -106,5 +111,250 @@ func TestJudgeEndsWithTheRun(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("judge took %s to notice the run ended", d)
+	}
+}
+
+func TestTallyAnswers(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	// at is buyer's try n (3: the second purchase, with a key of its own), sent ms after start
+	// and answered 10 ms later.
+	at := func(buyer, n, ms, status int, code, orderID string) answer {
+		key := fmt.Sprintf("b%d-k1", buyer)
+		if n == 3 {
+			key = fmt.Sprintf("b%d-k2", buyer)
+		}
+		return answer{attempt: attempt{buyer: buyer, n: n, key: key}, sent: start.Add(time.Duration(ms) * time.Millisecond),
+			latency: 10 * time.Millisecond, status: status, code: code, orderID: orderID}
+	}
+	replayed := func(a answer) answer { a.replayed = true; return a }
+	failed := func(a answer, err string) answer { a.err = err; return a }
+
+	// tally is the part of the report tallyAnswers fills in that the cases check.
+	type tally struct {
+		Requests, Accepted      int
+		AcceptedIDs             []string
+		Outcomes                map[string]int
+		Status                  map[int]int
+		Seconds, SellOutSeconds float64
+		Violations              []string
+	}
+	for _, tc := range []struct {
+		name             string
+		answers, settled []answer
+		stock            int
+		want             tally
+	}{
+		{
+			name: "a clean attack, out of order",
+			answers: []answer{
+				at(2, 1, 4, 409, "sold_out", ""),
+				at(0, 1, 0, 202, "", "o1"),
+				replayed(at(0, 2, 1, 202, "", "o1")),
+				at(0, 3, 2, 409, "limit_reached", ""),
+				failed(at(3, 1, 5, 0, "", ""), "connection refused"),
+				at(1, 1, 3, 202, "", "o2"),
+			},
+			settled: []answer{at(3, 1, 500, 409, "sold_out", "")},
+			stock:   2,
+			want: tally{
+				Requests: 6, Accepted: 2, AcceptedIDs: []string{"o1", "o2"},
+				Outcomes: map[string]int{"accepted": 2, "replayed": 1, "limit_reached": 1, "sold_out": 1, "transport_error": 1, "settled_after_attack": 1},
+				Status:   map[int]int{202: 3, 409: 2, 0: 1},
+				Seconds:  0.015, SellOutSeconds: 0.013,
+			},
+		},
+		{
+			name:    "a purchase settled after the attack counts as accepted, not as a request",
+			answers: []answer{at(0, 1, 0, 202, "", "o1"), failed(at(1, 1, 1, 0, "", ""), "EOF")},
+			settled: []answer{at(1, 1, 300, 202, "", "o2")},
+			stock:   2,
+			want: tally{
+				Requests: 2, Accepted: 2, AcceptedIDs: []string{"o1", "o2"},
+				Outcomes: map[string]int{"accepted": 1, "transport_error": 1, "settled_after_attack": 1},
+				Status:   map[int]int{202: 1, 0: 1},
+				Seconds:  0.011, SellOutSeconds: 0.010,
+			},
+		},
+		{
+			name: "every violation the answers can show",
+			answers: []answer{
+				at(0, 1, 0, 202, "", "o1"),
+				at(0, 2, 1, 202, "", "o9"), // the retry told of another order
+				failed(at(1, 1, 2, 500, "", ""), "boom"),
+				at(2, 1, 3, 202, "", "o3"),
+			},
+			stock: 2,
+			want: tally{
+				Requests: 4, Accepted: 3, AcceptedIDs: []string{"o1", "o9", "o3"},
+				Outcomes: map[string]int{"accepted": 3, "other": 1, "settled_after_attack": 0},
+				Status:   map[int]int{202: 3, 500: 1},
+				Seconds:  0.013, SellOutSeconds: 0.013,
+				Violations: []string{
+					"buyer 0's retry with the same Idempotency-Key got order o9, the first answer was o1",
+					"a 500 answered buyer 1: boom",
+					"unexpected answer to buyer 1: 500  boom",
+					"buyer 0 was accepted 2 times (limit 1)",
+					"OVERSOLD: 3 purchases accepted for 2 units",
+				},
+			},
+		},
+		{
+			name:  "no answers",
+			stock: 2,
+			want:  tally{Outcomes: map[string]int{"settled_after_attack": 0}, Status: map[int]int{}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr, accepted := tallyAnswers(tc.answers, tc.settled, tc.stock)
+			got := tally{
+				Requests: sr.Requests, Accepted: sr.Accepted, AcceptedIDs: accepted,
+				Outcomes: sr.Outcomes, Status: sr.Status,
+				Seconds: sr.Seconds, SellOutSeconds: sr.SellOutSeconds,
+				Violations: sr.Violations,
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("tallyAnswers (-want +got):\n%s", diff)
+			}
+			if n := sr.Latency["all"].Count; n != len(tc.answers) {
+				t.Errorf("latency of all answers counts %d, want %d", n, len(tc.answers))
+			}
+		})
+	}
+}
+
+func TestDBViolations(t *testing.T) {
+	// sound is a product of 2 units that sold out, every purchase ordered.
+	sound := audit.Facts{InitialStock: 2, Stock: 0, PerUserLimit: 1, Reservations: 2, ReservedUnits: 2, Orders: 2, OrderUnits: 2}
+	with := func(f audit.Facts, change func(*audit.Facts)) audit.Facts { change(&f); return f }
+	oneLeft := with(sound, func(f *audit.Facts) { f.Stock, f.Reservations, f.ReservedUnits, f.Orders, f.OrderUnits = 1, 1, 1, 1, 1 })
+	for _, tc := range []struct {
+		name      string
+		evidence  dbEvidence
+		oversold  int
+		buyers    int
+		violation []string
+	}{
+		{"sound", dbEvidence{facts: sound, drained: true}, 0, 10, nil},
+		{
+			"the queue did not drain: a missing order may still come",
+			dbEvidence{facts: with(sound, func(f *audit.Facts) { f.Orders, f.OrderUnits = 1, 1 }), missing: []string{"o2"}},
+			0, 10,
+			[]string{"the order queue did not drain within 2m0s: 2 reservations, 1 orders"},
+		},
+		{
+			"acknowledged, never ordered",
+			dbEvidence{facts: oneLeft, drained: true, missing: []string{"o2", "o3"}},
+			0, 1,
+			[]string{"2 accepted purchases have no order (first: o2)"},
+		},
+		{
+			"ordered, never acknowledged",
+			dbEvidence{facts: sound, drained: true, unexpected: []string{"o7", "o8"}},
+			0, 10,
+			[]string{"2 orders were never acknowledged to a buyer (first: o7)"},
+		},
+		{
+			"undersold",
+			dbEvidence{facts: oneLeft, drained: true},
+			0, 10,
+			[]string{"UNDERSOLD: 1 of 2 units left although 10 buyers came"},
+		},
+		{"stock left, but no more buyers than units", dbEvidence{facts: oneLeft, drained: true}, 0, 2, nil},
+		{"stock left on an oversold product is not an undersell", dbEvidence{facts: oneLeft, drained: true}, 3, 10, nil},
+		{
+			"the facts' own violations, after the drain's",
+			dbEvidence{facts: with(sound, func(f *audit.Facts) { f.Orders, f.OrderUnits, f.UsersOverLimit = 1, 1, 1 })},
+			0, 10,
+			[]string{
+				"the order queue did not drain within 2m0s: 2 reservations, 1 orders",
+				"1 users hold more than the per-user limit of 1",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := dbViolations(tc.evidence, tc.oversold, tc.buyers, 2*time.Minute)
+			if diff := cmp.Diff(tc.violation, got); diff != "" {
+				t.Errorf("dbViolations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	const controlMissed = "the unsafe control did not oversell: the run could not have caught an oversell"
+	broken := []string{"OVERSOLD: 3 purchases accepted for 2 units"}
+	for _, tc := range []struct {
+		name           string
+		strategy       string
+		oversold       int
+		violations     []string
+		want           string
+		wantViolations []string
+	}{
+		{"a safe strategy without violations passes", "mysql", 0, nil, "PASS", nil},
+		{"a safe strategy with one fails", "redis", 0, []string{"a 500 answered buyer 1: boom"}, "FAIL", []string{"a 500 answered buyer 1: boom"}},
+		{"a safe strategy that oversold fails", "zk", 1, broken, "FAIL", broken},
+		{"the control caught overselling", unsafeStrategy, 1, broken, "OVERSOLD", broken},
+		{"the control not caught fails the run", unsafeStrategy, 0, nil, "FAIL", []string{controlMissed}},
+		{"the control not caught, with other violations", unsafeStrategy, 0, []string{"x"}, "FAIL", []string{"x", controlMissed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, violations := verdict(tc.strategy, tc.oversold, tc.violations)
+			if got != tc.want {
+				t.Errorf("verdict = %s, want %s", got, tc.want)
+			}
+			if diff := cmp.Diff(tc.wantViolations, violations); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAuditDatabase reads a product of a real database: a drained product with stock left and
+// one purchase acknowledged to a buyer that has no order.
+func TestAuditDatabase(t *testing.T) {
+	dsn := itest.DatabaseDSN(t)
+	db, err := openDB(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := db.ExecContext(ctx, `INSERT INTO products
+		(name, price_cents, stock, initial_stock, strategy, sale_starts_at, sale_ends_at, per_user_limit, created_at, updated_at)
+		VALUES ('audit', 100, 2, 2, 'mysql', NOW(6), NOW(6) + INTERVAL 1 HOUR, 1, NOW(6), NOW(6))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &options{buyers: 10, drainTimeout: 5 * time.Second}
+
+	sr := &StrategyReport{ProductID: id, Accepted: 1}
+	got, err := auditDatabase(ctx, db, o, sr, []string{"o1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1 accepted purchases have no order (first: o1)",
+		"UNDERSOLD: 2 of 2 units left although 10 buyers came",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+	if wantFacts := (audit.Facts{ProductID: id, InitialStock: 2, Stock: 2, PerUserLimit: 1}); sr.Facts != wantFacts || sr.Oversold != 0 {
+		t.Errorf("facts %+v, oversold %d; want %+v, 0", sr.Facts, sr.Oversold, wantFacts)
+	}
+
+	// More purchases acknowledged than units: the buyers' oversell is the report's.
+	sr = &StrategyReport{ProductID: id, Accepted: 5}
+	if _, err := auditDatabase(ctx, db, o, sr, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sr.Oversold != 3 {
+		t.Errorf("oversold %d, want 3: 5 purchases acknowledged for 2 units", sr.Oversold)
 	}
 }
