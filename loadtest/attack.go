@@ -48,7 +48,7 @@ type answer struct {
 func (a answer) outcome() string {
 	switch code := sale.Code(a.code); {
 	case a.status == http.StatusAccepted && a.replayed:
-		return string(sale.CodeReplayed)
+		return "replayed" // a 202 with Idempotent-Replayed: the first answer again
 	case a.status == http.StatusAccepted:
 		return string(sale.CodeAccepted)
 	case a.status == 0:

@@ -69,6 +69,11 @@ type Config struct {
 		PerUserBurst int
 		MaxInflight  int
 	}
+	// Live configures the storefront's live figures: a Redis pool of their own.
+	Live struct {
+		RedisPool    int
+		RedisTimeout time.Duration
+	}
 	// Stampede configures the storefront's demo load burst.
 	Stampede struct {
 		// Peers are the base URLs of every replica the buyers are spread over; empty means this
@@ -127,6 +132,8 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user per replica (0: no limit)", set: float(&c.Limits.PerUserRate)},
 		{env: "SECKILL_RATE_BURST", flag: "rate-burst", def: "10", usage: "burst of the per-user rate limit", set: integer(&c.Limits.PerUserBurst)},
 		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
+		{env: "SECKILL_LIVE_REDIS_POOL", flag: "live-redis-pool", def: "8", usage: "connections of the live figures' own Redis pool (storefront rates, stampede progress)", set: integer(&c.Live.RedisPool)},
+		{env: "SECKILL_LIVE_REDIS_TIMEOUT", flag: "live-redis-timeout", def: "500ms", usage: "read and write timeout of the live figures' Redis calls: a slow Redis costs the stats this, never a purchase", set: dur(&c.Live.RedisTimeout)},
 		{env: "SECKILL_PEERS", flag: "peers", def: "", usage: "base URLs of the replicas a stampede spreads its buyers over, comma-separated (empty: this replica only)", set: peers(&c.Stampede.Peers)},
 		{env: "SECKILL_STAMPEDE_MAX_BUYERS", flag: "stampede-max-buyers", def: "5000", usage: "most simulated buyers in one stampede", set: integer(&c.Stampede.MaxBuyers)},
 		{env: "SECKILL_API", flag: "api", def: "true", usage: "serve the HTTP API (serve only; the worker never does)", set: boolean(&c.Run.API)},
@@ -207,13 +214,13 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}
 	}
-	if c.MySQL.MaxOpenConns < 1 || c.Kafka.Partitions < 1 {
-		add("SECKILL_MYSQL_MAX_OPEN_CONNS and SECKILL_KAFKA_PARTITIONS must be at least 1")
+	if c.MySQL.MaxOpenConns < 1 || c.Kafka.Partitions < 1 || c.Live.RedisPool < 1 {
+		add("SECKILL_MYSQL_MAX_OPEN_CONNS, SECKILL_KAFKA_PARTITIONS and SECKILL_LIVE_REDIS_POOL must be at least 1")
 	}
 	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.MaxInflight < 0 {
 		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST and SECKILL_MAX_INFLIGHT must not be negative")

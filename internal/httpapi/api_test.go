@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -40,8 +41,8 @@ func (fakeSales) Stats(context.Context, int64) (sale.Stats, error) {
 
 type failingRates struct{}
 
-func (failingRates) Rates(context.Context, int64) (sale.Rates, error) {
-	return sale.Rates{}, errors.New("redis: connection refused")
+func (failingRates) Rates(context.Context, int64) (livestats.Rates, error) {
+	return livestats.Rates{}, errors.New("redis: connection refused")
 }
 
 // syncBuffer is a log destination for a router that may log from more than one goroutine.

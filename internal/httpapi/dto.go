@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 )
@@ -114,7 +115,7 @@ type perSecondJSON struct {
 	Accepted []int64 `json:"accepted"`
 }
 
-func (s *statsJSON) withRates(r sale.Rates) {
+func (s *statsJSON) withRates(r livestats.Rates) {
 	req, acc := r.PerSecond(s.RateWindowSec)
 	s.RequestsPerSec = math.Round(req*10) / 10
 	s.AcceptedPerSec = math.Round(acc*10) / 10

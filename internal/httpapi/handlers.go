@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -169,16 +170,16 @@ const rateWindowSec = 5
 
 // rates reads the product's live rates, bounded by a short timeout: the stats answer without them
 // (ok false) rather than wait on, or fail because of, a slow or absent Redis.
-func (h *handlers) rates(c *gin.Context, id int64) (sale.Rates, bool) {
+func (h *handlers) rates(c *gin.Context, id int64) (livestats.Rates, bool) {
 	if h.live == nil {
-		return sale.Rates{}, false
+		return livestats.Rates{}, false
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 300*time.Millisecond)
 	defer cancel()
 	r, err := h.live.Rates(ctx, id)
 	if err != nil {
 		h.logFor(c).Debug("live rates unavailable", "product_id", id, "err", err)
-		return sale.Rates{}, false
+		return livestats.Rates{}, false
 	}
 	return r, true
 }

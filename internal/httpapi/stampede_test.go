@@ -7,13 +7,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 )
 
 func TestStatsWithRates(t *testing.T) {
 	s := statsJSON{InitialStock: 10, RateWindowSec: 3}
-	s.withRates(sale.Rates{
+	s.withRates(livestats.Rates{
 		Start:    time.Unix(1_800_000_000, 0),
 		Requests: []int64{50, 10, 0, 7},
 		Accepted: []int64{5, 1, 0, 1},

@@ -1,6 +1,6 @@
 // Package livestats keeps the storefront's live, cluster-wide figures in Redis: the purchase
 // attempts and accepted purchases of each product in each of the last seconds, summed over every
-// replica, and the progress of the demo stampedes, so that any replica can answer for them.
+// replica, so that any replica can answer for them.
 //
 // Everything here is short-lived (keys expire within minutes) and best effort: a purchase never
 // waits on it, and a Redis outage makes the figures unavailable, never a purchase fail. It must
@@ -62,7 +62,7 @@ type Recorder struct {
 	now     func() time.Time
 }
 
-var _ sale.ProductObserver = (*Recorder)(nil)
+var _ sale.Observer = (*Recorder)(nil)
 
 // NewRecorder returns a Recorder writing to rdb. Call Run to start its flusher.
 func NewRecorder(log *slog.Logger, rdb redis.Cmdable, o Options) (*Recorder, error) {
@@ -100,10 +100,14 @@ func NewRecorder(log *slog.Logger, rdb redis.Cmdable, o Options) (*Recorder, err
 	}, nil
 }
 
-// ObserveProductPurchase implements sale.ProductObserver: it queues the event and returns at
-// once, dropping it (and counting the drop) when the queue is full.
-func (r *Recorder) ObserveProductPurchase(productID int64, outcome sale.Code) {
-	e := event{product: productID, sec: r.now().Unix(), accepted: outcome == sale.CodeAccepted}
+// ObservePurchase implements sale.Observer: it queues the event and returns at once, dropping
+// it (and counting the drop) when the queue is full. Attempts on no product (an unknown id) are
+// not counted; a replayed receipt counts as an attempt, not as a sale.
+func (r *Recorder) ObservePurchase(o sale.Observation) {
+	if o.Strategy == "" {
+		return
+	}
+	e := event{product: o.ProductID, sec: r.now().Unix(), accepted: o.Code == sale.CodeAccepted && !o.Replayed}
 	select {
 	case r.in <- e:
 	default:
@@ -185,7 +189,7 @@ func (r *Recorder) write(ctx context.Context, t tally) error {
 // Rates returns the product's counts for each of the last History complete seconds. The second
 // that is still running, and the flush period before it, are left out so that the last second
 // counted holds every replica's events.
-func (r *Recorder) Rates(ctx context.Context, productID int64) (sale.Rates, error) {
+func (r *Recorder) Rates(ctx context.Context, productID int64) (Rates, error) {
 	last := r.now().Add(-r.every-50*time.Millisecond).Unix() - 1
 	first := last - int64(r.history) + 1
 	keys := make([]string, 0, 2*r.history)
@@ -196,16 +200,16 @@ func (r *Recorder) Rates(ctx context.Context, productID int64) (sale.Rates, erro
 	}
 	vals, err := r.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
-		return sale.Rates{}, fmt.Errorf("livestats rates of product %d: %w", productID, err)
+		return Rates{}, fmt.Errorf("livestats rates of product %d: %w", productID, err)
 	}
-	out := sale.Rates{Start: time.Unix(first, 0).UTC()}
+	out := Rates{Start: time.Unix(first, 0).UTC()}
 	out.Requests, err = parseCounts(vals[:r.history])
 	if err != nil {
-		return sale.Rates{}, err
+		return Rates{}, err
 	}
 	out.Accepted, err = parseCounts(vals[r.history:])
 	if err != nil {
-		return sale.Rates{}, err
+		return Rates{}, err
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package livestats
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -11,12 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/sale"
-	"github.com/seckill-go/seckill-go/internal/stampede"
 )
 
 func TestTallyAggregatesPerProductAndSecond(t *testing.T) {
@@ -44,7 +41,7 @@ func TestTallyAggregatesPerProductAndSecond(t *testing.T) {
 }
 
 func TestRatesPerSecond(t *testing.T) {
-	r := sale.Rates{Requests: []int64{100, 0, 5, 5, 10, 10, 20}, Accepted: []int64{1, 1, 1, 1, 1, 1, 1}}
+	r := Rates{Requests: []int64{100, 0, 5, 5, 10, 10, 20}, Accepted: []int64{1, 1, 1, 1, 1, 1, 1}}
 	for _, tc := range []struct {
 		window   int
 		req, acc float64
@@ -59,7 +56,7 @@ func TestRatesPerSecond(t *testing.T) {
 			t.Errorf("PerSecond(%d) = %v, %v, want %v, %v", tc.window, req, acc, tc.req, tc.acc)
 		}
 	}
-	if req, acc := (sale.Rates{}).PerSecond(5); req != 0 || acc != 0 {
+	if req, acc := (Rates{}).PerSecond(5); req != 0 || acc != 0 {
 		t.Errorf("empty rates: %v %v", req, acc)
 	}
 }
@@ -100,16 +97,16 @@ func TestObserveDropsWhenTheBufferIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { // ObserveProductPurchase must never block, whatever the state of the flusher
+	go func() { // ObservePurchase must never block, whatever the state of the flusher
 		defer close(done)
 		for range 5 {
-			r.ObserveProductPurchase(1, sale.CodeAccepted)
+			r.ObservePurchase(sale.Observation{ProductID: 1, Strategy: sale.StrategyMySQL, Code: sale.CodeAccepted})
 		}
 	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("ObserveProductPurchase blocked with a full buffer")
+		t.Fatal("ObservePurchase blocked with a full buffer")
 	}
 	if got := m.get("buffer_full"); got != 3 {
 		t.Fatalf("dropped %d, want 3", got)
@@ -166,12 +163,12 @@ func TestRecorderAgainstRedis(t *testing.T) {
 
 	// Second 0: 3 attempts, 2 accepted (one by each replica); second 2: 1 attempt, a replay;
 	// product 8 at second 0 must not leak into product 7.
-	a.ObserveProductPurchase(7, sale.CodeAccepted)
-	b.ObserveProductPurchase(7, sale.CodeAccepted)
-	b.ObserveProductPurchase(7, sale.CodeSoldOut)
-	a.ObserveProductPurchase(8, sale.CodeAccepted)
+	a.ObservePurchase(sale.Observation{ProductID: 7, Strategy: sale.StrategyMySQL, Code: sale.CodeAccepted})
+	b.ObservePurchase(sale.Observation{ProductID: 7, Strategy: sale.StrategyMySQL, Code: sale.CodeAccepted})
+	b.ObservePurchase(sale.Observation{ProductID: 7, Strategy: sale.StrategyMySQL, Code: sale.CodeSoldOut})
+	a.ObservePurchase(sale.Observation{ProductID: 8, Strategy: sale.StrategyMySQL, Code: sale.CodeAccepted})
 	clk.set(base.Add(2 * time.Second))
-	a.ObserveProductPurchase(7, sale.CodeReplayed)
+	a.ObservePurchase(sale.Observation{ProductID: 7, Strategy: sale.StrategyMySQL, Code: sale.CodeAccepted, Replayed: true})
 	cancel() // Run flushes what is queued before it returns
 	wg.Wait()
 
@@ -180,7 +177,7 @@ func TestRecorderAgainstRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sale.Rates{Start: base.Add(-2 * time.Second).UTC(), Requests: []int64{0, 0, 3, 0, 1}, Accepted: []int64{0, 0, 2, 0, 0}}
+	want := Rates{Start: base.Add(-2 * time.Second).UTC(), Requests: []int64{0, 0, 3, 0, 1}, Accepted: []int64{0, 0, 2, 0, 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rates of product 7 (-want +got):\n%s", diff)
 	}
@@ -221,8 +218,8 @@ func TestRecorderWithoutRedis(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
-	r.ObserveProductPurchase(1, sale.CodeAccepted)
-	r.ObserveProductPurchase(1, sale.CodeSoldOut)
+	r.ObservePurchase(sale.Observation{ProductID: 1, Strategy: sale.StrategyMySQL, Code: sale.CodeAccepted})
+	r.ObservePurchase(sale.Observation{ProductID: 1, Strategy: sale.StrategyMySQL, Code: sale.CodeSoldOut})
 	deadline := time.Now().Add(5 * time.Second)
 	for m.get("redis_error") < 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -234,46 +231,5 @@ func TestRecorderWithoutRedis(t *testing.T) {
 	}
 	if _, err := r.Rates(context.Background(), 1); err == nil {
 		t.Error("Rates without Redis succeeded")
-	}
-}
-
-func TestBoardAgainstRedis(t *testing.T) {
-	rdb := redisClient(t)
-	b, err := NewBoard(rdb, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	id := itest.Suffix(12)
-	t.Cleanup(func() { rdb.Del(context.Background(), boardKey(id)) })
-	if _, err := b.Get(ctx, id); !errors.Is(err, stampede.ErrUnknown) {
-		t.Fatalf("Get(absent) = %v, want stampede.ErrUnknown", err)
-	}
-	p := stampede.Progress{
-		ID: id, ProductID: 3, Buyers: 200, Targets: []string{"http://a:1", "http://b:2"},
-		Sent: 150, Retries: 4, Accepted: 20, SoldOut: 120, LimitReached: 1, RejectedOther: 2, Errors: 3,
-		Running: true, StartedAt: time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC),
-	}
-	if err := b.Put(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	p.Running, p.Sent, p.FinishedAt = false, 200, p.StartedAt.Add(1500*time.Millisecond)
-	if err := b.Put(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	got, err := b.Get(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(p, got, cmpopts.EquateApproxTime(0)); diff != "" {
-		t.Errorf("progress (-want +got):\n%s", diff)
-	}
-	if ttl := rdb.TTL(ctx, boardKey(id)).Val(); ttl <= 0 || ttl > time.Minute {
-		t.Errorf("TTL = %s, want (0, 1m]", ttl)
-	}
-
-	down, _ := NewBoard(redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(itest.FreePort(t)), MaxRetries: -1}), 0)
-	if _, err := down.Get(ctx, id); !errors.Is(err, stampede.ErrUnavailable) {
-		t.Errorf("Get without Redis = %v, want stampede.ErrUnavailable", err)
 	}
 }

@@ -136,20 +136,19 @@ func (m *Metrics) ObserveHTTP(route, method string, code int, took time.Duration
 }
 
 // ObservePurchase implements sale.Observer.
-func (m *Metrics) ObservePurchase(st sale.Strategy, code sale.Code, took time.Duration) {
-	outcome := string(code)
-	label := string(st)
+func (m *Metrics) ObservePurchase(o sale.Observation) {
+	label, outcome := string(o.Strategy), string(o.Code)
 	if label == "" {
 		label = "unknown"
 	}
-	o := m.purchaseSeries.get(purchaseLabels{label, outcome}, func() purchaseObservers {
+	series := m.purchaseSeries.get(purchaseLabels{label, outcome}, func() purchaseObservers {
 		return purchaseObservers{
 			count:    m.purchases.WithLabelValues(label, outcome),
 			duration: m.purchaseDuration.WithLabelValues(label, outcome),
 		}
 	})
-	o.count.Inc()
-	o.duration.Observe(took.Seconds())
+	series.count.Inc()
+	series.duration.Observe(o.Took.Seconds())
 }
 
 // ObserveLockWait records the time a purchase waited for its product's lock.

@@ -53,10 +53,10 @@ func TestObserveHTTP(t *testing.T) {
 // TestObservePurchase: outcomes land in their strategy's series; no strategy is "unknown".
 func TestObservePurchase(t *testing.T) {
 	m := New()
-	m.ObservePurchase(sale.StrategyMySQL, "sold_out", time.Millisecond)
-	m.ObservePurchase(sale.StrategyMySQL, "sold_out", time.Millisecond)
-	m.ObservePurchase(sale.StrategyMySQL, "accepted", time.Millisecond)
-	m.ObservePurchase("", "not_found", time.Millisecond)
+	m.ObservePurchase(sale.Observation{Strategy: sale.StrategyMySQL, Code: "sold_out", Took: time.Millisecond})
+	m.ObservePurchase(sale.Observation{Strategy: sale.StrategyMySQL, Code: "sold_out", Took: time.Millisecond})
+	m.ObservePurchase(sale.Observation{Strategy: sale.StrategyMySQL, Code: "accepted", Took: time.Millisecond})
+	m.ObservePurchase(sale.Observation{Strategy: "", Code: "not_found", Took: time.Millisecond})
 	got := map[string]float64{}
 	for _, l := range [][2]string{{"mysql", "sold_out"}, {"mysql", "accepted"}, {"unknown", "not_found"}} {
 		got[l[0]+"/"+l[1]] = counterValue(t, m.purchases.WithLabelValues(l[0], l[1]))
@@ -87,10 +87,10 @@ func TestObserveAllocs(t *testing.T) {
 	m := New()
 	route, method := "/api/v1/products/:id/purchase", "POST"
 	m.ObserveHTTP(route, method, 409, time.Millisecond)
-	m.ObservePurchase(sale.StrategyMySQL, "sold_out", time.Millisecond)
+	m.ObservePurchase(sale.Observation{Strategy: sale.StrategyMySQL, Code: "sold_out", Took: time.Millisecond})
 	if n := testing.AllocsPerRun(100, func() {
 		m.ObserveHTTP(route, method, 409, time.Millisecond)
-		m.ObservePurchase(sale.StrategyMySQL, "sold_out", time.Millisecond)
+		m.ObservePurchase(sale.Observation{Strategy: sale.StrategyMySQL, Code: "sold_out", Took: time.Millisecond})
 	}); n != 0 {
 		t.Errorf("%v allocations per observation, want 0", n)
 	}

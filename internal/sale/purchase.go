@@ -159,9 +159,23 @@ type Store interface {
 	KeyedReceipts(ctx context.Context, productID int64, limit int) (ReceiptSnapshot, error)
 }
 
-// Observer is told the outcome of every purchase; metrics implement it.
+// Observation is what the Service tells its Observer about one purchase attempt.
+type Observation struct {
+	ProductID int64
+	// Strategy is the product's; empty when no product was found (unknown, or the request too
+	// malformed to name one).
+	Strategy Strategy
+	Code     Code
+	// Replayed: an accepted retry, answered with the receipt of an earlier purchase. It sold
+	// nothing new.
+	Replayed bool
+	Took     time.Duration
+}
+
+// Observer is told of every purchase attempt (the metrics, the storefront's live rates). It is
+// called on the purchase path, so it must return at once: buffer, never wait on I/O.
 type Observer interface {
-	ObservePurchase(strategy Strategy, outcome Code, took time.Duration)
+	ObservePurchase(o Observation)
 }
 
 // Service is the flash-sale use case: it applies the sale's rules and hands the deduction to the
@@ -171,7 +185,6 @@ type Service struct {
 	store     Store
 	deductors map[Strategy]Deductor
 	observer  Observer
-	products  ProductObserver
 	feed      ChangeFeed
 	cache     *saleCache
 	now       func() time.Time
@@ -190,8 +203,6 @@ type Options struct {
 	NewOrderID func() string
 	// Observer is optional.
 	Observer Observer
-	// ProductObserver is optional; it is told the product of each attempt (see ProductObserver).
-	ProductObserver ProductObserver
 	// Feed broadcasts sale changes to the other replicas; optional (a single replica needs none).
 	// The replica's own feed subscription hands what it receives to ApplyChange.
 	Feed ChangeFeed
@@ -226,7 +237,6 @@ func NewService(o Options) (*Service, error) {
 		store:     o.Store,
 		deductors: o.Deductors,
 		observer:  o.Observer,
-		products:  o.ProductObserver,
 		feed:      o.Feed,
 		now:       o.Now,
 		newID:     o.NewOrderID,
@@ -238,9 +248,6 @@ func NewService(o Options) (*Service, error) {
 	}
 	if s.observer == nil {
 		s.observer = nopObserver{}
-	}
-	if s.products == nil {
-		s.products = nopProductObserver{}
 	}
 	if s.feed == nil {
 		s.feed = nopFeed{}
@@ -281,16 +288,13 @@ func (s *Service) Enabled(st Strategy) bool {
 func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (Receipt, error) {
 	start := s.now()
 	receipt, strategy, err := s.purchase(ctx, req)
-	code := CodeOf(err)
-	s.observer.ObservePurchase(strategy, code, s.now().Sub(start))
-	if strategy != "" {
-		// The strategy is known once the product (or a stored receipt for it) was found. A replayed
-		// receipt sold nothing new, so it is not reported as accepted again.
-		if receipt.Replayed {
-			code = CodeReplayed
-		}
-		s.products.ObserveProductPurchase(req.ProductID, code)
-	}
+	s.observer.ObservePurchase(Observation{
+		ProductID: req.ProductID,
+		Strategy:  strategy,
+		Code:      CodeOf(err),
+		Replayed:  receipt.Replayed,
+		Took:      s.now().Sub(start),
+	})
 	return receipt, err
 }
 
@@ -501,10 +505,6 @@ func (s *Service) ResetProduct(ctx context.Context, id int64, r Reset) (Product,
 	return p, nil
 }
 
-// CodeReplayed is what a ProductObserver is told of an accepted retry that got the stored receipt
-// of an earlier purchase back (CodeOf says "accepted" for it).
-const CodeReplayed Code = "replayed"
-
 type nopObserver struct{}
 
-func (nopObserver) ObservePurchase(Strategy, Code, time.Duration) {}
+func (nopObserver) ObservePurchase(Observation) {}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -114,22 +112,6 @@ func TestNewProductValidate(t *testing.T) {
 		if err := p.Validate(); !errors.As(err, &ve) || ve.Field != field {
 			t.Errorf("bad %s: Validate() = %v", field, err)
 		}
-	}
-}
-
-func TestDemoProducts(t *testing.T) {
-	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	got := sale.DemoProducts(now, []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis})
-	var summary []string
-	for _, p := range got {
-		if err := p.Validate(); err != nil {
-			t.Errorf("%s: %v", p.Name, err)
-		}
-		summary = append(summary, fmt.Sprintf("%s %d open=%v", p.Strategy, p.Stock, !p.SaleStartsAt.After(now)))
-	}
-	want := []string{"mysql 100 open=true", "redis 100 open=true", "mysql 100 open=false"}
-	if diff := cmp.Diff(want, summary); diff != "" {
-		t.Fatalf("demo products (-want +got):\n%s", diff)
 	}
 }
 

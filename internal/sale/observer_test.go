@@ -70,13 +70,19 @@ type seen struct {
 	got []string
 }
 
-func (s *seen) ObserveProductPurchase(id int64, outcome sale.Code) {
+func (s *seen) ObservePurchase(o sale.Observation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.got = append(s.got, strconv.FormatInt(id, 10)+" "+string(outcome))
+	line := strconv.FormatInt(o.ProductID, 10) + " " + string(o.Strategy) + " " + string(o.Code)
+	if o.Replayed {
+		line += " replayed"
+	}
+	s.got = append(s.got, line)
 }
 
-func TestProductObserverSeesAttemptsOnKnownProducts(t *testing.T) {
+// TestObserverSeesEveryAttempt: the observer learns the product, its strategy (none when no
+// product was found), the code the buyer got, and whether an accepted answer was a replay.
+func TestObserverSeesEveryAttempt(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	st := &fakeStore{
 		product: sale.Product{ID: 7, Stock: 1, InitialStock: 1, Strategy: sale.StrategyMySQL, PerUserLimit: 1,
@@ -89,7 +95,7 @@ func TestProductObserverSeesAttemptsOnKnownProducts(t *testing.T) {
 		Deductors:       map[sale.Strategy]sale.Deductor{sale.StrategyMySQL: fakeDeductor{st}},
 		DefaultStrategy: sale.StrategyMySQL,
 		NewOrderID:      func() string { return "order-1" },
-		ProductObserver: obs,
+		Observer:        obs,
 		Now:             func() time.Time { return now },
 	})
 	if err != nil {
@@ -101,12 +107,13 @@ func TestProductObserverSeesAttemptsOnKnownProducts(t *testing.T) {
 		{ProductID: 7, UserID: "a", Quantity: 1, IdempotencyKey: "k"}, // replayed
 		{ProductID: 7, UserID: "b", Quantity: 1},                      // sold out
 		{ProductID: 7, UserID: "c", Quantity: 2},                      // over the limit
-		{ProductID: 9, UserID: "d", Quantity: 1},                      // unknown product: not seen
-		{ProductID: 7, UserID: "bad id", Quantity: 1},                 // invalid: not seen
+		{ProductID: 9, UserID: "d", Quantity: 1},                      // unknown product: no strategy
+		{ProductID: 7, UserID: "bad id", Quantity: 1},                 // invalid: no strategy
 	} {
 		_, _ = svc.Purchase(ctx, req)
 	}
-	want := []string{"7 accepted", "7 replayed", "7 sold_out", "7 limit_reached"}
+	want := []string{"7 mysql accepted", "7 mysql accepted replayed", "7 mysql sold_out", "7 mysql limit_reached",
+		"9  not_found", "7  invalid_request"}
 	if diff := cmp.Diff(want, obs.got); diff != "" {
 		t.Fatalf("observed (-want +got):\n%s", diff)
 	}

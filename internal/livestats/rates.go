@@ -1,14 +1,6 @@
-package sale
+package livestats
 
 import "time"
-
-// ProductObserver is told the product and the outcome of every purchase attempt on a product that
-// exists (attempts on an unknown product, or too malformed to name one, are not reported). The
-// storefront's live per-second rates implement it. It is called on the purchase path, so it must
-// return at once: buffer, never wait on I/O.
-type ProductObserver interface {
-	ObserveProductPurchase(productID int64, outcome Code)
-}
 
 // Rates counts the purchase attempts and the accepted purchases of one product in each of the
 // last seconds, across every replica. Requests[i] and Accepted[i] count the second that starts at
@@ -36,7 +28,3 @@ func meanOfLast(xs []int64, n int) float64 {
 	}
 	return float64(sum) / float64(n)
 }
-
-type nopProductObserver struct{}
-
-func (nopProductObserver) ObserveProductPurchase(int64, Code) {}

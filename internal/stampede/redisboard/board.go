@@ -1,4 +1,7 @@
-package livestats
+// Package redisboard keeps the progress of the demo stampedes in Redis for an hour, so that any
+// replica behind the load balancer can answer for a stampede another one runs. It is best
+// effort and short-lived, like the live figures: nothing the sale's invariants depend on.
+package redisboard
 
 import (
 	"context"
@@ -24,7 +27,7 @@ var _ stampede.Board = (*Board)(nil)
 // NewBoard returns a Board on rdb; ttl 0 means one hour.
 func NewBoard(rdb redis.Cmdable, ttl time.Duration) (*Board, error) {
 	if rdb == nil {
-		return nil, errors.New("livestats: a Redis client is required")
+		return nil, errors.New("redisboard: a Redis client is required")
 	}
 	if ttl <= 0 {
 		ttl = time.Hour

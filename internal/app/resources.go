@@ -1,0 +1,201 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/lock/redislock"
+	"github.com/seckill-go/seckill-go/internal/lock/zklock"
+	"github.com/seckill-go/seckill-go/internal/metrics"
+	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/stock"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// resources are the process's connections to the services it runs on, opened in one place
+// (openResources) and closed by one Close, in reverse order of opening. What the parts built on
+// them need closing (the Kafka writer, the combiners) is registered with onClose too, so that it
+// closes before what it uses.
+type resources struct {
+	log *slog.Logger
+	cfg *config.Config
+
+	store *store.Store
+	// rdb serves the locks and the change feed; liveRDB the storefront's live figures, a small
+	// pool with short timeouts of its own, so that a stampede's counters never compete with the
+	// locks for connections, and a slow Redis costs the stats a moment, not the default 5 s.
+	rdb, liveRDB *redis.Client
+	redisLocks   *redislock.Client
+	zk           *zklock.Client
+	kafka        order.KafkaConfig
+	metrics      *metrics.Metrics
+
+	closers []func()
+}
+
+// openResources opens every resource, or none: on an error it closes what it had opened.
+func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config) (_ *resources, err error) {
+	r := &resources{log: log, cfg: cfg}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.store, err = openStore(ctx, log, cfg); err != nil {
+		return nil, err
+	}
+	r.onClose(func() { r.store.Close() })
+
+	r.rdb = redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password})
+	r.onClose(func() { r.rdb.Close() })
+	r.liveRDB = redis.NewClient(&redis.Options{
+		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password,
+		PoolSize: cfg.Live.RedisPool, PipelinePoolSize: 2, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 2 * cfg.Live.RedisTimeout, ReadTimeout: cfg.Live.RedisTimeout, WriteTimeout: cfg.Live.RedisTimeout,
+		ContextTimeoutEnabled: true,
+	})
+	r.onClose(func() { r.liveRDB.Close() })
+	if r.redisLocks, err = redislock.New(r.rdb, redislock.Options{TTL: cfg.Sale.LockTTL, Logger: log.With("component", "redislock")}); err != nil {
+		return nil, err
+	}
+	r.onClose(r.redisLocks.Close)
+
+	r.zk, err = zklock.Connect(ctx, cfg.ZK.Servers, zklock.Options{
+		SessionTimeout: cfg.ZK.SessionTimeout,
+		Logger:         log.With("component", "zklock"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: %w", err)
+	}
+	r.onClose(r.zk.Close)
+
+	r.kafka = order.KafkaConfig{
+		Brokers:    cfg.Kafka.Brokers,
+		Topic:      cfg.Kafka.Topic,
+		GroupID:    cfg.Kafka.GroupID,
+		Partitions: cfg.Kafka.Partitions,
+	}
+	if err := order.EnsureTopic(ctx, r.kafka); err != nil {
+		// Not fatal: the relay retries and /readyz reports the broker until it is back.
+		log.Warn("could not ensure the Kafka topic; continuing", "topic", r.kafka.Topic, "err", err)
+	}
+	r.metrics = metrics.New()
+	r.metrics.CollectStock(r.store)
+	return r, nil
+}
+
+func (r *resources) onClose(f func()) { r.closers = append(r.closers, f) }
+
+// Close closes everything opened or registered, last first.
+func (r *resources) Close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.closers = nil
+}
+
+func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config) (*store.Store, error) {
+	if cfg.AutoMigrate {
+		if err := store.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
+			return nil, err
+		}
+	}
+	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AutoMigrate {
+		if err := store.Migrate(ctx, log, st.DB()); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// strategyDef is one strategy the program knows and how its deductor is made: either a batch
+// deductor, whose purchases are combined (sale.Combiner), or a single one, which never is.
+type strategyDef struct {
+	strategy sale.Strategy
+	// unsafe strategies are served only with SECKILL_ALLOW_UNSAFE_STRATEGIES.
+	unsafe bool
+	batch  func(r *resources) (sale.BatchDeductor, error)
+	single func(r *resources) (sale.Deductor, error)
+}
+
+// strategyTable is every strategy, in sale.Strategies order: what the deductors, the seed's demo
+// sales and the start-up log all read.
+var strategyTable = []strategyDef{
+	{strategy: sale.StrategyMySQL, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewMySQL(r.store)
+	}},
+	{strategy: sale.StrategyRedis, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyRedis, r.redisLocks.Locker(), r.cfg.Sale.LockWait, r.metrics)
+	}},
+	{strategy: sale.StrategyZK, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Locker(), r.cfg.Sale.LockWait, r.metrics)
+	}},
+	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
+	// would serialise it.
+	{strategy: sale.StrategyNone, unsafe: true, single: func(r *resources) (sale.Deductor, error) {
+		return stock.NewNone(r.store)
+	}},
+}
+
+// servedStrategies lists, in strategyTable order, the strategies this configuration serves.
+func servedStrategies(cfg *config.Config) []sale.Strategy {
+	var out []sale.Strategy
+	for _, d := range strategyTable {
+		if !d.unsafe || cfg.Sale.AllowUnsafe {
+			out = append(out, d.strategy)
+		}
+	}
+	return out
+}
+
+// batchTxTimeout bounds a batch's transaction (its retries on deadlock included).
+const batchTxTimeout = 10 * time.Second
+
+// deductors returns one Deductor per served strategy. The batch ones combine the purchases of a
+// product that queue up while one of its deductions runs (SECKILL_BATCH_*); their combiners are
+// closed with the resources, deciding what is still queued.
+func (r *resources) deductors() (map[sale.Strategy]sale.Deductor, error) {
+	out := map[sale.Strategy]sale.Deductor{}
+	for _, d := range strategyTable {
+		if d.unsafe && !r.cfg.Sale.AllowUnsafe {
+			continue
+		}
+		if d.single != nil {
+			s, err := d.single(r)
+			if err != nil {
+				return nil, err
+			}
+			out[d.strategy] = s
+			continue
+		}
+		b, err := d.batch(r)
+		if err != nil {
+			return nil, err
+		}
+		c, err := sale.NewCombiner(b, sale.CombinerOptions{
+			Max:      r.cfg.Sale.BatchMax,
+			Inflight: r.cfg.Sale.BatchInflight,
+			Linger:   r.cfg.Sale.BatchLinger,
+			// A batch waits for its lock (SECKILL_LOCK_WAIT), then runs one transaction.
+			Timeout: r.cfg.Sale.LockWait + batchTxTimeout,
+			Observe: r.metrics.BatchObserver(d.strategy),
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.onClose(c.Close)
+		out[d.strategy] = c
+	}
+	return out, nil
+}
