@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/sethvargo/go-retry"
 )
 
 // OrderStore creates orders from reservations, idempotently.
@@ -92,16 +93,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}()
 	for {
-		batch, err := c.fetchBatch(ctx)
-		if ctx.Err() != nil {
+		batch, err := c.fetch(ctx)
+		if err != nil || ctx.Err() != nil {
 			return nil
-		}
-		if err != nil {
-			c.log.Warn("consumer: fetch", "err", err)
-			if !sleep(ctx, time.Second) {
-				return nil
-			}
-			continue
 		}
 		if !c.confirm(ctx, batch) {
 			return nil // shutting down before the database commit: the batch will be redelivered
@@ -114,6 +108,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 		cancel()
 		c.metrics.SetConsumerLag(c.reader.Stats().Lag)
 	}
+}
+
+// fetch returns the next batch (fetchBatch), trying again a second after each failure; it fails
+// only when ctx ends.
+func (c *Consumer) fetch(ctx context.Context) ([]kafka.Message, error) {
+	return retry.DoValue(ctx, retry.NewConstant(time.Second), func(ctx context.Context) ([]kafka.Message, error) {
+		batch, err := c.fetchBatch(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("consumer: fetch", "err", err)
+			return nil, retry.RetryableError(err)
+		}
+		return batch, err
+	})
 }
 
 // fetchBatch waits for one message, then takes what else arrives within c.gather, up to
@@ -151,20 +158,24 @@ func (c *Consumer) confirm(ctx context.Context, batch []kafka.Message) bool {
 		ids = append(ids, id)
 	}
 	c.metrics.ConsumerBatch(len(batch))
-	backoff := 100 * time.Millisecond
-	for {
+	var failed error // the last attempt's error, logged with the wait that follows it
+	backoff := outageBackoff()
+	logged := retry.BackoffFunc(func() (time.Duration, bool) {
+		wait, stop := backoff.Next()
+		c.log.Warn("consumer: create orders; will retry", "err", failed, "batch", len(ids), "backoff", wait)
+		return wait, stop
+	})
+	err := retry.Do(ctx, logged, func(ctx context.Context) error {
 		n, err := c.store.ConfirmOrders(ctx, ids)
-		if err == nil {
+		switch {
+		case err == nil:
 			c.metrics.OrdersCreated(n)
-			return true
+			return nil
+		case ctx.Err() != nil:
+			return err // shutting down: neither logged nor retried
 		}
-		if ctx.Err() != nil {
-			return false
-		}
-		c.log.Warn("consumer: create orders; will retry", "err", err, "batch", len(ids), "backoff", backoff)
-		if !sleep(ctx, backoff) {
-			return false
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+		failed = err
+		return retry.RetryableError(err)
+	})
+	return err == nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/sethvargo/go-retry"
 
 	"github.com/seckill-go/seckill-go/internal/store"
 )
@@ -126,11 +127,10 @@ func (r *Relay) Wake() {
 	}
 }
 
-// Run publishes until ctx is done. Failures are logged and retried with backoff; it returns nil
-// when ctx ends.
+// Run publishes until ctx is done. Failures are logged and retried after outageBackoff's wait,
+// which starts over after a batch that went through; it returns nil when ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
-	backoff := minBackoff
+	var backoff retry.Backoff // nil until a batch fails, and again after one goes through
 	requeue := time.NewTicker(r.cfg.RequeueEvery)
 	defer requeue.Stop()
 	poll := time.NewTimer(r.cfg.Poll)
@@ -144,14 +144,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			r.metrics.RelayFailed()
-			r.log.Warn("relay: publish failed; will retry", "err", err, "backoff", backoff)
-			if !sleep(ctx, backoff) {
+			if backoff == nil {
+				backoff = outageBackoff()
+			}
+			wait, _ := backoff.Next()
+			r.log.Warn("relay: publish failed; will retry", "err", err, "backoff", wait)
+			if !sleep(ctx, wait) {
 				return nil
 			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
+		backoff = nil
 		if n == r.cfg.Batch {
 			continue // more are probably waiting
 		}
@@ -258,6 +261,13 @@ func (r *Relay) requeueUnconfirmed(ctx context.Context) {
 		r.metrics.RelayRequeued(n)
 		r.log.Warn("relay: published reservations had no order; publishing them again", "count", n, "after", r.cfg.RequeueAfter)
 	}
+}
+
+// outageBackoff is the wait of the relay and the consumer before they try again what failed
+// while the database or the broker is away: 100 ms, then twice as long each time, 5 s at the
+// most, without jitter. Each call starts a new sequence.
+func outageBackoff() retry.Backoff {
+	return retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
 }
 
 // sleep waits for d or until ctx ends, and reports whether it waited the full d.
