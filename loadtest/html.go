@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed" // the page template, report.html.tmpl
 	"fmt"
 	"html/template"
 	"io"
@@ -704,6 +705,11 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	},
 }).Parse(pageHTML))
 
+// pageHTML is the page's template: see report.html.tmpl.
+//
+//go:embed report.html.tmpl
+var pageHTML string
+
 // formatFixed prints v with exactly `decimals` decimals and grouped thousands.
 func formatFixed(v float64, decimals int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -736,154 +742,3 @@ func msDecimals(v float64) int {
 		return 0
 	}
 }
-
-const pageHTML = `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>seckill-go load test {{.RunID}}: {{.Verdict.Word}}</title>
-<style>
-:root { --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg-alt: #f6f8fa;
-  --pass: #1a7f37; --pass-bg: #dafbe1; --fail: #b42318; --fail-bg: #ffebe9; --warn: #9a4a00; --warn-bg: #fff1e0; }
-* { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 1280px; padding: 24px; color: var(--fg); background: #fff;
-  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-h1 { font-size: 24px; margin: 0 0 8px; }
-h2 { font-size: 19px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
-code { font: 13px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
-dl.meta dt { color: var(--muted); }
-dl.meta dd { margin: 0; }
-.verdict { display: flex; align-items: center; gap: 24px; margin: 20px 0; padding: 16px 24px; border-radius: 8px; border: 2px solid; }
-.verdict .word { font-size: 44px; font-weight: 800; letter-spacing: 0.04em; white-space: nowrap; }
-.verdict p { margin: 0; font-size: 16px; }
-.pass { color: var(--pass); } .fail { color: var(--fail); } .warn { color: var(--warn); }
-.verdict.pass { background: var(--pass-bg); border-color: var(--pass); }
-.verdict.fail { background: var(--fail-bg); border-color: var(--fail); }
-.badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-weight: 700; font-size: 12px; border: 1px solid; white-space: nowrap; }
-.badge.pass { background: var(--pass-bg); } .badge.fail { background: var(--fail-bg); } .badge.warn { background: var(--warn-bg); }
-.table-wrap { overflow-x: auto; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: 4px 7px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
-th { background: var(--bg-alt); font-weight: 600; white-space: normal; vertical-align: bottom; }
-table.strategies { font-size: 13px; }
-table.strategies th, table.strategies td { padding: 4px 6px; }
-th.l, td.l { text-align: left; }
-thead tr:first-child th[colspan] { text-align: center; border-left: 1px solid var(--line); }
-td.sep, th.sep { border-left: 1px solid var(--line); }
-tr.violations td { text-align: left; white-space: normal; color: var(--fail); background: var(--fail-bg); }
-tr.violations ul { margin: 0; padding-left: 20px; }
-.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
-.muted { color: var(--muted); }
-h2 .muted { font-size: 14px; font-weight: 400; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 16px; }
-figure { margin: 0; }
-svg { max-width: 100%; height: auto; display: block; font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
-svg .plot { fill: #fff; stroke: var(--line); }
-svg .grid { stroke: #eaeef2; }
-svg .axis { stroke: #8c959f; }
-svg .tick { font-size: 11px; fill: var(--muted); }
-svg .axis-label { font-size: 12px; fill: var(--fg); }
-svg .legend { font-size: 12px; fill: var(--fg); }
-svg .ref { stroke: #5b6270; stroke-width: 1.5; stroke-dasharray: 2 3; }
-svg .ref-label { font-size: 11px; fill: #5b6270; font-weight: 600; }
-svg .event { stroke: #1b1f24; stroke-width: 1.2; stroke-dasharray: 4 3; }
-svg .event-label { font-size: 11px; fill: #1b1f24; font-weight: 600; }
-svg .halo { paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
-svg .empty { font-size: 14px; fill: var(--muted); }
-.facts { margin: 4px 0 8px; color: var(--muted); }
-ul.events { margin: 4px 0 8px; padding-left: 20px; }
-footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
-@media print { body { padding: 0; } .charts { grid-template-columns: 1fr 1fr; } }
-</style>
-</head>
-<body>
-<header>
-<h1>seckill-go load test <code>{{.RunID}}</code></h1>
-<dl class="meta">
-<dt>started</dt><dd>{{.Started}}</dd>
-<dt>machine</dt><dd>{{if .Machine}}{{.Machine}}{{else}}—{{end}}</dd>
-<dt>targets</dt><dd>{{range $i, $t := .Targets}}{{if $i}}, {{end}}<code>{{$t}}</code>{{else}}—{{end}}</dd>
-<dt>settings</dt><dd>{{int .Settings.Stock}} units · {{int .Settings.Buyers}} buyers × {{.Settings.Attempts}} attempts · {{.Pace}} · at most {{dur .Settings.MaxDuration}} per strategy · chaos: {{.Chaos}}</dd>
-</dl>
-</header>
-
-<section class="verdict {{.Verdict.Class}}" role="status" aria-label="overall verdict: {{.Verdict.Word}}">
-<span class="word">{{.Verdict.Symbol}} {{.Verdict.Word}}</span>
-<p>{{.Verdict.Note}}{{if .Failed}} Failed: {{range $i, $s := .Failed}}{{if $i}}, {{end}}<strong>{{$s}}</strong>{{end}}.{{end}}</p>
-</section>
-
-<h2>Strategies</h2>
-{{if .Rows}}<div class="table-wrap"><table class="strategies">
-<thead>
-<tr><th class="l" rowspan="2">strategy</th><th class="l" rowspan="2">verdict</th><th rowspan="2">requests</th><th rowspan="2">req/s</th><th rowspan="2">accepted</th><th rowspan="2">accepted/s</th><th rowspan="2">sell-out</th><th rowspan="2">accepted/s ÷ R</th><th rowspan="2">sold-out req/s</th><th rowspan="2">sold-out req/s ÷ bare gin</th><th colspan="4">accepted latency, ms</th><th colspan="4">all latency, ms</th><th rowspan="2" class="sep">oversold units</th></tr>
-<tr><th class="sep">p50</th><th>p95</th><th>p99</th><th>max</th><th class="sep">p50</th><th>p95</th><th>p99</th><th>max</th></tr>
-</thead>
-<tbody>
-{{range .Rows}}<tr>
-<td class="l"><span class="swatch" style="background: {{.Color}}"></span><a href="#strategy-{{.Index}}">{{.Strategy}}</a>{{if .Unsafe}} <span class="muted">(unsafe control)</span>{{end}}</td>
-<td class="l"><span class="badge {{.Verdict.Class}}">{{.Verdict.Symbol}} {{.Verdict.Word}}</span></td>
-<td>{{int .Requests}}</td><td>{{f .RequestsPerSec 0}}</td><td>{{int .Accepted}}</td><td>{{f .AcceptedPerSec 0}}</td><td>{{if .SellOutSeconds}}{{secs .SellOutSeconds}}{{else}}—{{end}}</td><td>{{ratio .AcceptedPerR}}</td><td>{{if .SoldOutPerSec}}{{f .SoldOutPerSec 0}}{{else}}—{{end}}</td><td>{{ratio .SoldOutPerGin}}</td>
-{{if .HasAccepted}}<td class="sep">{{ms .LatAccepted.P50}}</td><td>{{ms .LatAccepted.P95}}</td><td>{{ms .LatAccepted.P99}}</td><td>{{ms .LatAccepted.Max}}</td>{{else}}<td class="sep">—</td><td>—</td><td>—</td><td>—</td>{{end}}
-{{if .HasAll}}<td class="sep">{{ms .LatAll.P50}}</td><td>{{ms .LatAll.P95}}</td><td>{{ms .LatAll.P99}}</td><td>{{ms .LatAll.Max}}</td>{{else}}<td class="sep">—</td><td>—</td><td>—</td><td>—</td>{{end}}
-<td class="sep{{if .Oversold}} {{if .Unsafe}}warn{{else}}fail{{end}}{{end}}"><strong>{{int .Oversold}}</strong></td>
-</tr>
-{{if .Violations}}<tr class="violations"><td colspan="19"><strong>{{.Strategy}}: {{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}{{if .Unsafe}} (expected of the unsafe control){{end}}</strong><ul>{{range .Violations}}<li>{{.}}</li>{{end}}</ul></td></tr>
-{{end}}{{end}}</tbody>
-</table></div>
-<p class="muted">req/s: requests over the whole attack. accepted/s: accepted purchases over the sell-out time (first request to last first-time 202). sold-out req/s: the answers that arrived after the last first-time 202 over the time from that 202 to the last answer. The ratios divide by the yardsticks below.</p>
-
-<h3>Answers by outcome</h3>
-<div class="table-wrap"><table>
-<thead><tr><th class="l">strategy</th>{{range .Outcomes}}<th>{{.}}</th>{{end}}</tr></thead>
-<tbody>{{range .Rows}}<tr><td class="l"><span class="swatch" style="background: {{.Color}}"></span>{{.Strategy}}</td>{{range .Outcomes}}<td>{{int .}}</td>{{end}}</tr>
-{{end}}</tbody>
-</table></div>
-{{else}}<p class="muted">No strategy was attacked.</p>{{end}}
-
-<h2>Yardsticks</h2>
-{{with .Yardsticks}}<div class="table-wrap"><table>
-<thead><tr><th class="l">yardstick</th><th class="l">what</th><th>rate</th></tr></thead>
-<tbody><tr><td class="l">R</td><td class="l"><code>{{.R.Statement}}</code>, {{.R.Goroutines}} goroutines, autocommit, on {{.R.Where}}</td><td>{{f .R.RowsPerSec 0}} rows/s</td></tr>
-<tr><td class="l">bare gin</td><td class="l">a gin handler that parses the purchase and answers 409, in its own process; {{.BareGin.Client}}, {{.BareGin.Workers}} workers</td><td>{{f .BareGin.RequestsPerSec 0}} req/s</td></tr>
-</tbody>
-</table></div>
-<p class="muted">This machine's own limits, measured in the same run: accepted/s is divided by R, the commit rate of one hot row without the app; sold-out req/s by the bare gin ceiling, the HTTP layer without the app.</p>
-{{else}}<p class="muted">No yardsticks were measured in this run, so there are no ratios to read.</p>{{end}}
-
-{{if .Rows}}<h2>Accepted over time, all strategies</h2>
-{{template "chart" .Combined}}
-{{end}}
-{{range .Rows}}
-<section id="strategy-{{.Index}}">
-<h2><span class="swatch" style="background: {{.Color}}"></span>{{.Strategy}}{{if .Unsafe}} (unsafe control){{end}} <span class="badge {{.Verdict.Class}}">{{.Verdict.Symbol}} {{.Verdict.Word}}</span>{{if .Verdict.Note}} <span class="muted">{{.Verdict.Note}}</span>{{end}}</h2>
-<p class="facts">product #{{.ProductID}} · database after the queue drained: initial stock {{int .Facts.InitialStock}}, stock {{int .Facts.Stock}}, {{int .Facts.ReservedUnits}} units reserved in {{int .Facts.Reservations}} purchases, {{int .Facts.OrderUnits}} units in {{int .Facts.Orders}} orders, {{int .Facts.Unpublished}} unpublished, {{int .Facts.UsersOverLimit}} users over the limit, {{int .Facts.OrphanOrders}} orphan orders</p>
-{{if .Events}}<ul class="events">{{range .Events}}<li>{{f .T 1}} s: {{.What}}</li>{{end}}</ul>{{end}}
-<div class="charts">
-{{template "chart" .LatencyRef}}
-{{template "chart" .AcceptedRef}}
-</div>
-</section>
-{{end}}
-<footer>Generated by <code>go run ./loadtest</code> (seckill-go). Self-contained: no scripts, fonts or images are loaded.</footer>
-</body>
-</html>
-{{define "chart"}}<figure class="chart">
-<svg id="{{.ID}}" role="img" aria-label="{{.Title}}" aria-describedby="{{.ID}}-desc" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}">
-<title>{{.Title}}</title>
-<desc id="{{.ID}}-desc">{{.Desc}}</desc>
-<rect class="plot" x="{{.X0}}" y="{{.Y0}}" width="{{sub .X1 .X0}}" height="{{sub .Y1 .Y0}}"/>
-{{- $c := .}}
-{{range .YTicks}}<line class="grid" x1="{{$c.X0}}" x2="{{$c.X1}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text class="tick" x="{{sub $c.X0 6}}" y="{{.Pos}}" dy="0.32em" text-anchor="end">{{.Label}}</text>
-{{end}}{{range .XTicks}}<line class="grid" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.Y0}}" y2="{{$c.Y1}}"/><text class="tick" x="{{.Pos}}" y="{{add $c.Y1 16}}" text-anchor="middle">{{.Label}}</text>
-{{end}}<line class="axis" x1="{{.X0}}" x2="{{.X0}}" y1="{{.Y0}}" y2="{{.Y1}}"/><line class="axis" x1="{{.X0}}" x2="{{.X1}}" y1="{{.Y1}}" y2="{{.Y1}}"/>
-<text class="axis-label" transform="translate(16 {{mid .Y0 .Y1}}) rotate(-90)" text-anchor="middle">{{.YLabel}}</text>
-<text class="axis-label" x="{{mid .X0 .X1}}" y="{{sub .H 8}}" text-anchor="middle">{{.XLabel}}</text>
-{{range .Refs}}<line class="ref" x1="{{$c.X0}}" x2="{{$c.X1}}" y1="{{.Y}}" y2="{{.Y}}"/><text class="ref-label halo" x="{{.LabelX}}" y="{{.LabelY}}" text-anchor="end">{{.Label}}</text>
-{{end}}{{range .Lines}}{{if .D}}<path d="{{.D}}" fill="none" stroke="{{.Color}}" stroke-width="{{.Width}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}} stroke-linejoin="round" stroke-linecap="round"><title>{{.Name}}</title></path>
-{{end}}{{end}}{{range .Events}}<line class="event" x1="{{.X}}" x2="{{.X}}" y1="{{$c.Y0}}" y2="{{$c.Y1}}"/><text class="event-label halo" x="{{.LabelX}}" y="{{.LabelY}}" text-anchor="{{.Anchor}}">⚡ {{.Label}}</text>
-{{end}}{{range .Legend}}<line x1="{{.X}}" x2="{{add .X 16}}" y1="{{.Y}}" y2="{{.Y}}" stroke="{{.Color}}" stroke-width="2.5"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/><text class="legend" x="{{add .X 22}}" y="{{.Y}}" dy="0.32em">{{.Label}}</text>
-{{end}}{{if .Empty}}<text class="empty" x="{{mid .X0 .X1}}" y="{{mid .Y0 .Y1}}" text-anchor="middle">{{.Empty}}</text>
-{{end}}</svg>
-</figure>{{end}}`

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
-var update = flag.Bool("update", false, "write testdata/sample-report.html (and sample-edge-cases.html) to look at")
+var update = flag.Bool("update", false, "rewrite the golden pages testdata/sample-report.html and sample-edge-cases.html (open them in a browser to look at a change)")
 
 func TestLinearScale(t *testing.T) {
 	for _, tc := range []struct {
@@ -222,6 +222,15 @@ func TestWriteHTML(t *testing.T) {
 			page := buf.String()
 			if *update {
 				writeSample(t, tc.sample, buf.Bytes())
+			}
+			// The golden page: the template's output changes only when someone means it to
+			// (go test ./loadtest -run TestWriteHTML -update, then look at the page).
+			golden, err := os.ReadFile(filepath.Join("testdata", tc.sample))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(strings.Split(string(golden), "\n"), strings.Split(page, "\n")); diff != "" {
+				t.Errorf("the page differs from testdata/%s (-want +got):\n%s", tc.sample, diff)
 			}
 
 			doc, err := html.Parse(strings.NewReader(page))
