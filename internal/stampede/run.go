@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -174,25 +176,39 @@ func (r *Runner) publish(ctx context.Context, p Progress) {
 }
 
 // buy is simulated buyer i: one purchase, sent to target i mod len(targets), and sent again with
-// the same Idempotency-Key to the next target while its answer is ambiguous.
+// the same Idempotency-Key to the next target while its answer is ambiguous (retryable), r.tries
+// times in all, after buyerBackoff's waits.
 func (r *Runner) buy(ctx context.Context, st *run, i int) outcome {
 	user := "stampede-" + st.id + "-" + strconv.Itoa(i)
-	var o outcome
-	for attempt := range r.tries {
-		target := st.targets[(i+attempt)%len(st.targets)]
+	o := outcomeError // what a purchase sent on an ended ctx would get, should none be sent
+	sent := 0
+	_ = retry.Do(ctx, buyerBackoff(r.tries), func(ctx context.Context) error {
+		if sent > 0 {
+			st.retries.Add(1)
+		}
+		target := st.targets[(i+sent)%len(st.targets)]
+		sent++
 		status, code, err := r.purchase(ctx, target, st.productID, user)
-		o = classify(status, code, err)
-		if !retryable(status, err) || attempt == r.tries-1 {
-			break
+		if o = classify(status, code, err); retryable(status, err) {
+			return retry.RetryableError(errAmbiguous)
 		}
-		select {
-		case <-ctx.Done():
-			return o
-		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-		}
-		st.retries.Add(1)
-	}
+		return nil
+	})
 	return o
+}
+
+// errAmbiguous is what buy tells retry.Do of an answer it sends again; the answer itself is the
+// outcome buy keeps.
+var errAmbiguous = errors.New("stampede: ambiguous answer")
+
+// buyerBackoff is a buyer's wait before it sends a purchase again: 100 ms after the first
+// attempt, 200 ms after the second, and so on, for tries attempts in all.
+func buyerBackoff(tries int) retry.Backoff {
+	var waits time.Duration
+	return retry.WithMaxRetries(uint64(max(tries-1, 0)), retry.BackoffFunc(func() (time.Duration, bool) {
+		waits++
+		return waits * 100 * time.Millisecond, false
+	}))
 }
 
 // purchase sends one purchase and returns its status and error code.
