@@ -92,7 +92,7 @@ func TestBatchContract(t *testing.T) {
 				p := newProduct(t, st, dc.strategy, 10)
 				batch := batchOf(p, 1, 1)
 				batch[1].UserID = batch[0].UserID
-				if _, err := d.DeductBatch(ctx(t), batch); err == nil {
+				if _, err := d.DeductBatch(t.Context(), batch); err == nil {
 					t.Fatal("DeductBatch accepted two purchases of one user")
 				}
 				assertStock(t, st, p.ID, 10)
@@ -101,10 +101,10 @@ func TestBatchContract(t *testing.T) {
 				t.Parallel()
 				p := newProduct(t, st, dc.strategy, 10)
 				batch := batchOf(p, 1, 1)
-				if _, err := st.ResetProduct(ctx(t), p.ID, sale.Reset{Stock: 10}, time.Now().UTC()); err != nil {
+				if _, err := st.ResetProduct(t.Context(), p.ID, sale.Reset{Stock: 10}, time.Now().UTC()); err != nil {
 					t.Fatal(err)
 				}
-				_, err := d.DeductBatch(ctx(t), batch)
+				_, err := d.DeductBatch(t.Context(), batch)
 				assertErr(t, err, sale.ErrSaleChanged)
 				assertStock(t, st, p.ID, 10)
 				assertReserved(t, st, p.ID, 0, 0)
@@ -147,10 +147,10 @@ func TestCombinedPurchases(t *testing.T) {
 			}
 			errs := make([]error, len(queued)+1)
 			var wg sync.WaitGroup
-			wg.Go(func() { errs[0] = c.Deduct(ctx(t), first) })
+			wg.Go(func() { errs[0] = c.Deduct(t.Context(), first) })
 			<-gate.entered // the first batch runs and is held
 			for i, q := range queued {
-				wg.Go(func() { errs[i+1] = c.Deduct(ctx(t), q.r) })
+				wg.Go(func() { errs[i+1] = c.Deduct(t.Context(), q.r) })
 				waitQueued(t, c, i+1)
 			}
 			close(gate.hold)
@@ -203,12 +203,12 @@ func TestCombinedBuyerCancelled(t *testing.T) {
 
 	key := "gone-" + itest.Suffix(8)
 	inBatch := reservation(p, "in-batch", 1, key)
-	bctx, cancelInBatch := context.WithCancel(ctx(t))
+	bctx, cancelInBatch := context.WithCancel(t.Context())
 	inBatchErr := make(chan error, 1)
 	go func() { inBatchErr <- c.Deduct(bctx, inBatch) }()
 	<-committing // its batch is about to commit
 
-	qctx, cancelQueued := context.WithCancel(ctx(t))
+	qctx, cancelQueued := context.WithCancel(t.Context())
 	queuedErr := make(chan error, 1)
 	go func() { queuedErr <- c.Deduct(qctx, reservation(p, "queued", 1, "")) }()
 	cancelQueued()
@@ -221,7 +221,7 @@ func TestCombinedBuyerCancelled(t *testing.T) {
 	if err := <-inBatchErr; err != nil {
 		t.Fatalf("buyer cancelled while its batch committed: %v, want nil (the purchase committed)", err)
 	}
-	r, err := st.StoredReceipt(ctx(t), inBatch.UserID, key)
+	r, err := st.StoredReceipt(t.Context(), inBatch.UserID, key)
 	if err != nil || r.OrderID != inBatch.OrderID {
 		t.Fatalf("receipt for the retry: %+v, %v; want order %s", r, err, inBatch.OrderID)
 	}
@@ -253,7 +253,7 @@ func TestBatchFailedCommit(t *testing.T) {
 		return err
 	})
 	batch := batchOf(p, 1, 2, 1)
-	if _, err := m.DeductBatch(ctx(t), batch); !errors.Is(err, sale.ErrUnavailable) {
+	if _, err := m.DeductBatch(t.Context(), batch); !errors.Is(err, sale.ErrUnavailable) {
 		t.Fatalf("batch whose commit failed: %v, want ErrUnavailable", err)
 	}
 	assertStock(t, st, p.ID, 10)
@@ -277,7 +277,7 @@ func TestBatchDeadlockRetried(t *testing.T) {
 	itest.Integration(t)
 	st, _ := itest.Store(t)
 	db := st.DB()
-	if _, err := db.ExecContext(ctx(t), "CREATE TABLE ballast (id INT PRIMARY KEY)"); err != nil {
+	if _, err := db.ExecContext(t.Context(), "CREATE TABLE ballast (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
 	m, err := stock.NewMySQL(st)
@@ -403,7 +403,7 @@ func batchOf(p sale.Product, qty ...int) []sale.Reservation {
 
 func mustBatch(tb testing.TB, d sale.BatchDeductor, batch []sale.Reservation) []error {
 	tb.Helper()
-	errs, err := d.DeductBatch(ctx(tb), batch)
+	errs, err := d.DeductBatch(tb.Context(), batch)
 	if err != nil {
 		tb.Fatalf("DeductBatch of %d: %v", len(batch), err)
 	}

@@ -1,7 +1,6 @@
 package stock_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -71,20 +70,20 @@ func TestDeductorContract(t *testing.T) {
 				t.Parallel()
 				p := newProduct(t, st, dc.strategy, 1)
 				mustDeduct(t, d, reservation(p, "u1", 1, ""))
-				assertErr(t, d.Deduct(ctx(t), reservation(p, "u2", 1, "")), sale.ErrSoldOut)
+				assertErr(t, d.Deduct(t.Context(), reservation(p, "u2", 1, "")), sale.ErrSoldOut)
 				assertStock(t, st, p.ID, 0)
 			})
 			t.Run("more than left", func(t *testing.T) {
 				t.Parallel()
 				p := newProduct(t, st, dc.strategy, 2)
-				assertErr(t, d.Deduct(ctx(t), reservation(p, "u1", 3, "")), sale.ErrSoldOut)
+				assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 3, "")), sale.ErrSoldOut)
 				assertStock(t, st, p.ID, 2)
 			})
 			t.Run("second purchase by the same user deducts nothing", func(t *testing.T) {
 				t.Parallel()
 				p := newProduct(t, st, dc.strategy, 5)
 				mustDeduct(t, d, reservation(p, "u1", 1, ""))
-				assertErr(t, d.Deduct(ctx(t), reservation(p, "u1", 1, "")), sale.ErrAlreadyPurchased)
+				assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 1, "")), sale.ErrAlreadyPurchased)
 				assertStock(t, st, p.ID, 4)
 			})
 			t.Run("a used idempotency key deducts nothing", func(t *testing.T) {
@@ -93,7 +92,7 @@ func TestDeductorContract(t *testing.T) {
 				q := newProduct(t, st, dc.strategy, 5)
 				user := "u-" + itest.Suffix(8) // keys are scoped per user, and other tests run at once
 				mustDeduct(t, d, reservation(p, user, 1, "key-1"))
-				assertErr(t, d.Deduct(ctx(t), reservation(q, user, 1, "key-1")), sale.ErrIdempotencyKeyInUse)
+				assertErr(t, d.Deduct(t.Context(), reservation(q, user, 1, "key-1")), sale.ErrIdempotencyKeyInUse)
 				assertStock(t, st, q.ID, 5)
 			})
 			t.Run("strategy switched underneath", func(t *testing.T) {
@@ -105,13 +104,13 @@ func TestDeductorContract(t *testing.T) {
 				p := newProduct(t, st, other, 5)
 				r := reservation(p, "u1", 1, "")
 				r.Strategy = dc.strategy
-				assertErr(t, d.Deduct(ctx(t), r), sale.ErrStrategyChanged)
+				assertErr(t, d.Deduct(t.Context(), r), sale.ErrStrategyChanged)
 				assertStock(t, st, p.ID, 5)
 			})
 			t.Run("unknown product", func(t *testing.T) {
 				t.Parallel()
 				r := reservation(sale.Product{ID: 1 << 40, Strategy: dc.strategy}, "u1", 1, "")
-				assertErr(t, d.Deduct(ctx(t), r), sale.ErrNotFound)
+				assertErr(t, d.Deduct(t.Context(), r), sale.ErrNotFound)
 			})
 			t.Run("300 concurrent buyers, stock 100", func(t *testing.T) {
 				t.Parallel()
@@ -130,7 +129,7 @@ func testConcurrentBuyers(t *testing.T, st *store.Store, d sale.Deductor, dc ded
 	for i := range buyers {
 		wg.Go(func() {
 			<-start
-			err := d.Deduct(ctx(t), reservation(p, fmt.Sprintf("buyer-%03d", i), 1, ""))
+			err := d.Deduct(t.Context(), reservation(p, fmt.Sprintf("buyer-%03d", i), 1, ""))
 			switch {
 			case err == nil:
 				accepted.Add(1)
@@ -162,16 +161,10 @@ func testConcurrentBuyers(t *testing.T, st *store.Store, d sale.Deductor, dc ded
 	}
 }
 
-func ctx(tb testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	tb.Cleanup(cancel)
-	return c
-}
-
 func newProduct(tb testing.TB, st *store.Store, strategy sale.Strategy, stockN int) sale.Product {
 	tb.Helper()
 	now := time.Now().UTC()
-	p, err := st.CreateProduct(ctx(tb), sale.NewProduct{
+	p, err := st.CreateProduct(tb.Context(), sale.NewProduct{
 		Name: "contract " + itest.Suffix(6), PriceCents: 100, Stock: stockN, Strategy: strategy,
 		SaleStartsAt: now.Add(-time.Minute), SaleEndsAt: now.Add(time.Hour), PerUserLimit: 5,
 	}, now)
@@ -195,7 +188,7 @@ func reservation(p sale.Product, user string, qty int, key string) sale.Reservat
 
 func mustDeduct(tb testing.TB, d sale.Deductor, r sale.Reservation) {
 	tb.Helper()
-	if err := d.Deduct(ctx(tb), r); err != nil {
+	if err := d.Deduct(tb.Context(), r); err != nil {
 		tb.Fatalf("Deduct(%s, qty %d) = %v, want nil", r.UserID, r.Quantity, err)
 	}
 }
@@ -209,7 +202,7 @@ func assertErr(tb testing.TB, got, want error) {
 
 func assertStock(tb testing.TB, st *store.Store, id int64, want int) {
 	tb.Helper()
-	p, err := st.Product(ctx(tb), id)
+	p, err := st.Product(tb.Context(), id)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -220,7 +213,7 @@ func assertStock(tb testing.TB, st *store.Store, id int64, want int) {
 
 func mustAudit(tb testing.TB, st *store.Store, id int64) audit.Facts {
 	tb.Helper()
-	f, err := audit.Load(ctx(tb), st.DB(), id)
+	f, err := audit.Load(tb.Context(), st.DB(), id)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -134,14 +134,14 @@ func testStaleHolder(t *testing.T, st *store.Store, strategy sale.Strategy, dial
 	a.SetPause(func(context.Context) {
 		once.Do(func() {
 			partition.Cut() // A is cut off from the lock service; its lease runs out
-			bErr = b.Deduct(ctx(t), reservation(p, "buyer-b", 1, ""))
+			bErr = b.Deduct(t.Context(), reservation(p, "buyer-b", 1, ""))
 		})
 	})
 	batch := make([]sale.Reservation, n)
 	for i := range batch {
 		batch[i] = reservation(p, fmt.Sprintf("buyer-a%d", i), 1, "")
 	}
-	aErrs, aErr := a.DeductBatch(ctx(t), batch)
+	aErrs, aErr := a.DeductBatch(t.Context(), batch)
 	if bErr != nil {
 		t.Fatalf("B, the legitimate holder, failed: %v", bErr)
 	}

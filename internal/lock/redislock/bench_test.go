@@ -108,7 +108,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				hook := &counter{isAcquire: lib.isAttempt}
 				rdb := redisClient(b, hook)
 				cycle := lib.setup(b, rdb, "bench", mode.hold)
-				ctx := ctxFor(b, time.Hour)
+				ctx := b.Context()
 				if err := cycle(ctx); err != nil { // warm: scripts loaded, connections dialled
 					b.Fatal(err)
 				}

@@ -2,74 +2,21 @@ package redislock_test
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 )
 
-// TestMain fails the run if a renewal or a waiter's Pub/Sub goroutine outlives the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if left := leftovers(2 * time.Second); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "goroutines left behind by redislock:\n\n%s\n", strings.Join(left, "\n\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// Functions that only run while a lease is held or an Acquire waits.
-var leakMarkers = []string{
-	"redislock.(*Lease).renew",
-	"redislock.(*Lease).expire",
-	"go-redis/v9.(*channel).initAllChan",
-}
-
-// lingering returns the stacks of the goroutines that run one of leakMarkers.
-func lingering() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var found []string
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		for _, m := range leakMarkers {
-			if strings.Contains(g, m) {
-				found = append(found, g)
-				break
-			}
-		}
-	}
-	return found
-}
-
-// leftovers waits up to d for lingering goroutines to end and returns those that did not.
-func leftovers(d time.Duration) []string {
-	deadline := time.Now().Add(d)
-	for {
-		left := lingering()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// TestMain fails the run if a goroutine outlives the tests: a lease's renewal, a waiter's
+// Pub/Sub subscription.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // counter is a go-redis hook that counts what a client sends: acquire-script runs, all
 // commands, and dialled connections (Pub/Sub ones included).
@@ -131,7 +78,7 @@ func redisClient(tb testing.TB, hooks ...redis.Hook) *redis.Client {
 		rdb.AddHook(h)
 	}
 	tb.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.Ping(ctxFor(tb, 10*time.Second)).Err(); err != nil {
+	if err := rdb.Ping(tb.Context()).Err(); err != nil {
 		tb.Fatalf("redis at %s: %v (start it with `make services`, or set SECKILL_TEST_REDIS_ADDR)", itest.RedisAddr, err)
 	}
 	return rdb
@@ -175,15 +122,13 @@ func newClient(tb testing.TB, rdb redis.UniversalClient, opts redislock.Options)
 	return c
 }
 
-func ctxFor(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
+// mustAcquire waits up to 30 s for the lock: a lock that never grants fails the test rather
+// than hanging it.
 func mustAcquire(tb testing.TB, c *redislock.Client, name string) *redislock.Lease {
 	tb.Helper()
-	l, err := c.Acquire(ctxFor(tb, 30*time.Second), name)
+	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
+	defer cancel()
+	l, err := c.Acquire(ctx, name)
 	if err != nil {
 		tb.Fatalf("Acquire(%s) = %v", name, err)
 	}
@@ -192,7 +137,7 @@ func mustAcquire(tb testing.TB, c *redislock.Client, name string) *redislock.Lea
 
 func mustRelease(tb testing.TB, l *redislock.Lease) {
 	tb.Helper()
-	if err := l.Release(ctxFor(tb, 10*time.Second)); err != nil {
+	if err := l.Release(tb.Context()); err != nil {
 		tb.Fatalf("Release = %v", err)
 	}
 }
@@ -200,18 +145,9 @@ func mustRelease(tb testing.TB, l *redislock.Lease) {
 // subscribers is the number of Pub/Sub subscribers of channel.
 func subscribers(tb testing.TB, rdb redis.UniversalClient, channel string) int64 {
 	tb.Helper()
-	n, err := rdb.PubSubNumSub(ctxFor(tb, 10*time.Second), channel).Result()
+	n, err := rdb.PubSubNumSub(tb.Context(), channel).Result()
 	if err != nil {
 		tb.Fatalf("PUBSUB NUMSUB %s: %v", channel, err)
 	}
 	return n[channel]
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

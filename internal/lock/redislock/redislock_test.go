@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock"
@@ -27,7 +28,7 @@ func TestContract(t *testing.T) {
 		Expire: func(t *testing.T, l lock.Lease) {
 			lease := l.(*redislock.Lease)
 			redislock.StallRenewal(lease)
-			if err := rdb.PExpire(ctxFor(t, 10*time.Second), redislock.LeaseKey(lease), time.Millisecond).Err(); err != nil {
+			if err := rdb.PExpire(t.Context(), redislock.LeaseKey(lease), time.Millisecond).Err(); err != nil {
 				t.Fatalf("PEXPIRE: %v", err)
 			}
 		},
@@ -98,10 +99,10 @@ func TestEndedContext(t *testing.T) {
 func TestEmptyName(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, redisClient(t), redislock.Options{})
-	if _, err := c.Acquire(ctxFor(t, 10*time.Second), ""); err == nil {
+	if _, err := c.Acquire(t.Context(), ""); err == nil {
 		t.Error("Acquire of an empty name succeeded")
 	}
-	if _, err := c.TryAcquire(ctxFor(t, 10*time.Second), ""); err == nil {
+	if _, err := c.TryAcquire(t.Context(), ""); err == nil {
 		t.Error("TryAcquire of an empty name succeeded")
 	}
 }
@@ -120,17 +121,17 @@ func TestRenewalKeepsLease(t *testing.T) {
 	a := mustAcquire(t, c, "long")
 	key, _, _ := redislock.Keys(c, "long")
 	for end := time.Now().Add(5 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if l, err := other.TryAcquire(ctxFor(t, 10*time.Second), "long"); !errors.Is(err, lock.ErrNotAcquired) {
+		if l, err := other.TryAcquire(t.Context(), "long"); !errors.Is(err, lock.ErrNotAcquired) {
 			if l != nil {
 				t.Errorf("another client got the lock during the critical section (token %d after %d)", l.Token(), a.Token())
 				mustRelease(t, l)
 			}
 			t.Fatalf("TryAcquire during the critical section = %v, want ErrNotAcquired", err)
 		}
-		if pttl := rdb.PTTL(ctxFor(t, 10*time.Second), key).Val(); pttl <= 0 || pttl > ttl {
+		if pttl := rdb.PTTL(t.Context(), key).Val(); pttl <= 0 || pttl > ttl {
 			t.Fatalf("PTTL of the held key = %s, want in (0, %s]", pttl, ttl)
 		}
-		if isClosed(a.Lost()) {
+		if locktest.IsClosed(a.Lost()) {
 			t.Fatal("Lost() closed while the lease was being renewed")
 		}
 	}
@@ -181,7 +182,7 @@ func TestLost(t *testing.T) {
 			if tc.release {
 				redislock.StallRenewal(a)
 			}
-			if err := tc.meddle(ctxFor(t, 10*time.Second), rdb, key); err != nil {
+			if err := tc.meddle(t.Context(), rdb, key); err != nil {
 				t.Fatal(err)
 			}
 			if !tc.release {
@@ -191,13 +192,13 @@ func TestLost(t *testing.T) {
 					t.Fatalf("Lost() still open %s after the key was meddled with", 10*ttl)
 				}
 			}
-			if err := a.Release(ctxFor(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+			if err := a.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 				t.Fatalf("Release = %v, want ErrNotHeld", err)
 			}
-			if !isClosed(a.Lost()) {
+			if !locktest.IsClosed(a.Lost()) {
 				t.Fatal("Lost() open after Release found the lease gone")
 			}
-			got, err := rdb.Get(ctxFor(t, 10*time.Second), key).Result()
+			got, err := rdb.Get(t.Context(), key).Result()
 			if errors.Is(err, redis.Nil) {
 				got, err = "", nil
 			}
@@ -226,12 +227,12 @@ func TestLostWhenRedisUnreachable(t *testing.T) {
 	case <-time.After(10 * ttl):
 		t.Fatalf("Lost() still open %s after Redis became unreachable", 10*ttl)
 	}
-	if err := a.Release(ctxFor(t, 10*time.Second)); err == nil || errors.Is(err, lock.ErrNotHeld) {
+	if err := a.Release(t.Context()); err == nil || errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release without Redis = %v, want the client's error", err)
 	}
 	other := newClient(t, redisClient(t), redislock.Options{TTL: ttl, Prefix: mustPrefix(t, c)})
 	itest.Eventually(t, 10*ttl, func() (bool, string) {
-		l, err := other.TryAcquire(ctxFor(t, 10*time.Second), "cut-off")
+		l, err := other.TryAcquire(t.Context(), "cut-off")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -245,7 +246,7 @@ func TestTokens(t *testing.T) {
 	rdb := redisClient(t)
 	c := newClient(t, rdb, redislock.Options{})
 	_, fence, _ := redislock.Keys(c, "tokens")
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := t.Context()
 
 	grant := func() uint64 {
 		t.Helper()
@@ -337,7 +338,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		l, err := waiter.Acquire(ctxFor(t, time.Minute), "wake")
+		l, err := waiter.Acquire(t.Context(), "wake")
 		got <- result{l, err, time.Now()}
 	}()
 	// The waiter tried, subscribed and tried again: it is asleep until a notification.
@@ -381,7 +382,9 @@ func TestDeadHolderTakenOver(t *testing.T) {
 	time.Sleep(ttl)           // a few extensions, then
 	redislock.StallRenewal(a) // the holder's process stops: no renewal, no release
 	start := time.Now()
-	b, err := waiter.Acquire(ctxFor(t, time.Minute), "dead")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	b, err := waiter.Acquire(ctx, "dead")
 	if err != nil {
 		t.Fatalf("Acquire after the holder died = %v", err)
 	}
@@ -396,10 +399,10 @@ func TestDeadHolderTakenOver(t *testing.T) {
 	case <-time.After(10 * ttl):
 		t.Error("the dead holder's Lost() still open")
 	}
-	if err := a.Release(ctxFor(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+	if err := a.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("the dead holder's Release = %v, want ErrNotHeld", err)
 	}
-	if isClosed(b.Lost()) {
+	if locktest.IsClosed(b.Lost()) {
 		t.Error("the new holder's lease is lost")
 	}
 	mustRelease(t, b)
@@ -456,8 +459,8 @@ func TestCancelWhileWaiting(t *testing.T) {
 	mustRelease(t, a)
 }
 
-// Release stops the renewal and waits for an extension in flight: no goroutine is left the
-// moment Release returns. Not parallel, so that no other test's lease is counted.
+// Release stops the renewal and waits for an extension in flight: no goroutine is left once
+// Release returns. Not parallel: goleak looks at every goroutine of the process.
 func TestReleaseStopsRenewal(t *testing.T) {
 	const leases = 5
 	const ttl = 600 * time.Millisecond
@@ -473,33 +476,29 @@ func TestReleaseStopsRenewal(t *testing.T) {
 		return next(ctx, cmd)
 	})
 	c := newClient(t, redisClient(t, slow), redislock.Options{TTL: ttl})
-	if left := leftovers(2 * time.Second); len(left) > 0 {
-		t.Fatalf("%d goroutines before the test", len(left))
-	}
+	others := goleak.IgnoreCurrent()
 	var held []*redislock.Lease
 	for i := range leases {
 		held = append(held, mustAcquire(t, c, "renewal-"+strconv.Itoa(i)))
 	}
-	for range leases {
+	for range leases { // every lease has an extension in flight
 		<-inFlight
-	}
-	if n := len(lingering()); n != leases {
-		t.Fatalf("%d renewal goroutines for %d leases with an extension in flight, want %d", n, leases, leases)
 	}
 	for _, l := range held {
 		mustRelease(t, l)
 	}
-	// Release waited for every extension in flight; what is left of the timer callbacks is
-	// their return, so they end at once (a goroutine may still be between Done and its exit
-	// the instant Release returns, which is why this waits a little).
 	if s, d := sent.Load(), done.Load(); s != d {
 		t.Fatalf("Release returned with %d of %d extensions still in flight", s-d, s)
 	}
-	if left := leftovers(time.Second); len(left) > 0 {
-		t.Fatalf("goroutines left after Release:\n%s", left)
+	// What is left of the timer callbacks is their return (a goroutine may still be between
+	// Done and its exit the instant Release returns): goleak.Find retries for a moment.
+	if err := goleak.Find(others); err != nil {
+		t.Fatalf("goroutines left after Release: %v", err)
 	}
+	// A renewal timer left armed is no goroutine until it fires: wait three renewal periods. A
+	// slow machine can only make this miss a late extension, never fail a correct Release.
 	before := sent.Load()
-	time.Sleep(ttl) // three renewal periods
+	time.Sleep(ttl)
 	if after := sent.Load(); after != before {
 		t.Fatalf("%d extensions sent after Release", after-before)
 	}
@@ -507,19 +506,22 @@ func TestReleaseStopsRenewal(t *testing.T) {
 
 // A renewal that hangs (go-redis bounds calls by its ReadTimeout unless the client honours ctx)
 // does not delay Lost past the end of the lease, and Release still waits for it. Not parallel,
-// for the goroutine count.
+// for goleak.
 func TestLostWhileRenewalHangs(t *testing.T) {
 	const ttl = 150 * time.Millisecond
 	const hang = 600 * time.Millisecond
 	hung := make(chan struct{}, 1)
+	var returned atomic.Bool
 	slow := hookFunc(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if args := cmd.Args(); len(args) > 1 && args[1] == redislock.RenewScriptHash {
 			hung <- struct{}{}
+			defer returned.Store(true) // once the call is over, next included
 			time.Sleep(hang)
 		}
 		return next(ctx, cmd)
 	})
 	c := newClient(t, redisClient(t, slow), redislock.Options{TTL: ttl})
+	others := goleak.IgnoreCurrent()
 	a := mustAcquire(t, c, "hung")
 	start := time.Now()
 	<-hung
@@ -531,11 +533,14 @@ func TestLostWhileRenewalHangs(t *testing.T) {
 	case <-time.After(hang):
 		t.Fatal("Lost() waited for the hung renewal")
 	}
-	if err := a.Release(ctxFor(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+	if err := a.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release after the lease ran out = %v, want ErrNotHeld", err)
 	}
-	if left := lingering(); len(left) > 0 {
-		t.Fatalf("goroutines left the moment Release returned:\n%s", left)
+	if !returned.Load() {
+		t.Fatal("Release returned while the hung extension was still in flight")
+	}
+	if err := goleak.Find(others); err != nil {
+		t.Fatalf("goroutines left after Release: %v", err)
 	}
 }
 
@@ -578,9 +583,9 @@ func TestGivingUpPassesTheWakeUp(t *testing.T) {
 	})
 	second := make(chan error, 1)
 	go func() {
-		l, err := waiter.Acquire(ctxFor(t, time.Minute), "give-up")
+		l, err := waiter.Acquire(t.Context(), "give-up")
 		if err == nil {
-			err = l.Release(ctxFor(t, 10*time.Second))
+			err = l.Release(t.Context())
 		}
 		second <- err
 	}()
@@ -630,7 +635,7 @@ func TestWaitersTakeTurns(t *testing.T) {
 		go func() {
 			l, err := waiter.Acquire(ctxs[i], "turns")
 			if err == nil {
-				err = l.Release(ctxFor(t, 10*time.Second))
+				err = l.Release(t.Context())
 			}
 			errs <- err
 		}()
@@ -684,7 +689,9 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 	var last atomic.Uint64
 	got := locktest.Increments(t, func(critical func()) error {
 		c := clients[next.Add(1)%int64(len(clients))]
-		l, err := c.Acquire(ctxFor(t, time.Minute), "across")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a lock that never grants fails, not hangs
+		defer cancel()
+		l, err := c.Acquire(ctx, "across")
 		if err != nil {
 			return err
 		}
@@ -692,7 +699,7 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 			t.Errorf("token %d granted after %d", l.Token(), prev)
 		}
 		critical()
-		return l.Release(ctxFor(t, 10*time.Second))
+		return l.Release(ctx)
 	})
 	if want := int64(locktest.Workers * locktest.Rounds); got != want {
 		t.Fatalf("counter = %d after %d increments under the lock", got, want)
@@ -712,9 +719,9 @@ func TestBackToBackWaitsShareASubscription(t *testing.T) {
 		a := mustAcquire(t, holder, "back-to-back")
 		got := make(chan error, 1)
 		go func() {
-			l, err := waiter.Acquire(ctxFor(t, time.Minute), "back-to-back")
+			l, err := waiter.Acquire(t.Context(), "back-to-back")
 			if err == nil {
-				err = l.Release(ctxFor(t, 10*time.Second))
+				err = l.Release(t.Context())
 			}
 			got <- err
 		}()

@@ -3,7 +3,6 @@ package zklock
 import (
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -28,11 +27,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.Run("zklock/uncontended", func(b *testing.B) {
 		name := "bench-" + itest.Suffix(10)
 		for b.Loop() {
-			l, err := c.Acquire(ctxT(b, time.Minute), name)
+			l, err := c.Acquire(b.Context(), name)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := l.Release(ctxT(b, time.Minute)); err != nil {
+			if err := l.Release(b.Context()); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -43,12 +42,12 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.SetParallelism(parallelism)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				l, err := c.Acquire(ctxT(b, time.Minute), name)
+				l, err := c.Acquire(b.Context(), name)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				if err := l.Release(ctxT(b, time.Minute)); err != nil {
+				if err := l.Release(b.Context()); err != nil {
 					b.Error(err)
 					return
 				}

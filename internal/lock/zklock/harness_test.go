@@ -241,7 +241,7 @@ func newClient(tb testing.TB, o Options) (*Client, *netem) {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 10 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(tb.Context(), 15*time.Second)
 	defer cancel()
 	c, err := Connect(ctx, itest.ZKServers, o)
 	if err != nil {
@@ -323,15 +323,17 @@ func fakeNode(tb testing.TB, conn *zk.Conn, parent string) string {
 	return p
 }
 
-func ctxT(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
+// acquire waits up to 30 s for the lock: a lock that never grants fails the test rather than
+// hanging it.
+func acquire(tb testing.TB, c *Client, name string) (*Lease, error) {
+	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
+	defer cancel()
+	return c.Acquire(ctx, name)
 }
 
 func mustAcquire(tb testing.TB, c *Client, name string) *Lease {
 	tb.Helper()
-	l, err := c.Acquire(ctxT(tb, 30*time.Second), name)
+	l, err := acquire(tb, c, name)
 	if err != nil {
 		tb.Fatalf("Acquire(%s) = %v", name, err)
 	}
@@ -340,16 +342,7 @@ func mustAcquire(tb testing.TB, c *Client, name string) *Lease {
 
 func mustRelease(tb testing.TB, l *Lease) {
 	tb.Helper()
-	if err := l.Release(ctxT(tb, 10*time.Second)); err != nil {
+	if err := l.Release(tb.Context()); err != nil {
 		tb.Fatalf("Release(%s) = %v", l.path, err)
-	}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }

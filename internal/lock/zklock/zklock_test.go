@@ -202,7 +202,7 @@ func TestPredecessorVanishesBeforeWatch(t *testing.T) {
 }
 
 func mustAcquireOrNil(t *testing.T, c *Client, name string) *Lease {
-	l, err := c.Acquire(ctxT(t, 30*time.Second), name)
+	l, err := acquire(t, c, name)
 	if err != nil {
 		t.Errorf("Acquire = %v", err)
 		return nil
@@ -323,10 +323,10 @@ func TestTryAcquireLeavesNoNode(t *testing.T) {
 	holder := mustAcquire(t, holderClient, name)
 	c, _ := newClient(t, Options{Root: root})
 
-	if _, err := c.TryAcquire(ctxT(t, 10*time.Second), name); !errors.Is(err, lock.ErrNotAcquired) {
+	if _, err := c.TryAcquire(t.Context(), name); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
 	}
-	l, err := c.Locker().TryAcquire(ctxT(t, 10*time.Second), name)
+	l, err := c.Locker().TryAcquire(t.Context(), name)
 	if !errors.Is(err, lock.ErrNotAcquired) || l != nil {
 		t.Fatalf("Locker().TryAcquire = %#v, %v; want a nil Lease and ErrNotAcquired", l, err)
 	}
@@ -358,7 +358,7 @@ func TestLostOnSessionExpiry(t *testing.T) {
 	if ok, _, err := raw.Exists(lease.path); ok || err != nil {
 		t.Fatalf("node of the expired session: exists %v, %v", ok, err)
 	}
-	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+	if err := lease.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release after expiry = %v, want ErrNotHeld", err)
 	}
 	// The client goes on with a new session.
@@ -411,7 +411,9 @@ func TestLostOnPartition(t *testing.T) {
 	})
 	time.Sleep(250 * time.Millisecond)
 	// Whether the session survived the partition decides which; either way the node goes.
-	if err := lease.Release(ctxT(t, 3*timeout)); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*timeout)
+	defer cancel()
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release after the partition = %v", err)
 	}
 	itest.Eventually(t, 3*timeout, func() (bool, string) {
@@ -429,7 +431,9 @@ func TestAcquireWhileUnreachable(t *testing.T) {
 	c, e := newClient(t, Options{Root: root, SessionTimeout: 4 * time.Second})
 	e.cutNetwork()
 	itest.Eventually(t, 10*time.Second, func() (bool, string) { return !c.hasSession(), "still has a session" })
-	_, err := c.Acquire(ctxT(t, 500*time.Millisecond), name)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	_, err := c.Acquire(ctx, name)
 	if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrTimeout) {
 		t.Fatalf("Acquire while ZooKeeper is unreachable = %v, want ErrUnavailable (not ErrTimeout)", err)
 	}
@@ -453,7 +457,7 @@ func TestLostWhenNodeDeleted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Lost not closed after the node was deleted")
 	}
-	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) {
+	if err := lease.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release of a deleted node = %v, want ErrNotHeld", err)
 	}
 }
@@ -464,21 +468,21 @@ func TestClose(t *testing.T) {
 	raw := rawConn(t)
 	name := locktest.Name(t)
 	c, _ := newClient(t, Options{Root: root})
-	if err := c.Ping(ctxT(t, time.Second)); err != nil {
+	if err := c.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping = %v", err)
 	}
 	lease := mustAcquire(t, c, name)
 	c.Close()
-	if !isClosed(lease.Lost()) {
+	if !locktest.IsClosed(lease.Lost()) {
 		t.Error("Lost not closed by Close")
 	}
-	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, ErrClosed) {
+	if err := lease.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, ErrClosed) {
 		t.Errorf("Release after Close = %v, want ErrNotHeld and ErrClosed", err)
 	}
-	if _, err := c.Acquire(ctxT(t, 10*time.Second), name); !errors.Is(err, ErrClosed) {
+	if _, err := c.Acquire(t.Context(), name); !errors.Is(err, ErrClosed) {
 		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
 	}
-	if err := c.Ping(ctxT(t, time.Second)); !errors.Is(err, ErrClosed) {
+	if err := c.Ping(t.Context()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Ping after Close = %v, want ErrClosed", err)
 	}
 	itest.Eventually(t, 10*time.Second, func() (bool, string) {
@@ -528,7 +532,9 @@ func TestConnectFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			c, err := Connect(ctxT(t, 300*time.Millisecond), tc.servers, tc.opts)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			c, err := Connect(ctx, tc.servers, tc.opts)
 			if err == nil {
 				c.Close()
 				t.Fatal("Connect succeeded")
