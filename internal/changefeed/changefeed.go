@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-retry"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -81,13 +82,14 @@ func (f *Feed) publish(ctx context.Context) {
 
 // subscribe receives until ctx ends. go-redis reconnects and subscribes again by itself after a
 // broken connection; each subscription (the first one too) is answered with a resync, since
-// messages sent while it was away are lost.
+// messages sent while it was away are lost. After a failed receive it waits 100 ms, then twice as
+// long after each next one, 5 s at the most, and from 100 ms again once a receive succeeds.
 func (f *Feed) subscribe(ctx context.Context, apply func(sale.Change)) {
 	ps := f.rdb.Subscribe(ctx, f.channel)
 	stop := context.AfterFunc(ctx, func() { ps.Close() })
 	defer stop()
 	defer ps.Close()
-	backoff := 100 * time.Millisecond
+	var backoff retry.Backoff // nil until a receive fails, and again after one succeeds
 	failing := false
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, 15*time.Second)
@@ -103,15 +105,18 @@ func (f *Feed) subscribe(ctx context.Context, apply func(sale.Change)) {
 				f.log.Warn("changefeed: subscription broken; retrying", "err", err)
 			}
 			failing = true
+			if backoff == nil {
+				backoff = retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
+			}
+			wait, _ := backoff.Next()
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff = nil
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if failing {
