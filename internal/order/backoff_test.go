@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-
-	"github.com/seckill-go/seckill-go/internal/store"
 )
 
 // TestOutageBackoff: 100 ms, doubling, at most 5 s, no jitter, for as long as it is asked.
@@ -95,7 +93,7 @@ type failingOutbox struct {
 	claims []time.Time
 }
 
-func (f *failingOutbox) ClaimOutboxFrom(context.Context, string, time.Duration, int, int64) ([]store.OutboxEntry, error) {
+func (f *failingOutbox) ClaimOutboxFrom(context.Context, string, time.Duration, int, int64) ([]OutboxEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims = append(f.claims, time.Now())

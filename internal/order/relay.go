@@ -11,18 +11,28 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/sethvargo/go-retry"
-
-	"github.com/seckill-go/seckill-go/internal/store"
 )
 
 // Outbox is the reservation table as the relay sees it. ClaimOutboxFrom claims only entries
 // whose id is at least fromID (0: all).
 type Outbox interface {
-	ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]store.OutboxEntry, error)
+	ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]OutboxEntry, error)
 	MarkPublished(ctx context.Context, ids []int64) error
 	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
 	OutboxBacklog(ctx context.Context) (int64, error)
 	RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error)
+}
+
+// OutboxEntry is a committed reservation waiting to be published to the order queue: what the
+// relay turns into an Event.
+type OutboxEntry struct {
+	ID        int64
+	OrderID   string
+	ProductID int64
+	UserID    string
+	Quantity  int
+	Strategy  string
+	CreatedAt time.Time
 }
 
 // MessageWriter publishes messages and returns once the broker acknowledged them (or failed).

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/seckill-go/seckill-go/internal/order"
 )
 
 // Lock order. The relay's MarkPublished takes X locks on reservation rows and the consumer's
@@ -22,30 +24,28 @@ import (
 // statement's REPEATABLE READ takes next-key locks on that index, whose gaps are where every
 // purchase inserts its new (NULL, id) entries.
 
-// OutboxEntry is a committed reservation waiting to be published to the order queue.
-type OutboxEntry struct {
-	ID        int64
-	OrderID   string
-	ProductID int64
-	UserID    string
-	Quantity  int
-	Strategy  string
-	CreatedAt time.Time
-}
+var (
+	_ order.Outbox     = (*Store)(nil)
+	_ order.OrderStore = (*Store)(nil)
+)
+
+// OutboxEntry is order.OutboxEntry: the relay owns the type, and this name stays for the code
+// (tests) that still spells it store.OutboxEntry.
+type OutboxEntry = order.OutboxEntry
 
 // ClaimOutbox leases up to limit unpublished reservations to owner for lease, oldest first.
 // Relays in several processes may call it at once: SKIP LOCKED hands each of them different rows
 // and never waits for a purchase still inserting, and a claim whose owner died expires after
 // lease so another relay takes the rows over.
-func (s *Store) ClaimOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]OutboxEntry, error) {
+func (s *Store) ClaimOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]order.OutboxEntry, error) {
 	return s.ClaimOutboxFrom(ctx, owner, lease, limit, 0)
 }
 
 // ClaimOutboxFrom is ClaimOutbox for entries whose id is at least fromID. The bound is a range
 // on the outbox index, so the claim does not walk the entries published before it, which linger
 // as delete-marked records until InnoDB purges them.
-func (s *Store) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]OutboxEntry, error) {
-	var out []OutboxEntry
+func (s *Store) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]order.OutboxEntry, error) {
+	var out []order.OutboxEntry
 	err := s.inTx(ctx, "claim outbox", func(tx *gorm.DB) error {
 		// A locking read returns the latest committed row, so the columns can be read here at
 		// once rather than by a second SELECT after the UPDATE. The index hint keeps the walk on
@@ -77,11 +77,11 @@ func (s *Store) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Du
 
 // scanOutbox reads and closes rows of outbox entries. Scanning by hand costs a fraction of
 // gorm's reflection, which was the relay's largest CPU cost after the network.
-func scanOutbox(rows *sql.Rows, capacity int) ([]OutboxEntry, error) {
+func scanOutbox(rows *sql.Rows, capacity int) ([]order.OutboxEntry, error) {
 	defer rows.Close()
-	out := make([]OutboxEntry, 0, min(capacity, 256))
+	out := make([]order.OutboxEntry, 0, min(capacity, 256))
 	for rows.Next() {
-		var e OutboxEntry
+		var e order.OutboxEntry
 		if err := rows.Scan(&e.ID, &e.OrderID, &e.ProductID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt); err != nil {
 			return nil, err
 		}
