@@ -17,6 +17,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the audit reads the database directly
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -306,7 +307,7 @@ func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
 		for _, v := range violations {
 			fmt.Fprintln(w, "VIOLATION:", v)
 		}
-		return errInvariants(fmt.Sprintf("product %d: %d invariants broken", o.productID, len(violations)))
+		return cli.Failure(fmt.Sprintf("product %d: %d invariants broken", o.productID, len(violations)))
 	}
 	fmt.Fprintf(w, "PASS: initial %d, stock %d, reserved %d, ordered %d, oversold %d\n",
 		facts.InitialStock, facts.Stock, facts.ReservedUnits, facts.OrderUnits, facts.Oversold())

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +12,7 @@ import (
 )
 
 // TestMain lets the test binary be the bare gin child of the yardsticks.
-func TestMain(m *testing.M) {
-	if yardstick.IsChild(os.Getenv) {
-		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { yardstick.Main(m.Run) }
 
 // TestSmoke is the load test in small, inside `make test`: the three safe strategies and the
 // unsafe control over three replicas, 50 units, 1,000 buyers each. The safe ones must pass every

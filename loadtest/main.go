@@ -23,43 +23,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 func main() {
-	if yardstick.IsChild(os.Getenv) { // this process is the bare gin ceiling that run started
-		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "loadtest: bare gin:", err)
-			os.Exit(2)
-		}
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	var failed errInvariants
-	switch {
-	case err == nil:
-	case errors.As(err, &failed):
-		fmt.Fprintln(os.Stderr, "loadtest:", err)
-		os.Exit(1)
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "loadtest:", err)
-		os.Exit(2)
-	}
+	cli.Main("loadtest", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
 }
-
-// errInvariants means the run completed and found broken invariants.
-type errInvariants string
-
-func (e errInvariants) Error() string { return string(e) }
 
 // options are the command line.
 type options struct {
@@ -120,8 +93,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o.targets = splitList(*targets)
-	o.strategies = splitList(*strategies)
+	o.targets = cli.SplitList(*targets)
+	o.strategies = cli.SplitList(*strategies)
 	if o.buyers == 0 {
 		o.buyers = 20 * o.stock
 	}
@@ -138,16 +111,6 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, fmt.Errorf("-chaos %q: only kill is known", o.chaos)
 	}
 	return o, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, strings.TrimRight(part, "/"))
-		}
-	}
-	return out
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -176,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "\nreport: %s\n", strings.Join(files, ", "))
 	}
 	if !rep.Passed {
-		return errInvariants("invariants broken; see the verdicts above")
+		return cli.Failure("invariants broken; see the verdicts above")
 	}
 	return nil
 }
@@ -186,7 +149,5 @@ func progress(w io.Writer, quiet bool) func(format string, args ...any) {
 	if quiet {
 		return func(string, ...any) {}
 	}
-	return func(format string, args ...any) {
-		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
+	return cli.Progress(w)
 }

@@ -20,16 +20,7 @@ import (
 )
 
 // TestMain lets the test binary be the bare gin child of the gin phase.
-func TestMain(m *testing.M) {
-	if yardstick.IsChild(os.Getenv) {
-		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { yardstick.Main(m.Run) }
 
 func noEnv(string) string { return "" }
 

@@ -31,45 +31,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
 func main() {
-	if yardstick.IsChild(os.Getenv) { // this process is the bare gin ceiling that run started
-		if err := yardstick.RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "bench: bare gin:", err)
-			os.Exit(2)
-		}
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	var broken errContract
-	switch {
-	case err == nil:
-	case errors.As(err, &broken):
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
-	}
+	cli.Main("bench", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
-
-// errContract means the run completed and some answers broke the API's contract.
-type errContract string
-
-func (e errContract) Error() string { return string(e) }
 
 // options are the command line.
 type options struct {
@@ -144,11 +116,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	o.targets = splitList(*targets)
-	o.phases = splitList(*phases)
-	o.strategies = splitList(*strategies)
-	o.batches = splitList(*batches)
-	for _, w := range splitList(*workers) {
+	o.targets = cli.SplitList(*targets)
+	o.phases = cli.SplitList(*phases)
+	o.strategies = cli.SplitList(*strategies)
+	o.batches = cli.SplitList(*batches)
+	for _, w := range cli.SplitList(*workers) {
 		n, err := strconv.Atoi(w)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("-workers: %q is not a positive number", w)
@@ -192,26 +164,9 @@ func envOr(getenv func(string) string, name, def string) string {
 	return def
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, strings.TrimRight(part, "/"))
-		}
-	}
-	return out
-}
-
 func isPositiveInt(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n > 0
-}
-
-// progress returns a printf for progress lines, which go to stderr; the report goes to stdout.
-func progress(w io.Writer) func(format string, args ...any) {
-	return func(format string, args ...any) {
-		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -219,7 +174,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, say: progress(stderr)}
+	b := &bench{o: o, say: cli.Progress(stderr)} // progress on stderr; the report goes to stdout
 	rep, runErr := b.run(ctx)
 	if rep == nil {
 		return runErr
@@ -234,7 +189,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runErr
 	}
 	if len(rep.Problems) > 0 {
-		return errContract(fmt.Sprintf("%d answers or audits broke the contract: see Problems in the report", len(rep.Problems)))
+		return cli.Failure(fmt.Sprintf("%d answers or audits broke the contract: see Problems in the report", len(rep.Problems)))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ import (
 )
 
 // childEnv marks a process started by StartBareGin: its main must call RunChild first thing
-// (see IsChild). Re-executing the running binary needs no compiler at run time, so it works
+// (see IsChild, or let Main do both). Re-executing the running binary needs no compiler at run time, so it works
 // from `go run`, from a test binary and from the load test's scratch image alike.
 const childEnv = "SECKILL_YARDSTICK_CHILD"
 
@@ -32,6 +33,21 @@ const bareGinChild = "bare-gin"
 // IsChild reports whether this process is a yardstick child that StartBareGin started: then the
 // program must call RunChild and nothing else.
 func IsChild(getenv func(string) string) bool { return getenv(childEnv) != "" }
+
+// Main runs this process as what it was started as, and exits with its status: the bare gin
+// child when StartBareGin started it (see IsChild; exit status 0, or 2 with the error on stderr),
+// parent otherwise. The main, or TestMain, of a program that calls StartBareGin without an exe
+// hands it the rest of its work: yardstick.Main(m.Run).
+func Main(parent func() int) {
+	if !IsChild(os.Getenv) {
+		os.Exit(parent())
+	}
+	if err := RunChild(os.Getenv, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: bare gin: %v\n", filepath.Base(os.Args[0]), err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
 
 // RunChild is the whole life of a child process: it serves BareGinHandler on a free loopback
 // port, writes "listening <addr>" to stdout, and returns when stdin closes (its parent stopped it

@@ -1,0 +1,75 @@
+// Package cli is the main() that the harness's two commands, the load test (loadtest) and the
+// bench (loadtest/bench), share: the signals that end a run, the exit status each kind of error
+// means, their bare gin child, and the way both read a list flag and print progress. It holds
+// none of either command's logic, and nothing in it but Main exits.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+// Failure is the error of a run that completed and found the system under test broken: an
+// invariant (the load test) or the API's contract (the bench). Any other error means the run
+// itself could not be made: a usage or setup error, or an interrupted run.
+type Failure string
+
+func (f Failure) Error() string { return string(f) }
+
+// Main is the whole main() of the command called name. In the bare gin child that the
+// yardsticks start from this executable it serves that child (yardstick.Main). Otherwise it calls
+// run with a context that SIGINT and SIGTERM cancel, and exits with ExitStatus of its error.
+func Main(name string, run func(ctx context.Context) error) {
+	yardstick.Main(func() int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return ExitStatus(os.Stderr, name, run(ctx))
+	})
+}
+
+// ExitStatus is the exit status of a run of the command called name that ended with err: 0 for
+// nil, 1 for a Failure, 2 for any other error, flag.ErrHelp included. It writes the error to
+// stderr after "name: ", except flag.ErrHelp, for which the flag package has printed the usage.
+func ExitStatus(stderr io.Writer, name string, err error) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var failed Failure
+	if errors.As(err, &failed) {
+		return 1
+	}
+	return 2
+}
+
+// SplitList reads a comma-separated flag value: its items trimmed of spaces and of a trailing
+// slash (base URLs), empty items dropped.
+func SplitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, strings.TrimRight(part, "/"))
+		}
+	}
+	return out
+}
+
+// Progress returns a printf for progress lines: each one on w, after the time of day.
+func Progress(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+}
