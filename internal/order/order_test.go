@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestEveryReservationBecomesOneOrder(t *testing.T) {
 	kcfg := itest.Topic(t, 6)
 	p := newProduct(t, st, 400)
 
-	stop := startPipeline(t, st, kcfg, 3)
+	stop, _ := startPipeline(t, st, kcfg, 3)
 	defer stop()
 	buy(t, st, p, 0, 300)
 	f := waitDrained(t, st, p.ID)
@@ -60,14 +61,18 @@ func TestBrokerAwayForAWhile(t *testing.T) {
 	broker := startBroker(t, port, dir, kcfg.Topic)
 	p := newProduct(t, st, 200)
 
-	stop := startPipeline(t, st, kcfg, 2)
+	stop, relayFailures := startPipeline(t, st, kcfg, 2)
 	defer stop()
 	buy(t, st, p, 0, 50)
 	waitDrained(t, st, p.ID)
 
+	failed := relayFailures.Load()
 	broker.Close()
 	buy(t, st, p, 50, 100) // accepted while the broker is away
-	time.Sleep(2 * time.Second)
+	// A relay tried to publish them and failed: the retry below is a retry.
+	itest.Eventually(t, time.Minute, func() (bool, string) {
+		return relayFailures.Load() > failed, "no relay has failed to publish since the broker went away"
+	})
 	if f := mustAudit(t, st, p.ID); f.Orders != 50 {
 		t.Fatalf("orders = %d while the broker was down, want still 50", f.Orders)
 	}
@@ -106,14 +111,16 @@ func TestConsumerSkipsEventsOfDeletedReservations(t *testing.T) {
 }
 
 // startPipeline runs n relays and n consumers, as n replicas would, until the returned stop.
-func startPipeline(t *testing.T, st *store.Store, kcfg order.KafkaConfig, n int) (stop func()) {
+// relayFailures counts the relays' failed batches.
+func startPipeline(t *testing.T, st *store.Store, kcfg order.KafkaConfig, n int) (stop func(), relayFailures *atomic.Int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	relayFailures = new(atomic.Int64)
 	for i := range n {
 		m := metrics.New()
 		w := order.NewWriter(itest.Logger(), kcfg)
-		relay, err := order.NewRelay(itest.Logger(), st, w, m, order.RelayConfig{
+		relay, err := order.NewRelay(itest.Logger(), st, w, countFailures{m, relayFailures}, order.RelayConfig{
 			Owner: fmt.Sprintf("relay-%d", i), Poll: 20 * time.Millisecond,
 		})
 		if err != nil {
@@ -132,8 +139,16 @@ func startPipeline(t *testing.T, st *store.Store, kcfg order.KafkaConfig, n int)
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	t.Cleanup(stop)
-	return stop
+	return stop, relayFailures
 }
+
+// countFailures is a relay's metrics that also count its failed batches.
+type countFailures struct {
+	*metrics.Metrics
+	n *atomic.Int64
+}
+
+func (c countFailures) RelayFailed() { c.n.Add(1); c.Metrics.RelayFailed() }
 
 func startBroker(t *testing.T, port int, dir, topic string) *kfake.Cluster {
 	t.Helper()

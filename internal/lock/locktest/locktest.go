@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock"
 )
 
@@ -25,6 +26,10 @@ type Suite struct {
 	// Expire ends the lease's grant as a stalled holder would see it end (Redis: the key expires
 	// unrenewed; ZooKeeper: the session expires). Lost() must close afterwards.
 	Expire func(t *testing.T, l lock.Lease)
+	// Waiting reports whether the server sees a call of Acquire(name) waiting for the held lock
+	// (Redis: a subscriber to its release channel; ZooKeeper: a node queued behind the holder's),
+	// so that a wait is cancelled once it is one, however slow the machine.
+	Waiting func(t *testing.T, name string) bool
 }
 
 // Run runs the contract.
@@ -197,30 +202,51 @@ func testCancelWhileWaiting(t *testing.T, s Suite) {
 	l := s.New(t)
 	name := Name(t)
 	a := mustAcquire(t, l, name)
-	for _, cancelFirst := range []bool{false, true} {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		if cancelFirst {
-			go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-		}
-		start := time.Now()
-		lease, err := l.Acquire(ctx, name)
-		waited := time.Since(start)
-		cancel()
-		if err == nil {
-			t.Fatalf("Acquire of a held lock returned a lease (token %d)", lease.Token())
-		}
-		want := context.DeadlineExceeded
-		if cancelFirst {
-			want = context.Canceled
-		}
-		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, want) {
-			t.Fatalf("Acquire after ctx ended = %v, want ErrTimeout and %v", err, want)
-		}
-		// A liveness bound, not a speed claim: a wait that ignores ctx would hang far longer.
-		if waited > 5*time.Second {
-			t.Fatalf("Acquire returned %s after its ctx ended", waited)
-		}
+
+	// Cancelled once it waits. The deadline only ends a wait that ignores the cancellation.
+	waitCtx, cancelWait := context.WithTimeout(t.Context(), time.Minute)
+	defer cancelWait()
+	type result struct {
+		lease lock.Lease
+		err   error
 	}
+	got := make(chan result, 1)
+	go func() {
+		lease, err := l.Acquire(waitCtx, name)
+		got <- result{lease, err}
+	}()
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return s.Waiting(t, name), "the server sees no call waiting for " + name
+	})
+	cancelWait()
+	// A liveness bound, not a speed claim: a wait that ignores ctx would hang for its minute.
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Fatalf("Acquire of a held lock returned a lease (token %d)", r.lease.Token())
+		}
+		if !errors.Is(r.err, lock.ErrTimeout) || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("Acquire after its ctx was cancelled = %v, want ErrTimeout and context.Canceled", r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire still waiting 5 s after its ctx was cancelled")
+	}
+
+	// A deadline that passes while it waits (or before it could even ask, on a stalled machine:
+	// the answer is the same).
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	lease, err := l.Acquire(ctx, name)
+	if err == nil {
+		t.Fatalf("Acquire of a held lock returned a lease (token %d)", lease.Token())
+	}
+	if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire after its deadline = %v, want ErrTimeout and context.DeadlineExceeded", err)
+	}
+	if end, _ := ctx.Deadline(); time.Since(end) > 5*time.Second {
+		t.Fatalf("Acquire returned %s after its deadline", time.Since(end))
+	}
+
 	mustRelease(t, a)
 	// The abandoned waits left nothing behind that would queue ahead of a new holder.
 	b, err := l.TryAcquire(t.Context(), name)

@@ -21,6 +21,8 @@ import (
 func TestContract(t *testing.T) {
 	rdb := redisClient(t)
 	prefix := testPrefix(t) // one for the suite: its expiry case takes a name over from a second Locker
+	// names spells the suite's keys, for Waiting.
+	names := newClient(t, rdb, redislock.Options{Prefix: prefix})
 	locktest.Run(t, locktest.Suite{
 		New: func(t *testing.T) lock.Locker {
 			return newClient(t, rdb, redislock.Options{TTL: time.Second, Prefix: prefix}).Locker()
@@ -31,6 +33,10 @@ func TestContract(t *testing.T) {
 			if err := rdb.PExpire(t.Context(), redislock.LeaseKey(lease), time.Millisecond).Err(); err != nil {
 				t.Fatalf("PEXPIRE: %v", err)
 			}
+		},
+		Waiting: func(t *testing.T, name string) bool {
+			_, _, channel := redislock.Keys(names, name)
+			return subscribers(t, rdb, channel) > 0
 		},
 	})
 }
@@ -322,7 +328,9 @@ func TestTokens(t *testing.T) {
 // only the notification can hand it the lock within seconds.
 func TestWaiterWokenByRelease(t *testing.T) {
 	t.Parallel()
-	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second}
+	// KeepSubscribed short: the end of the subscription is checked below, and the default (5 s)
+	// would race that check's own 5 s.
+	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond}
 	rdb := redisClient(t)
 	c := newClient(t, rdb, opts)
 	_, _, channel := redislock.Keys(c, "wake")
