@@ -123,6 +123,16 @@ is_running() {
 	return 1
 }
 
+# signal_process NAME SIGNAL sends SIGNAL (HUP, KILL, ...) to NAME's process
+# only if is_running says it is the one these scripts started; fails, sending
+# nothing, if it is not (no pid file, process gone, or its pid reused since).
+signal_process() {
+	local name=$1 sig=$2 pid
+	is_running "$name" || return 1
+	pid=$(read_pid "$name") || return 1
+	kill -s "$sig" "$pid"
+}
+
 # start_bg NAME CMD... runs CMD detached (own session, no stdin, output to
 # NAME's log) and records its pid. The wrapper shell writes its own pid and
 # then execs CMD, so the pid file names CMD itself even if setsid forks.

@@ -80,7 +80,7 @@ nginx_reload_if_changed() {
 	fi
 	mv -f "$NGINX_CONF.new" "$NGINX_CONF"
 	nginx_cmd -t -q || die "nginx: $NGINX_CONF is invalid"
-	kill -HUP "$(read_pid nginx)"
+	signal_process nginx HUP || die "nginx: stopped while its config was checked: run up again to start it"
 	log "nginx: config changed, reloaded (pid $(read_pid nginx))"
 }
 
