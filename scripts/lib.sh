@@ -234,11 +234,25 @@ http_ok() {
 # apt_install PKG... installs Debian packages without starting their services
 # (a temporary policy-rc.d denies that where the image has none), running
 # apt-get update only if the first attempt fails (missing package lists).
+# The policy-rc.d it adds goes away however the install ends, Ctrl-C included:
+# left behind, it would keep every later install on the machine from starting
+# its service. One that was there before is left alone.
 apt_install() {
-	local start policy=/usr/sbin/policy-rc.d added_policy='' ok=1
+	local start policy=/usr/sbin/policy-rc.d ok=1 saved_traps
 	start=$(now_ns)
+	saved_traps=$(trap -p EXIT INT TERM)
 	if [[ ! -e $policy ]]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && added_policy=1
+		trap remove_added_policy EXIT
+		trap 'remove_added_policy; trap - INT; kill -s INT $$' INT
+		trap 'remove_added_policy; trap - TERM; kill -s TERM $$' TERM
+		# Named before it is written, so that no interruption can leave it behind;
+		# noclobber: never take over one that another install has just written.
+		APT_ADDED_POLICY=$policy
+		if (set -C && printf '#!/bin/sh\nexit 101\n' >"$policy") 2>/dev/null; then
+			chmod +x "$policy"
+		else
+			APT_ADDED_POLICY=''
+		fi
 	fi
 	log "apt-get install $*"
 	if ! apt_get install -y --no-install-recommends "$@"; then
@@ -247,9 +261,22 @@ apt_install() {
 			ok=''
 		fi
 	fi
-	if [[ -n $added_policy ]]; then rm -f "$policy"; fi
+	remove_added_policy
+	trap - EXIT INT TERM
+	eval "$saved_traps"
 	[[ -n $ok ]] || die "could not install $* (see $LOG_DIR/apt.log)"
 	log "installed $* in $(elapsed_since "$start")"
+}
+
+# APT_ADDED_POLICY is the policy-rc.d that apt_install wrote and has not yet
+# removed, if any.
+APT_ADDED_POLICY=''
+
+remove_added_policy() {
+	if [[ -n $APT_ADDED_POLICY ]]; then
+		rm -f "$APT_ADDED_POLICY"
+		APT_ADDED_POLICY=''
+	fi
 }
 
 apt_get() {
