@@ -14,6 +14,11 @@ export SECKILL_DEFAULT_STRATEGY=${SECKILL_DEFAULT_STRATEGY:-mysql}
 # The dev stack serves the unsafe `none` strategy (the app's own default is false): the seeded
 # demo, the storefront's stampede and `make loadtest` use it to show an oversell being caught.
 export SECKILL_ALLOW_UNSAFE_STRATEGIES=${SECKILL_ALLOW_UNSAFE_STRATEGIES:-true}
-# The storefront's stampede spreads its simulated buyers over every replica of `make up`
-# (scripts/lib.sh: replica N listens on 127.0.0.1:808N). Keep in step with SECKILL_REPLICAS.
-export SECKILL_PEERS=${SECKILL_PEERS:-http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083}
+# How many replicas `make up` runs; not the app's setting, so not exported.
+SECKILL_REPLICAS=${SECKILL_REPLICAS:-3}
+# The storefront's stampede spreads its simulated buyers over every replica of `make up`: by
+# default SECKILL_REPLICAS of them, where lib.sh's replica_addr puts them (127.0.0.1:808N).
+# shellcheck source=scripts/lib.sh
+declare -F replica_urls >/dev/null || . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+SECKILL_PEERS=${SECKILL_PEERS:-$(replica_urls "$SECKILL_REPLICAS")}
+export SECKILL_PEERS

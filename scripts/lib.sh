@@ -40,6 +40,16 @@ elapsed_since() {
 
 replica_addr() { printf '%s:%d' "$REPLICA_HOST" $((REPLICA_BASE_PORT + $1)); }
 
+# replica_urls N prints the base URLs of replicas 1 to N, comma-separated
+# (http://127.0.0.1:8081,...): SECKILL_PEERS of a stack of N replicas.
+replica_urls() {
+	local n urls=''
+	for ((n = 1; n <= $1; n++)); do
+		urls+=${urls:+,}http://$(replica_addr "$n")
+	done
+	printf '%s' "$urls"
+}
+
 # start_replica_process N starts replica N of `bin/seckill serve` in the background, with the
 # SECKILL_* environment of scripts/env.sh (the caller sources it).
 start_replica_process() {

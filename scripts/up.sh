@@ -23,7 +23,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/env.sh
 . "$SCRIPT_DIR/env.sh"
 
-REPLICAS=${SECKILL_REPLICAS:-3}
+REPLICAS=$SECKILL_REPLICAS # env.sh's: the SECKILL_PEERS it sets name as many
 SECKILL_BIN=$BIN_DIR/seckill
 LB_ADDR=${SECKILL_LB_ADDR:-127.0.0.1:8080}
 BINARY_REBUILT='' # set by build_app when bin/seckill changed
