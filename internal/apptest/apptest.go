@@ -8,8 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
+	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,25 +74,43 @@ type App struct {
 	Stop func()
 }
 
-// Start runs `seckill serve` in this process on a free port and returns once it listens; the
-// test's cleanup stops it.
+// Start runs `seckill serve` in this process on a port of its own and returns once it serves;
+// the test's cleanup stops it.
 func (s *Stack) Start(tb testing.TB, overrides map[string]string) *App {
 	tb.Helper()
-	env := map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1:0"}
-	for k, v := range overrides {
-		env[k] = v
+	return s.serve(tb, listen(tb), overrides)
+}
+
+// listen binds a port of 127.0.0.1 for one instance. The test binds it and hands it over, so that
+// no other test can take the port between its choice and its use.
+func listen(tb testing.TB) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { ln.Close() }) // the program closes it when it stops; this, if it never starts
+	return ln
+}
+
+// serve runs `seckill serve` on ln and returns once it serves; the test's cleanup stops it.
+func (s *Stack) serve(tb testing.TB, ln net.Listener, overrides map[string]string) *App {
+	tb.Helper()
+	env := maps.Clone(overrides)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["SECKILL_HTTP_ADDR"] = ln.Addr().String() // what the program reports; it serves on ln
 	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
+	ready := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	logs := itest.LogWriter()
 	go func() {
-		done <- app.Run(ctx, []string{"serve"}, s.Getenv(env), logs, logs, app.Options{Ready: func(a string) { addr <- a }})
+		opts := app.Options{Listener: ln, Ready: func(string) { ready <- struct{}{} }}
+		done <- app.Run(ctx, []string{"serve"}, s.Getenv(env), logs, logs, opts)
 	}()
-	var a *App
 	select {
-	case got := <-addr:
-		a = &App{URL: "http://" + got}
+	case <-ready:
 	case err := <-done:
 		cancel()
 		tb.Fatalf("app did not start: %v", err)
@@ -99,6 +118,7 @@ func (s *Stack) Start(tb testing.TB, overrides map[string]string) *App {
 		cancel()
 		tb.Fatal("app did not start within 90 s")
 	}
+	a := &App{URL: "http://" + ln.Addr().String()}
 	var once sync.Once
 	a.Stop = func() {
 		once.Do(func() {
@@ -112,24 +132,22 @@ func (s *Stack) Start(tb testing.TB, overrides map[string]string) *App {
 	return a
 }
 
-// Cluster starts n instances on one fresh stack, each on a port chosen up front so that every
-// instance knows all of them as its peers (SECKILL_PEERS), as scripts/env.sh configures the local
+// Cluster starts n instances on one fresh stack. It binds every instance's port first, so that
+// each knows all of them as its peers (SECKILL_PEERS), as scripts/env.sh configures the local
 // replicas. It returns the stack and the instances' base URLs.
 func Cluster(tb testing.TB, n int, env map[string]string) (*Stack, []string) {
 	tb.Helper()
 	s := NewStack(tb)
-	addrs := make([]string, n)
+	lns := make([]net.Listener, n)
 	urls := make([]string, n)
 	for i := range n {
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(itest.FreePort(tb))
-		urls[i] = "http://" + addrs[i]
+		lns[i] = listen(tb)
+		urls[i] = "http://" + lns[i].Addr().String()
 	}
-	for i := range n {
-		over := map[string]string{"SECKILL_HTTP_ADDR": addrs[i], "SECKILL_PEERS": strings.Join(urls, ",")}
-		for k, v := range env {
-			over[k] = v
-		}
-		s.Start(tb, over)
+	over := map[string]string{"SECKILL_PEERS": strings.Join(urls, ",")}
+	maps.Copy(over, env)
+	for _, ln := range lns {
+		s.serve(tb, ln, over)
 	}
 	return s, urls
 }

@@ -146,7 +146,10 @@ func Topic(tb testing.TB, partitions int) order.KafkaConfig {
 	return cfg
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago: for an address nothing
+// listens on, or a server that can only be given a port number (nginx, a broker restarted on its
+// port). Another test may take the port before it is used: hand an instance of the program a
+// listener bound on port 0 instead (apptest does).
 func FreePort(tb testing.TB) int {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
