@@ -309,11 +309,7 @@ func TestWriteHTMLNilReport(t *testing.T) {
 func edgeCaseReport() *Report {
 	mysql := strategy("mysql", 1, 200, 8, 1.6, 6, 40)
 	mysql.Events = []Event{{T: 1.2, What: "SIGKILL replica-2 (pid 4242)"}, {T: 3.1, What: "replica-2 restarted"}}
-	none := strategy(unsafeStrategy, 2, 200, 6, 1.2, 3, 15)
-	none.Verdict, none.Oversold = "OVERSOLD", 472
-	none.Facts.Stock, none.Facts.ReservedUnits, none.Facts.Reservations = -472, 672, 672
-	none.Facts.OrderUnits, none.Facts.Orders = 672, 672
-	none.Violations = audit.Facts{InitialStock: 200, Stock: -472, ReservedUnits: 672, OrderUnits: 672}.Violations(true)
+	none := oversoldControl(2, 200, 472, 6, 1.2, 3, 15)
 	evil := StrategyReport{
 		Strategy: `<script>alert("x")</script>`, ProductID: 3, Verdict: "FAIL",
 		Outcomes: map[string]int{"transport_error": 2000, "made_up": 1}, Status: map[int]int{0: 2000},
@@ -336,11 +332,7 @@ func fullReport() *Report {
 	redis := strategy("redis", 12, 500, 7, 2.1, 6, 60)
 	zk := strategy("zk", 13, 500, 12, 7.5, 25, 2600) // lock waits: p99 two decades above p50
 	zk.Events = []Event{{T: 4.0, What: "SIGKILL replica-1"}, {T: 6.5, What: "replica-1 back"}}
-	none := strategy(unsafeStrategy, 14, 500, 5, 1.0, 2, 12)
-	none.Verdict, none.Oversold = "OVERSOLD", 1180
-	none.Facts.Stock, none.Facts.ReservedUnits, none.Facts.OrderUnits = -1180, 1680, 1680
-	none.Facts.Reservations, none.Facts.Orders = 1680, 1680
-	none.Violations = audit.Facts{InitialStock: 500, Stock: -1180, ReservedUnits: 1680, OrderUnits: 1680}.Violations(true)
+	none := oversoldControl(14, 500, 1180, 5, 1.0, 2, 12)
 	r := &Report{
 		RunID: "20261122T203000Z", StartedAt: time.Date(2026, 11, 22, 20, 30, 0, 0, time.UTC),
 		Machine: "linux/amd64, 2 CPUs, Debian 12", Targets: []string{"http://127.0.0.1:8081", "http://127.0.0.1:8082", "http://127.0.0.1:8083"},
@@ -410,6 +402,17 @@ func strategy(name string, id int64, stock int, seconds, sellOut, p50, p99 float
 			Reservations: total, ReservedUnits: total, Orders: total, OrderUnits: total},
 		Verdict: "PASS",
 	}
+}
+
+// oversoldControl is the unsafe control caught overselling stock by oversold units, as the
+// database shows it once the queue drained, with an attack as strategy makes one.
+func oversoldControl(id int64, stock, oversold int, seconds, sellOut, p50, p99 float64) StrategyReport {
+	s := strategy(unsafeStrategy, id, stock, seconds, sellOut, p50, p99)
+	sold := stock + oversold
+	s.Verdict, s.Oversold = "OVERSOLD", oversold
+	s.Facts.Stock, s.Facts.ReservedUnits, s.Facts.Reservations, s.Facts.OrderUnits, s.Facts.Orders = -oversold, sold, sold, sold, sold
+	s.Violations = audit.Facts{InitialStock: stock, Stock: -oversold, ReservedUnits: sold, OrderUnits: sold}.Violations(true)
+	return s
 }
 
 // ---------------------------------------------------------------- helpers

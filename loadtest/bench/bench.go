@@ -387,9 +387,11 @@ func (b *bench) profile(ctx context.Context, pprofURL, slug string, d time.Durat
 	seconds := max(1, int(math.Ceil(d.Seconds())))
 	done := make(chan error, 1)
 	go func() {
-		if !sleep(ctx, o.warmup) {
+		select {
+		case <-ctx.Done():
 			done <- ctx.Err()
 			return
+		case <-time.After(o.warmup): // the profile covers the measured window, not the warm-up
 		}
 		done <- fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofURL, seconds), path, time.Duration(seconds)*time.Second+30*time.Second)
 	}()
@@ -423,17 +425,6 @@ func fetchProfile(ctx context.Context, url, path string, timeout time.Duration) 
 		return err
 	}
 	return os.WriteFile(path, data, 0o644)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func replicas(n int) string {
