@@ -46,6 +46,13 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Heal ends a Cut: new connections are forwarded again.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
 func (p *Proxy) accept() {
 	for {
 		client, err := p.ln.Accept()

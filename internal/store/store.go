@@ -59,7 +59,14 @@ func Open(ctx context.Context, log *slog.Logger, dsn string, o Options) (*Store,
 	sqlDB.SetMaxIdleConns(max(2, o.MaxOpenConns/2))
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB}), &gorm.Config{
+	s := &Store{sql: sqlDB, log: log, name: cfg.DBName}
+	// Wait first: gorm.Open asks the server its version, and would fail at once while MySQL is
+	// still starting (a replica started beside its database).
+	if err := s.waitReady(ctx); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	s.db, err = gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB}), &gorm.Config{
 		// Every write here is either a single statement or inside an explicit transaction.
 		SkipDefaultTransaction: true,
 		Logger:                 logger.Discard,
@@ -68,11 +75,6 @@ func Open(ctx context.Context, log *slog.Logger, dsn string, o Options) (*Store,
 	if err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("store: %w", err)
-	}
-	s := &Store{db: db, sql: sqlDB, log: log, name: cfg.DBName}
-	if err := s.waitReady(ctx); err != nil {
-		sqlDB.Close()
-		return nil, err
 	}
 	return s, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
@@ -232,5 +234,32 @@ func TestTransactionsAreReadCommitted(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenWaitsForMySQL: a replica started beside its database waits for it instead of failing
+// (gorm asks the server its version when it opens: that must come after the wait).
+func TestOpenWaitsForMySQL(t *testing.T) {
+	dsn := itest.DatabaseDSN(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := itest.NewProxy(t, cfg.Addr)
+	proxy.Cut() // MySQL "is still starting"
+	cfg.Addr = proxy.Addr()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		proxy.Heal()
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, itest.Logger(), cfg.FormatDSN(), store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatalf("Open while MySQL comes up: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.Products(ctx); err != nil {
+		t.Fatalf("the store opened but does not answer: %v", err)
 	}
 }
