@@ -265,8 +265,6 @@ func (h *handlers) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": results})
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
 // headerValue is h.Get(key) for a key already in canonical form: a map read, without the check
 // that the key is canonical which Get makes on every call.
 func headerValue(h http.Header, canonicalKey string) string {
