@@ -185,7 +185,7 @@ func TestReplicaKilledMidStampede(t *testing.T) {
 
 	var victim *instance
 	var mu sync.Mutex
-	victim, _ = s.startChild(t, nil)
+	victim = s.startChild(t, nil)
 	current := func() []*instance { mu.Lock(); defer mu.Unlock(); return []*instance{steady, victim} }
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -221,7 +221,7 @@ func TestReplicaKilledMidStampede(t *testing.T) {
 			killsMidSale++
 		}
 		t.Logf("kill %d: replica SIGKILLed with %d reserved, %d ordered", kill+1, f.Reservations, f.Orders)
-		fresh, _ := s.startChild(t, nil)
+		fresh := s.startChild(t, nil)
 		mu.Lock()
 		victim = fresh
 		mu.Unlock()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,42 +50,89 @@ func (s *stack) start(t *testing.T, overrides map[string]string) *instance {
 	return &instance{url: a.URL, stop: a.Stop}
 }
 
-// startChild runs `seckill serve` as a child process (this test binary, see TestMain) on a free
-// port, so that it can be killed with SIGKILL.
-func (s *stack) startChild(t *testing.T, overrides map[string]string) (*instance, *exec.Cmd) {
+// startChild runs `seckill serve` as a child process (this test binary, see TestMain), so that it
+// can be killed with SIGKILL. The child listens on port 0 and logs the address it got; if it exits
+// before that, the test fails at once with the end of its log.
+func (s *stack) startChild(t *testing.T, overrides map[string]string) *instance {
 	t.Helper()
-	port := itest.FreePort(t)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SECKILL_") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, childEnv+"=1", "SECKILL_MYSQL_DSN="+s.DSN, "SECKILL_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port))
+	env = append(env, childEnv+"=1", "SECKILL_MYSQL_DSN="+s.DSN)
 	for k, v := range s.Env {
 		env = append(env, k+"="+v)
 	}
+	// Info is the level of the line that gives the address (the last value of a name wins).
+	env = append(env, "SECKILL_HTTP_ADDR=127.0.0.1:0", "SECKILL_LOG_LEVEL=info")
 	for k, v := range overrides {
 		env = append(env, k+"="+v)
 	}
 	cmd := exec.Command(os.Args[0], "serve")
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = itest.LogWriter(), itest.LogWriter()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a := &instance{url: "http://127.0.0.1:" + strconv.Itoa(port)}
-	a.stop = func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() }
-	t.Cleanup(a.stop)
-	itest.Eventually(t, 90*time.Second, func() (bool, string) {
-		res, err := http.Get(a.url + "/healthz")
-		if err != nil {
-			return false, err.Error()
+	logs := &logTail{}
+	listening := make(chan string, 1)
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		sc := bufio.NewScanner(io.TeeReader(out, itest.LogWriter()))
+		for sc.Scan() {
+			logs.add(sc.Text())
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				select {
+				case listening <- line.Addr:
+				default:
+				}
+			}
 		}
-		res.Body.Close()
-		return res.StatusCode == 200, res.Status
-	})
-	return a, cmd
+		_, _ = io.Copy(io.Discard, out) // past a line too long to scan: the child must never block on its output
+		waitErr = cmd.Wait()            // only once the output is read: Wait closes the pipe
+		close(exited)
+	}()
+	var once sync.Once
+	a := &instance{stop: func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGKILL); <-exited }) }}
+	t.Cleanup(a.stop)
+	select {
+	case addr := <-listening:
+		a.url = "http://" + addr
+	case <-exited:
+		t.Fatalf("the child exited before it served (%v); the end of its log:\n%s", waitErr, logs)
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the child did not serve within 90 s; the end of its log:\n%s", logs)
+	}
+	return a
+}
+
+// logTail keeps the last lines a child process wrote, for a failure message.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logTail) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+	if len(l.lines) > 30 {
+		l.lines = l.lines[len(l.lines)-30:]
+	}
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 var client = &http.Client{
