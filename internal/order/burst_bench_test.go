@@ -374,7 +374,7 @@ type countingOutbox struct {
 	rec *burstRecorder
 }
 
-func (c *countingOutbox) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, from int64) ([]store.OutboxEntry, error) {
+func (c *countingOutbox) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, from int64) ([]order.OutboxEntry, error) {
 	e, err := c.Outbox.ClaimOutboxFrom(ctx, owner, lease, limit, from)
 	c.rec.claims.Add(1)
 	c.rec.claimed.Add(int64(len(e)))

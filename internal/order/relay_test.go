@@ -11,7 +11,6 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/order"
-	"github.com/seckill-go/seckill-go/internal/store"
 )
 
 // TestRelayGathersABurstOfWakes: purchases wake the relay one by one; a burst of wakes must make
@@ -142,16 +141,16 @@ type fakeOutbox struct {
 	released []int64
 }
 
-func (f *fakeOutbox) ClaimOutboxFrom(_ context.Context, _ string, _ time.Duration, limit int, from int64) ([]store.OutboxEntry, error) {
+func (f *fakeOutbox) ClaimOutboxFrom(_ context.Context, _ string, _ time.Duration, limit int, from int64) ([]order.OutboxEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := min(f.perClaim(len(f.claims)), limit)
 	f.claims = append(f.claims, time.Now())
 	f.froms = append(f.froms, from)
-	out := make([]store.OutboxEntry, n)
+	out := make([]order.OutboxEntry, n)
 	for i := range out {
 		f.nextID++
-		out[i] = store.OutboxEntry{ID: f.nextID, OrderID: "o", ProductID: 1, UserID: "u", Quantity: 1, Strategy: "mysql"}
+		out[i] = order.OutboxEntry{ID: f.nextID, OrderID: "o", ProductID: 1, UserID: "u", Quantity: 1, Strategy: "mysql"}
 	}
 	return out, nil
 }

@@ -29,10 +29,6 @@ var (
 	_ order.OrderStore = (*Store)(nil)
 )
 
-// OutboxEntry is order.OutboxEntry: the relay owns the type, and this name stays for the code
-// (tests) that still spells it store.OutboxEntry.
-type OutboxEntry = order.OutboxEntry
-
 // ClaimOutbox leases up to limit unpublished reservations to owner for lease, oldest first.
 // Relays in several processes may call it at once: SKIP LOCKED hands each of them different rows
 // and never waits for a purchase still inserting, and a claim whose owner died expires after

@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
@@ -145,7 +146,7 @@ func TestClaimOutboxOldestFirst(t *testing.T) {
 		t.Fatalf("claimed %d entries, want 3", len(got))
 	}
 	for i, e := range got {
-		want := store.OutboxEntry{ID: ids[2+i], OrderID: orderIDs[2+i], ProductID: p.ID, UserID: fmt.Sprintf("u-%d", 2+i),
+		want := order.OutboxEntry{ID: ids[2+i], OrderID: orderIDs[2+i], ProductID: p.ID, UserID: fmt.Sprintf("u-%d", 2+i),
 			Quantity: 1, Strategy: "mysql", CreatedAt: e.CreatedAt}
 		if e != want || e.CreatedAt.IsZero() {
 			t.Errorf("entry %d = %+v, want %+v", i, e, want)
