@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -375,16 +374,16 @@ func liveMetrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	stack := apptest.NewStack(t)
 	app := stack.Start(t, map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"})
+	admin, shop := apptest.Client{URL: app.URL, Token: apptest.AdminToken}, apptest.Client{URL: app.URL}
 	for _, st := range []string{"mysql", "redis", "zk", "none"} {
-		var p struct {
-			ID int64 `json:"id"`
+		id := admin.CreateProduct(t, map[string]any{"name": "dashboard " + st, "price_cents": 100, "stock": 1, "strategy": st})
+		path := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
+		if r := shop.MustDo(t, "POST", path, map[string]any{"user_id": "first-" + st}, nil); r.Status != http.StatusAccepted {
+			t.Fatalf("%s: the first purchase: %d %s, want 202", st, r.Status, r.Raw)
 		}
-		call(t, "POST", app.URL+"/api/v1/admin/products",
-			map[string]any{"name": "dashboard " + st, "price_cents": 100, "stock": 1, "strategy": st},
-			http.StatusCreated, &p)
-		url := app.URL + "/api/v1/products/" + strconv.FormatInt(p.ID, 10) + "/purchase"
-		call(t, "POST", url, map[string]any{"user_id": "first-" + st}, http.StatusAccepted, nil)
-		call(t, "POST", url, map[string]any{"user_id": "second-" + st}, http.StatusConflict, nil)
+		if r := shop.MustDo(t, "POST", path, map[string]any{"user_id": "second-" + st}, nil); r.Status != http.StatusConflict {
+			t.Fatalf("%s: the second purchase: %d %s, want 409", st, r.Status, r.Raw)
+		}
 	}
 	res, err := http.Get(app.URL + "/metrics")
 	if err != nil {
@@ -400,34 +399,6 @@ func liveMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatalf("parse /metrics: %v", err)
 	}
 	return fams
-}
-
-func call(t *testing.T, method, url string, body any, wantStatus int, out any) {
-	t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(method, url, bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+apptest.AdminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != wantStatus {
-		t.Fatalf("%s %s: %d %s, want %d", method, url, res.StatusCode, raw, wantStatus)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %v", method, url, err)
-		}
-	}
 }
 
 // TestPromtool checks the dashboard's PromQL and the Prometheus configuration with promtool,

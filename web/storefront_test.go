@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -59,21 +58,17 @@ func chromiumPath(t *testing.T) string {
 	return path
 }
 
-// productIDs maps the name of every product to its id, from the public API.
+// productIDs maps the name of every product on the storefront's list to its id.
 func productIDs(t *testing.T, base string) map[string]int64 {
 	t.Helper()
-	res, err := http.Get(base + "/api/v1/products")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	r := apptest.Client{URL: base}.MustDo(t, "GET", "/api/v1/products", nil, nil)
 	var body struct {
 		Products []struct {
 			ID   int64  `json:"id"`
 			Name string `json:"name"`
 		} `json:"products"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+	if err := json.Unmarshal([]byte(r.Raw), &body); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int64{}
@@ -233,11 +228,12 @@ func TestStorefront(t *testing.T) {
 		t.Fatalf("seed: %v", err)
 	}
 	soonOpens := time.Now().UTC().Truncate(time.Second).Add(5 * time.Second) // whole seconds, as an admin would
-	soon := apptest.CreateProduct(t, base, map[string]any{
+	admin := apptest.Client{URL: base, Token: apptest.AdminToken}
+	soon := admin.CreateProduct(t, map[string]any{
 		"name": "Lightning deal · opens in seconds", "price_cents": 2499, "stock": 5, "strategy": "redis",
 		"sale_starts_at": soonOpens.Format(time.RFC3339),
 	})
-	last := apptest.CreateProduct(t, base, map[string]any{"name": "Last one · signed poster", "price_cents": 14900, "stock": 1, "strategy": "zk"})
+	last := admin.CreateProduct(t, map[string]any{"name": "Last one · signed poster", "price_cents": 14900, "stock": 1, "strategy": "zk"})
 	t.Logf("stack up and seeded in %s", time.Since(began).Round(time.Millisecond))
 	ids := productIDs(t, base)
 	opensLater, mysqlProduct, noneProduct := ids["Demo sale · opens soon"], ids["Demo sale · mysql strategy"], ids["Demo sale · none strategy"]

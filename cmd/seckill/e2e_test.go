@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/apptest"
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/store"
@@ -57,15 +58,15 @@ func TestStampede(t *testing.T) {
 					<-start
 					user := fmt.Sprintf("buyer-%03d", i)
 					key := map[string]string{"Idempotency-Key": "stampede-" + user}
-					var r response
+					var r apptest.Response
 					for attempt := 0; ; attempt++ {
 						var err error
-						r, err = do("POST", purchaseURL(apps[(i+attempt)%len(apps)], id), map[string]any{"user_id": user, "quantity": 1}, key)
+						r, err = apps[(i+attempt)%len(apps)].Do("POST", purchasePath(id), map[string]any{"user_id": user, "quantity": 1}, key)
 						if err != nil {
 							t.Errorf("buyer %d: %v", i, err)
 							return
 						}
-						if (r.status != http.StatusServiceUnavailable && r.status != http.StatusTooManyRequests) || attempt == maxAttempts-1 {
+						if (r.Status != http.StatusServiceUnavailable && r.Status != http.StatusTooManyRequests) || attempt == maxAttempts-1 {
 							break
 						}
 						retries.Add(1)
@@ -73,13 +74,13 @@ func TestStampede(t *testing.T) {
 					}
 					mu.Lock()
 					defer mu.Unlock()
-					statuses[r.status]++
+					statuses[r.Status]++
 					switch {
-					case r.status == http.StatusAccepted:
-						accepted = append(accepted, r.str("order_id"))
-					case r.status == http.StatusConflict && r.errorCode() == "sold_out":
+					case r.Status == http.StatusAccepted:
+						accepted = append(accepted, r.Str("order_id"))
+					case r.Status == http.StatusConflict && r.ErrorCode() == "sold_out":
 					default:
-						t.Errorf("buyer %d: %d %s", i, r.status, r.raw)
+						t.Errorf("buyer %d: %d %s", i, r.Status, r.Raw)
 					}
 				})
 			}
@@ -109,12 +110,12 @@ func TestStampede(t *testing.T) {
 			if len(violations) > 0 {
 				t.Errorf("invariants broken: %q", violations)
 			}
-			if p := mustDo(t, "GET", apps[1].url+"/api/v1/products/"+strconv.FormatInt(id, 10), nil, nil); p.num("stock") != 0 {
-				t.Errorf("stock = %d, want 0", p.num("stock"))
+			if p := apps[1].MustDo(t, "GET", "/api/v1/products/"+strconv.FormatInt(id, 10), nil, nil); p.Num("stock") != 0 {
+				t.Errorf("stock = %d, want 0", p.Num("stock"))
 			}
-			st := mustDo(t, "GET", apps[2].url+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
-			if st.num("orders_confirmed") != stockN || st.num("reserved") != stockN || st.num("stock") != 0 {
-				t.Errorf("stats = %s", st.raw)
+			st := apps[2].MustDo(t, "GET", "/api/v1/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
+			if st.Num("orders_confirmed") != stockN || st.Num("reserved") != stockN || st.Num("stock") != 0 {
+				t.Errorf("stats = %s", st.Raw)
 			}
 			assertAcceptedAreOrders(t, db, id, accepted)
 		})
@@ -130,22 +131,22 @@ func TestIdempotentRetry(t *testing.T) {
 	body := map[string]any{"user_id": "carol", "quantity": 1}
 	key := map[string]string{"Idempotency-Key": "checkout-7f3a"}
 
-	first := mustDo(t, "POST", purchaseURL(a, id), body, key)
-	if first.status != http.StatusAccepted || first.str("status") != "queued" {
-		t.Fatalf("first purchase: %d %s", first.status, first.raw)
+	first := a.MustDo(t, "POST", purchasePath(id), body, key)
+	if first.Status != http.StatusAccepted || first.Str("status") != "queued" {
+		t.Fatalf("first purchase: %d %s", first.Status, first.Raw)
 	}
-	again := mustDo(t, "POST", purchaseURL(b, id), body, key)
-	if again.status != http.StatusAccepted || again.raw != first.raw || again.header.Get("Idempotent-Replayed") != "true" {
+	again := b.MustDo(t, "POST", purchasePath(id), body, key)
+	if again.Status != http.StatusAccepted || again.Raw != first.Raw || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: %d %s (replayed %q); want the first answer %s",
-			again.status, again.raw, again.header.Get("Idempotent-Replayed"), first.raw)
+			again.Status, again.Raw, again.Header.Get("Idempotent-Replayed"), first.Raw)
 	}
-	other := mustDo(t, "POST", purchaseURL(a, id), map[string]any{"user_id": "carol", "quantity": 2}, key)
-	if other.status != http.StatusBadRequest || other.errorCode() != "invalid_request" {
-		t.Fatalf("same key, different purchase: %d %s; want 400 invalid_request", other.status, other.raw)
+	other := a.MustDo(t, "POST", purchasePath(id), map[string]any{"user_id": "carol", "quantity": 2}, key)
+	if other.Status != http.StatusBadRequest || other.ErrorCode() != "invalid_request" {
+		t.Fatalf("same key, different purchase: %d %s; want 400 invalid_request", other.Status, other.Raw)
 	}
-	noKey := mustDo(t, "POST", purchaseURL(a, id), body, nil)
-	if noKey.status != http.StatusConflict || noKey.errorCode() != "limit_reached" {
-		t.Fatalf("second purchase without the key: %d %s; want 409 limit_reached", noKey.status, noKey.raw)
+	noKey := a.MustDo(t, "POST", purchasePath(id), body, nil)
+	if noKey.Status != http.StatusConflict || noKey.ErrorCode() != "limit_reached" {
+		t.Fatalf("second purchase without the key: %d %s; want 409 limit_reached", noKey.Status, noKey.Raw)
 	}
 
 	// Twenty copies of one request at once, over two replicas: one order id for all.
@@ -153,12 +154,12 @@ func TestIdempotentRetry(t *testing.T) {
 	ids := make([]string, 20)
 	for i := range ids {
 		wg.Go(func() {
-			r, err := do("POST", purchaseURL([]*instance{a, b}[i%2], id), map[string]any{"user_id": "dave"}, map[string]string{"Idempotency-Key": "dbl-click"})
-			if err != nil || r.status != http.StatusAccepted {
-				t.Errorf("racing retry %d: %v %d %s", i, err, r.status, r.raw)
+			r, err := []*instance{a, b}[i%2].Do("POST", purchasePath(id), map[string]any{"user_id": "dave"}, map[string]string{"Idempotency-Key": "dbl-click"})
+			if err != nil || r.Status != http.StatusAccepted {
+				t.Errorf("racing retry %d: %v %d %s", i, err, r.Status, r.Raw)
 				return
 			}
-			ids[i] = r.str("order_id")
+			ids[i] = r.Str("order_id")
 		})
 	}
 	wg.Wait()
@@ -167,8 +168,8 @@ func TestIdempotentRetry(t *testing.T) {
 			t.Fatalf("racing retries got different order ids: %q", ids)
 		}
 	}
-	if p := mustDo(t, "GET", a.url+"/api/v1/products/"+strconv.FormatInt(id, 10), nil, nil); p.num("stock") != 8 {
-		t.Fatalf("stock = %d after two buyers and their retries, want 8", p.num("stock"))
+	if p := a.MustDo(t, "GET", "/api/v1/products/"+strconv.FormatInt(id, 10), nil, nil); p.Num("stock") != 8 {
+		t.Fatalf("stock = %d after two buyers and their retries, want 8", p.Num("stock"))
 	}
 }
 
@@ -256,17 +257,17 @@ func buyWithRetries(t *testing.T, replicas func() []*instance, id int64, user st
 	key := map[string]string{"Idempotency-Key": "k-" + user}
 	for attempt := range 50 {
 		apps := replicas()
-		r, err := do("POST", purchaseURL(apps[attempt%len(apps)], id), map[string]any{"user_id": user}, key)
+		r, err := apps[attempt%len(apps)].Do("POST", purchasePath(id), map[string]any{"user_id": user}, key)
 		switch {
-		case err != nil || r.status == http.StatusServiceUnavailable || r.status == http.StatusTooManyRequests:
+		case err != nil || r.Status == http.StatusServiceUnavailable || r.Status == http.StatusTooManyRequests:
 			time.Sleep(20 * time.Millisecond)
 			continue
-		case r.status == http.StatusAccepted:
-			return r.str("order_id"), true
-		case r.status == http.StatusConflict && r.errorCode() == "sold_out":
+		case r.Status == http.StatusAccepted:
+			return r.Str("order_id"), true
+		case r.Status == http.StatusConflict && r.ErrorCode() == "sold_out":
 			return "", false
 		default:
-			t.Errorf("%s: %d %s", user, r.status, r.raw)
+			t.Errorf("%s: %d %s", user, r.Status, r.Raw)
 			return "", false
 		}
 	}
@@ -310,11 +311,11 @@ func TestBadInput(t *testing.T) {
 	empty := createProduct(t, a, "mysql", 0, nil)
 	scarce := createProduct(t, a, "mysql", 1, map[string]any{"per_user_limit": 5})
 	noneProduct := createProduct(t, unsafe, "none", 5, nil)
-	if r := mustDo(t, "POST", purchaseURL(a, open), map[string]any{"user_id": "holder"}, nil); r.status != http.StatusAccepted {
-		t.Fatalf("setup purchase: %d %s", r.status, r.raw)
+	if r := a.MustDo(t, "POST", purchasePath(open), map[string]any{"user_id": "holder"}, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("setup purchase: %d %s", r.Status, r.Raw)
 	}
-	if r := mustDo(t, "POST", purchaseURL(limited, open), map[string]any{"user_id": "speedy"}, nil); r.status != http.StatusAccepted {
-		t.Fatalf("setup purchase: %d %s", r.status, r.raw)
+	if r := limited.MustDo(t, "POST", purchasePath(open), map[string]any{"user_id": "speedy"}, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("setup purchase: %d %s", r.Status, r.Raw)
 	}
 	p := func(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
 	huge := `{"user_id":"` + strings.Repeat("x", 20<<10) + `"}`
@@ -373,24 +374,24 @@ func TestBadInput(t *testing.T) {
 			if tc.on != nil {
 				target = tc.on
 			}
-			r, err := do(tc.method, target.url+tc.path, tc.body, tc.header)
+			r, err := target.Do(tc.method, tc.path, tc.body, tc.header)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.status != tc.wantStatus || r.errorCode() != tc.wantCode {
-				t.Fatalf("got %d %s; want %d %s", r.status, r.raw, tc.wantStatus, tc.wantCode)
+			if r.Status != tc.wantStatus || r.ErrorCode() != tc.wantCode {
+				t.Fatalf("got %d %s; want %d %s", r.Status, r.Raw, tc.wantStatus, tc.wantCode)
 			}
-			if msg, _ := r.body["error"].(map[string]any)["message"].(string); msg == "" {
-				t.Fatalf("error without a message: %s", r.raw)
+			if msg, _ := r.Body["error"].(map[string]any)["message"].(string); msg == "" {
+				t.Fatalf("error without a message: %s", r.Raw)
 			}
-			if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 				t.Fatalf("Content-Type = %q", ct)
 			}
 		})
 	}
 	// Every case was refused before anything was taken: `open` lost exactly the two setup units.
-	if r := mustDo(t, "GET", a.url+p(open), nil, nil); r.num("stock") != 3 {
-		t.Fatalf("stock of the open product = %d, want 3", r.num("stock"))
+	if r := a.MustDo(t, "GET", p(open), nil, nil); r.Num("stock") != 3 {
+		t.Fatalf("stock of the open product = %d, want 3", r.Num("stock"))
 	}
 }
 
@@ -399,10 +400,10 @@ func TestMetrics(t *testing.T) {
 	s := newStack(t)
 	a := s.start(t, nil)
 	id := createProduct(t, a, "redis", 7, nil)
-	if r := mustDo(t, "POST", purchaseURL(a, id), map[string]any{"user_id": "metered"}, nil); r.status != http.StatusAccepted {
-		t.Fatalf("purchase: %d %s", r.status, r.raw)
+	if r := a.MustDo(t, "POST", purchasePath(id), map[string]any{"user_id": "metered"}, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("purchase: %d %s", r.Status, r.Raw)
 	}
-	res, err := http.Get(a.url + "/metrics")
+	res, err := http.Get(a.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,9 +434,9 @@ func TestUnlistedProducts(t *testing.T) {
 	listed := createProduct(t, a, "mysql", 5, nil)
 	unlisted := createProduct(t, a, "mysql", 5, map[string]any{"listed": false})
 	ids := func(path string, header map[string]string) map[int64]bool {
-		r := mustDo(t, "GET", a.url+path, nil, header)
+		r := a.MustDo(t, "GET", path, nil, header)
 		out := map[int64]bool{}
-		for _, p := range r.body["products"].([]any) {
+		for _, p := range r.Body["products"].([]any) {
 			out[int64(p.(map[string]any)["id"].(float64))] = true
 		}
 		return out
@@ -446,13 +447,13 @@ func TestUnlistedProducts(t *testing.T) {
 	if all := ids("/api/v1/admin/products", adminHeader); !all[listed] || !all[unlisted] {
 		t.Fatalf("admin list %v: want both %d and %d", all, listed, unlisted)
 	}
-	if p := mustDo(t, "GET", a.url+"/api/v1/products/"+strconv.FormatInt(unlisted, 10), nil, nil); p.status != http.StatusOK || p.body["listed"] != false {
-		t.Fatalf("unlisted product by id: %d %s", p.status, p.raw)
+	if p := a.MustDo(t, "GET", "/api/v1/products/"+strconv.FormatInt(unlisted, 10), nil, nil); p.Status != http.StatusOK || p.Body["listed"] != false {
+		t.Fatalf("unlisted product by id: %d %s", p.Status, p.Raw)
 	}
-	if r := mustDo(t, "POST", purchaseURL(a, unlisted), map[string]any{"user_id": "unlisted-buyer"}, nil); r.status != http.StatusAccepted {
-		t.Fatalf("purchase of an unlisted product: %d %s", r.status, r.raw)
+	if r := a.MustDo(t, "POST", purchasePath(unlisted), map[string]any{"user_id": "unlisted-buyer"}, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("purchase of an unlisted product: %d %s", r.Status, r.Raw)
 	}
-	if r := mustDo(t, "GET", a.url+"/api/v1/admin/products", nil, nil); r.status != http.StatusUnauthorized {
-		t.Fatalf("admin list without the token: %d, want 401", r.status)
+	if r := a.MustDo(t, "GET", "/api/v1/admin/products", nil, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("admin list without the token: %d, want 401", r.Status)
 	}
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net/http"
+	"maps"
 	"os"
 	"os/exec"
 	"strconv"
@@ -39,15 +37,16 @@ type stack struct{ *apptest.Stack }
 
 func newStack(t *testing.T) *stack { return &stack{apptest.NewStack(t)} }
 
-// instance is one running instance: in this process (start) or a child process (startChild).
+// instance is one running instance, in this process (start) or a child process (startChild), and
+// a client of its API without the admin token.
 type instance struct {
-	url  string
+	apptest.Client
 	stop func()
 }
 
 func (s *stack) start(t *testing.T, overrides map[string]string) *instance {
 	a := s.Start(t, overrides)
-	return &instance{url: a.URL, stop: a.Stop}
+	return &instance{Client: apptest.Client{URL: a.URL}, stop: a.Stop}
 }
 
 // startChild runs `seckill serve` as a child process (this test binary, see TestMain), so that it
@@ -105,7 +104,7 @@ func (s *stack) startChild(t *testing.T, overrides map[string]string) *instance 
 	t.Cleanup(a.stop)
 	select {
 	case addr := <-listening:
-		a.url = "http://" + addr
+		a.URL = "http://" + addr
 	case <-exited:
 		t.Fatalf("the child exited before it served (%v); the end of its log:\n%s", waitErr, logs)
 	case <-time.After(90 * time.Second):
@@ -135,92 +134,16 @@ func (l *logTail) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-var client = &http.Client{
-	Timeout:   30 * time.Second,
-	Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0},
-}
-
-// response is a decoded API answer.
-type response struct {
-	status int
-	header http.Header
-	body   map[string]any
-	raw    string
-}
-
-func (r response) errorCode() string {
-	e, _ := r.body["error"].(map[string]any)
-	code, _ := e["code"].(string)
-	return code
-}
-
-func (r response) str(key string) string { s, _ := r.body[key].(string); return s }
-
-func (r response) num(key string) int { n, _ := r.body[key].(float64); return int(n) }
-
-func do(method, url string, body any, header map[string]string) (response, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = bytes.NewBufferString(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			return response{}, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return response{}, err
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return response{}, err
-	}
-	out := response{status: res.StatusCode, header: res.Header, raw: string(raw)}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out.body); err != nil {
-			return out, fmt.Errorf("%s %s: %d with a non-JSON body %q", method, url, res.StatusCode, raw)
-		}
-	}
-	return out, nil
-}
-
-func mustDo(t *testing.T, method, url string, body any, header map[string]string) response {
-	t.Helper()
-	r, err := do(method, url, body, header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 var adminHeader = map[string]string{"Authorization": "Bearer " + adminToken}
 
 // createProduct creates a product through the admin API, its sale open now.
 func createProduct(t *testing.T, a *instance, strategy string, stockN int, extra map[string]any) int64 {
 	t.Helper()
 	body := map[string]any{"name": "e2e " + strategy, "price_cents": 1999, "stock": stockN, "strategy": strategy}
-	for k, v := range extra {
-		body[k] = v
-	}
-	r := mustDo(t, "POST", a.url+"/api/v1/admin/products", body, adminHeader)
-	if r.status != http.StatusCreated {
-		t.Fatalf("create product: %d %s", r.status, r.raw)
-	}
-	return int64(r.num("id"))
+	maps.Copy(body, extra)
+	return apptest.Client{URL: a.URL, Token: adminToken}.CreateProduct(t, body)
 }
 
-func purchaseURL(a *instance, id int64) string {
-	return a.url + "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
+func purchasePath(id int64) string {
+	return "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
 }

@@ -1,16 +1,12 @@
 // Package apptest starts the real program (internal/app) in the test's process against the
 // services of the local stack, several instances sharing one fresh database and topic, as the
-// replicas of a deployment do. Imported only by _test files and the load test's tests.
+// replicas of a deployment do, and calls their API (Client). Imported only by _test files.
 package apptest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"maps"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -150,33 +146,4 @@ func Cluster(tb testing.TB, n int, env map[string]string) (*Stack, []string) {
 		s.serve(tb, ln, over)
 	}
 	return s, urls
-}
-
-// CreateProduct puts a product on sale through the admin API of the instance at base and
-// returns its id; product holds the fields of the admin create request.
-func CreateProduct(tb testing.TB, base string, product map[string]any) int64 {
-	tb.Helper()
-	data, err := json.Marshal(product)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/admin/products", bytes.NewReader(data))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+AdminToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("create product: %v", err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var p struct {
-		ID int64 `json:"id"`
-	}
-	if res.StatusCode != http.StatusCreated || json.Unmarshal(raw, &p) != nil || p.ID == 0 {
-		tb.Fatalf("create product: %d %s", res.StatusCode, raw)
-	}
-	return p.ID
 }

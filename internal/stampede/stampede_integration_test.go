@@ -1,12 +1,9 @@
 package stampede_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,74 +17,31 @@ import (
 	"github.com/seckill-go/seckill-go/internal/itest"
 )
 
-type answer struct {
-	status int
-	body   map[string]any
-	raw    string
-}
-
-func (a answer) num(k string) int    { n, _ := a.body[k].(float64); return int(n) }
-func (a answer) str(k string) string { s, _ := a.body[k].(string); return s }
-func (a answer) code() string {
-	e, _ := a.body["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
-}
-
-var client = &http.Client{Timeout: 30 * time.Second}
-
-func call(t *testing.T, method, url string, body any, admin bool) answer {
-	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if admin {
-		req.Header.Set("Authorization", "Bearer "+apptest.AdminToken)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	a := answer{status: res.StatusCode, raw: string(raw)}
-	if err := json.Unmarshal(raw, &a.body); err != nil {
-		t.Fatalf("%s %s: %d with a non-JSON body %q", method, url, res.StatusCode, raw)
-	}
-	return a
-}
+// admin and public are clients of the API of the instance at base, with and without the admin
+// token.
+func admin(base string) apptest.Client  { return apptest.Client{URL: base, Token: apptest.AdminToken} }
+func public(base string) apptest.Client { return apptest.Client{URL: base} }
 
 func createProduct(t *testing.T, base, strategy string, stock int) int64 {
 	t.Helper()
-	return apptest.CreateProduct(t, base, map[string]any{
+	return admin(base).CreateProduct(t, map[string]any{
 		"name": "stampede " + strategy, "price_cents": 500, "stock": stock, "strategy": strategy,
 	})
 }
 
-func stampedeURL(base string, id int64) string {
-	return base + "/api/v1/admin/products/" + strconv.FormatInt(id, 10) + "/stampede"
+func stampedePath(id int64) string {
+	return "/api/v1/admin/products/" + strconv.FormatInt(id, 10) + "/stampede"
 }
 
+func productPath(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
+
 // waitFinished polls the progress of a stampede on the given replica until it finishes.
-func waitFinished(t *testing.T, base, id string) answer {
+func waitFinished(t *testing.T, base, id string) apptest.Response {
 	t.Helper()
-	var last answer
+	var last apptest.Response
 	itest.Eventually(t, 60*time.Second, func() (bool, string) {
-		last = call(t, "GET", base+"/api/v1/admin/stampedes/"+id, nil, true)
-		return last.status == http.StatusOK && last.body["running"] == false, last.raw
+		last = admin(base).MustDo(t, "GET", "/api/v1/admin/stampedes/"+id, nil, nil)
+		return last.Status == http.StatusOK && last.Body["running"] == false, last.Raw
 	})
 	return last
 }
@@ -111,18 +65,18 @@ func TestStampedeNeverOversells(t *testing.T) {
 			t.Parallel()
 			runner, other := urls[i], urls[(i+1)%len(urls)] // one stampede per replica at a time
 			id := createProduct(t, runner, "mysql", 7)
-			start := call(t, "POST", stampedeURL(runner, id), map[string]any{"buyers": buyers, "strategy": strategy, "stock": stock}, true)
-			if start.status != http.StatusAccepted {
-				t.Fatalf("start: %d %s", start.status, start.raw)
+			start := admin(runner).MustDo(t, "POST", stampedePath(id), map[string]any{"buyers": buyers, "strategy": strategy, "stock": stock}, nil)
+			if start.Status != http.StatusAccepted {
+				t.Fatalf("start: %d %s", start.Status, start.Raw)
 			}
-			targets, _ := start.body["targets"].([]any)
-			if len(targets) != len(urls) || start.num("buyers") != buyers || start.num("product_id") != int(id) {
-				t.Fatalf("start answered %s, want %d buyers on product %d over %d targets", start.raw, buyers, id, len(urls))
+			targets, _ := start.Body["targets"].([]any)
+			if len(targets) != len(urls) || start.Num("buyers") != buyers || start.Num("product_id") != int(id) {
+				t.Fatalf("start answered %s, want %d buyers on product %d over %d targets", start.Raw, buyers, id, len(urls))
 			}
-			p := waitFinished(t, other, start.str("stampede_id"))
-			if p.num("accepted") != stock || p.num("sold_out") != buyers-stock || p.num("sent") != buyers ||
-				p.num("errors") != 0 || p.num("rejected_other") != 0 || p.num("limit_reached") != 0 || p.str("finished_at") == "" {
-				t.Errorf("progress %s: want %d accepted and %d sold out of %d sent", p.raw, stock, buyers-stock, buyers)
+			p := waitFinished(t, other, start.Str("stampede_id"))
+			if p.Num("accepted") != stock || p.Num("sold_out") != buyers-stock || p.Num("sent") != buyers ||
+				p.Num("errors") != 0 || p.Num("rejected_other") != 0 || p.Num("limit_reached") != 0 || p.Str("finished_at") == "" {
+				t.Errorf("progress %s: want %d accepted and %d sold out of %d sent", p.Raw, stock, buyers-stock, buyers)
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -134,27 +88,27 @@ func TestStampedeNeverOversells(t *testing.T) {
 			if v := f.Violations(true); len(v) > 0 || f.InitialStock != stock || f.Stock != 0 || f.Orders != stock {
 				t.Fatalf("audit of product %d: %+v, violations %v", id, f, v)
 			}
-			product := call(t, "GET", runner+"/api/v1/products/"+strconv.FormatInt(id, 10), nil, false)
-			if product.str("strategy") != strategy {
-				t.Errorf("product after the stampede's reset: %s, want strategy %s", product.raw, strategy)
+			product := public(runner).MustDo(t, "GET", productPath(id), nil, nil)
+			if product.Str("strategy") != strategy {
+				t.Errorf("product after the stampede's reset: %s, want strategy %s", product.Raw, strategy)
 			}
 
 			// Every buyer reached a replica's purchase use case within the last seconds. A retry
 			// (after a lock wait ran out on a busy machine, say) is one more attempt, unless it was
 			// shed before the use case.
-			retries := p.num("retries")
+			retries := p.Num("retries")
 			itest.Eventually(t, 10*time.Second, func() (bool, string) {
-				st := call(t, "GET", runner+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/stats", nil, false)
+				st := public(runner).MustDo(t, "GET", productPath(id)+"/stats", nil, nil)
 				req, acc := sumSeries(st, "requests"), sumSeries(st, "accepted")
-				ok := st.body["rates_available"] == true && req >= buyers && req <= buyers+retries && acc == stock && st.num("oversold") == 0
-				return ok, fmt.Sprintf("stats %s: %d attempts and %d accepted counted, want %d to %d and %d", st.raw, req, acc, buyers, buyers+retries, stock)
+				ok := st.Body["rates_available"] == true && req >= buyers && req <= buyers+retries && acc == stock && st.Num("oversold") == 0
+				return ok, fmt.Sprintf("stats %s: %d attempts and %d accepted counted, want %d to %d and %d", st.Raw, req, acc, buyers, buyers+retries, stock)
 			})
 		})
 	}
 }
 
-func sumSeries(a answer, name string) int {
-	ps, _ := a.body["per_second"].(map[string]any)
+func sumSeries(r apptest.Response, name string) int {
+	ps, _ := r.Body["per_second"].(map[string]any)
 	xs, _ := ps[name].([]any)
 	n := 0
 	for _, x := range xs {
@@ -170,70 +124,74 @@ func TestStampedeAPI(t *testing.T) {
 	_, urls := apptest.Cluster(t, 1, map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "600"})
 	base := urls[0]
 	id := createProduct(t, base, "zk", 600)
-	url := stampedeURL(base, id)
+	path := stampedePath(id)
 
 	// A stampede that lasts a few seconds (zk grants one unit at a time), then a second one while
 	// it runs.
-	first := call(t, "POST", url, map[string]any{"buyers": 600}, true)
-	if first.status != http.StatusAccepted {
-		t.Fatalf("first stampede: %d %s", first.status, first.raw)
+	first := admin(base).MustDo(t, "POST", path, map[string]any{"buyers": 600}, nil)
+	if first.Status != http.StatusAccepted {
+		t.Fatalf("first stampede: %d %s", first.Status, first.Raw)
 	}
-	second := call(t, "POST", url, map[string]any{"buyers": 10, "stock": 5}, true)
-	if second.status != http.StatusConflict || second.code() != "stampede_running" {
-		t.Errorf("second stampede while the first runs: %d %s, want 409 stampede_running", second.status, second.raw)
+	second := admin(base).MustDo(t, "POST", path, map[string]any{"buyers": 10, "stock": 5}, nil)
+	if second.Status != http.StatusConflict || second.ErrorCode() != "stampede_running" {
+		t.Errorf("second stampede while the first runs: %d %s, want 409 stampede_running", second.Status, second.Raw)
 	}
-	p := call(t, "GET", base+"/api/v1/admin/stampedes/"+first.str("stampede_id"), nil, true)
-	if p.status != http.StatusOK || p.body["running"] != true || p.body["finished_at"] != nil {
-		t.Errorf("progress while running: %d %s", p.status, p.raw)
+	p := admin(base).MustDo(t, "GET", "/api/v1/admin/stampedes/"+first.Str("stampede_id"), nil, nil)
+	if p.Status != http.StatusOK || p.Body["running"] != true || p.Body["finished_at"] != nil {
+		t.Errorf("progress while running: %d %s", p.Status, p.Raw)
 	}
-	product := call(t, "GET", base+"/api/v1/products/"+strconv.FormatInt(id, 10), nil, false)
-	if product.num("initial_stock") != 600 {
-		t.Errorf("the refused stampede reset the product: %s", product.raw)
+	product := public(base).MustDo(t, "GET", productPath(id), nil, nil)
+	if product.Num("initial_stock") != 600 {
+		t.Errorf("the refused stampede reset the product: %s", product.Raw)
 	}
 
 	for _, tc := range []struct {
 		name   string
 		method string
-		url    string
+		path   string
 		body   any
 		admin  bool
 		status int
 		code   string
 	}{
-		{"no token", "POST", url, map[string]any{"buyers": 1}, false, 401, "unauthorized"},
-		{"no token for progress", "GET", base + "/api/v1/admin/stampedes/" + first.str("stampede_id"), nil, false, 401, "unauthorized"},
-		{"no buyers", "POST", url, map[string]any{}, true, 400, "invalid_request"},
-		{"zero buyers", "POST", url, map[string]any{"buyers": 0}, true, 400, "invalid_request"},
-		{"too many buyers", "POST", url, map[string]any{"buyers": 601}, true, 400, "invalid_request"},
-		{"buyers not a number", "POST", url, `{"buyers":"many"}`, true, 400, "invalid_request"},
-		{"unknown field", "POST", url, map[string]any{"buyers": 5, "concurrency": 9}, true, 400, "invalid_request"},
-		{"bad strategy", "POST", url, map[string]any{"buyers": 5, "strategy": "magic"}, true, 400, "invalid_request"},
-		{"malformed JSON", "POST", url, `{"buyers":`, true, 400, "invalid_request"},
-		{"bad product id", "POST", base + "/api/v1/admin/products/x/stampede", map[string]any{"buyers": 5}, true, 400, "invalid_request"},
-		{"huge body", "POST", url, `{"buyers":1,"strategy":"` + strings.Repeat("a", 20<<10) + `"}`, true, 413, "payload_too_large"},
-		{"unknown stampede", "GET", base + "/api/v1/admin/stampedes/0123456789ab", nil, true, 404, "not_found"},
-		{"malformed stampede id", "GET", base + "/api/v1/admin/stampedes/..%2Fx", nil, true, 404, "not_found"},
-		{"wrong method", "PUT", url, nil, true, 405, "method_not_allowed"},
+		{"no token", "POST", path, map[string]any{"buyers": 1}, false, 401, "unauthorized"},
+		{"no token for progress", "GET", "/api/v1/admin/stampedes/" + first.Str("stampede_id"), nil, false, 401, "unauthorized"},
+		{"no buyers", "POST", path, map[string]any{}, true, 400, "invalid_request"},
+		{"zero buyers", "POST", path, map[string]any{"buyers": 0}, true, 400, "invalid_request"},
+		{"too many buyers", "POST", path, map[string]any{"buyers": 601}, true, 400, "invalid_request"},
+		{"buyers not a number", "POST", path, `{"buyers":"many"}`, true, 400, "invalid_request"},
+		{"unknown field", "POST", path, map[string]any{"buyers": 5, "concurrency": 9}, true, 400, "invalid_request"},
+		{"bad strategy", "POST", path, map[string]any{"buyers": 5, "strategy": "magic"}, true, 400, "invalid_request"},
+		{"malformed JSON", "POST", path, `{"buyers":`, true, 400, "invalid_request"},
+		{"bad product id", "POST", "/api/v1/admin/products/x/stampede", map[string]any{"buyers": 5}, true, 400, "invalid_request"},
+		{"huge body", "POST", path, `{"buyers":1,"strategy":"` + strings.Repeat("a", 20<<10) + `"}`, true, 413, "payload_too_large"},
+		{"unknown stampede", "GET", "/api/v1/admin/stampedes/0123456789ab", nil, true, 404, "not_found"},
+		{"malformed stampede id", "GET", "/api/v1/admin/stampedes/..%2Fx", nil, true, 404, "not_found"},
+		{"wrong method", "PUT", path, nil, true, 405, "method_not_allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := call(t, tc.method, tc.url, tc.body, tc.admin)
-			if a.status != tc.status || a.code() != tc.code {
-				t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.url, a.status, a.raw, tc.status, tc.code)
+			c := public(base)
+			if tc.admin {
+				c = admin(base)
+			}
+			r := c.MustDo(t, tc.method, tc.path, tc.body, nil)
+			if r.Status != tc.status || r.ErrorCode() != tc.code {
+				t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, r.Status, r.Raw, tc.status, tc.code)
 			}
 		})
 	}
 
 	// Once the first stampede is over, an unknown product is a 404 and nothing starts.
-	waitFinished(t, base, first.str("stampede_id"))
-	unknown := call(t, "POST", stampedeURL(base, 999999), map[string]any{"buyers": 5}, true)
-	if unknown.status != http.StatusNotFound || unknown.code() != "not_found" {
-		t.Errorf("stampede on an unknown product: %d %s, want 404 not_found", unknown.status, unknown.raw)
+	waitFinished(t, base, first.Str("stampede_id"))
+	unknown := admin(base).MustDo(t, "POST", stampedePath(999999), map[string]any{"buyers": 5}, nil)
+	if unknown.Status != http.StatusNotFound || unknown.ErrorCode() != "not_found" {
+		t.Errorf("stampede on an unknown product: %d %s, want 404 not_found", unknown.Status, unknown.Raw)
 	}
-	again := call(t, "POST", url, map[string]any{"buyers": 5, "stock": 2, "strategy": "mysql"}, true)
-	if again.status != http.StatusAccepted {
-		t.Errorf("a stampede after the first one finished: %d %s", again.status, again.raw)
+	again := admin(base).MustDo(t, "POST", path, map[string]any{"buyers": 5, "stock": 2, "strategy": "mysql"}, nil)
+	if again.Status != http.StatusAccepted {
+		t.Errorf("a stampede after the first one finished: %d %s", again.Status, again.Raw)
 	}
-	waitFinished(t, base, again.str("stampede_id"))
+	waitFinished(t, base, again.Str("stampede_id"))
 }
 
 // TestStatsWithoutRedis: with Redis unreachable the stats still answer, with the rates marked
@@ -244,17 +202,17 @@ func TestStatsWithoutRedis(t *testing.T) {
 	id := createProduct(t, seeder.URL, "mysql", 5)
 	down := s.Start(t, map[string]string{"SECKILL_REDIS_ADDR": "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))})
 	begin := time.Now()
-	st := call(t, "GET", down.URL+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/stats", nil, false)
-	if st.status != http.StatusOK || st.body["rates_available"] != false || st.num("requests_per_sec") != 0 ||
-		st.body["per_second"] != nil || st.num("initial_stock") != 5 || st.num("rate_window_sec") != 5 {
-		t.Fatalf("stats without Redis: %d %s", st.status, st.raw)
+	st := public(down.URL).MustDo(t, "GET", productPath(id)+"/stats", nil, nil)
+	if st.Status != http.StatusOK || st.Body["rates_available"] != false || st.Num("requests_per_sec") != 0 ||
+		st.Body["per_second"] != nil || st.Num("initial_stock") != 5 || st.Num("rate_window_sec") != 5 {
+		t.Fatalf("stats without Redis: %d %s", st.Status, st.Raw)
 	}
 	if took := time.Since(begin); took > 2*time.Second {
 		t.Errorf("stats without Redis took %s", took)
 	}
 	// Purchases do not depend on the live counters.
-	buy := call(t, "POST", down.URL+"/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase", map[string]any{"user_id": "no-redis"}, false)
-	if buy.status != http.StatusAccepted {
-		t.Fatalf("purchase with the live counters' Redis down: %d %s", buy.status, buy.raw)
+	buy := public(down.URL).MustDo(t, "POST", productPath(id)+"/purchase", map[string]any{"user_id": "no-redis"}, nil)
+	if buy.Status != http.StatusAccepted {
+		t.Fatalf("purchase with the live counters' Redis down: %d %s", buy.Status, buy.Raw)
 	}
 }
