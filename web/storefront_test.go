@@ -205,11 +205,13 @@ func clearField(id string) chromedp.Action[chromedp.Void] { return setField(id, 
 func card(id int64) string { return fmt.Sprintf(`.card[data-product-id="%d"]`, id) }
 
 // TestStorefront drives the storefront in Debian's headless chromium against three replicas
-// started in this process: the seeded sales show, a sale opens on its countdown and the buyer
-// buys (once, however many clicks) and sees the order confirmed and the stock go down, a second
-// buyer sees the last unit sold out, every API error code has a human message, the demo drawer
-// runs a stampede with the unsafe strategy (OVERSOLD, as the database says) and with mysql (PASS),
-// the page logs no console error, and screenshots are taken at desktop and phone sizes.
+// started in this process, one step (subtest) per thing the page must do: the seeded sales show, a
+// sale opens on its countdown and the buyer buys (once, however many clicks) and sees the order
+// confirmed and the stock go down, a second buyer sees the last unit sold out, every API error
+// code has a human message, the demo drawer runs a stampede with the unsafe strategy (OVERSOLD, as
+// the database says) and with mysql (PASS), the page logs no console error, and screenshots are
+// taken at desktop and phone sizes. The steps share the stack and the browser and build on each
+// other's page, so the first one that fails ends the test.
 func TestStorefront(t *testing.T) {
 	chromium := chromiumPath(t)
 	began := time.Now()
@@ -241,6 +243,8 @@ func TestStorefront(t *testing.T) {
 		t.Fatalf("the seed made %v", ids)
 	}
 
+	// The browser, and the tabs of the steps: the buyer's on a desktop, a second buyer's in a
+	// browser context of their own (own localStorage), a phone's.
 	dir := screenshotDir(t)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		append(chromedp.DefaultExecAllocatorOptions[:],
@@ -262,142 +266,172 @@ func TestStorefront(t *testing.T) {
 	if err := chromedp.Do(browserCtx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(browserCtx, 90*time.Second)
+	desktop, cancel := context.WithTimeout(browserCtx, 90*time.Second)
 	defer cancel()
-	a := page{t, ctx}
+	second, cancelSecond := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelSecond)
+	consoles = append(consoles, watchConsole(t, second, "second buyer"))
+	phone, cancelPhone := chromedp.NewContext(browserCtx)
+	t.Cleanup(cancelPhone)
+	consoles = append(consoles, watchConsole(t, phone, "phone"))
 
-	// The page and the seeded sales: one per strategy (none included), one opening in 3 minutes,
-	// and the two made above.
-	// Reduced motion: no transition is caught half-way in a screenshot (and the CSS honours it).
-	a.do("open the storefront", chromedp.EmulateViewport(1440, 900), reducedMotion(), chromedp.Navigate(base+"/"))
-	a.waitJS("7 product cards", `document.querySelectorAll('.card').length === 7`, 15*time.Second)
-	for _, want := range []string{"Demo sale · mysql strategy", "Demo sale · redis strategy", "Demo sale · zk strategy",
-		"Demo sale · none strategy", "Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
-		if !strings.Contains(a.text("#products"), want) {
-			t.Errorf("no card for %q", want)
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
 		}
 	}
-	laterBuy := card(opensLater) + " .btn-buy"
-	if got, disabled := a.text(laterBuy), a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, laterBuy)); !strings.HasPrefix(got, "Opens in 0") || disabled != "true" {
-		t.Errorf("the sale opening in 3 minutes shows %q on its button (disabled %s)", got, disabled)
-	}
+
+	// One card per seeded sale (one per strategy, none included, and one opening in 3 minutes)
+	// and per product made above. Reduced motion: no transition is caught half-way in a
+	// screenshot (and the CSS honours it).
+	step("seeded sales show", func(t *testing.T) {
+		a := page{t, desktop}
+		a.do("open the storefront", chromedp.EmulateViewport(1440, 900), reducedMotion(), chromedp.Navigate(base+"/"))
+		a.waitJS("7 product cards", `document.querySelectorAll('.card').length === 7`, 15*time.Second)
+		for _, want := range []string{"Demo sale · mysql strategy", "Demo sale · redis strategy", "Demo sale · zk strategy",
+			"Demo sale · none strategy", "Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
+			if !strings.Contains(a.text("#products"), want) {
+				t.Errorf("no card for %q", want)
+			}
+		}
+		laterBuy := card(opensLater) + " .btn-buy"
+		if got, disabled := a.text(laterBuy), a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, laterBuy)); !strings.HasPrefix(got, "Opens in 0") || disabled != "true" {
+			t.Errorf("the sale opening in 3 minutes shows %q on its button (disabled %s)", got, disabled)
+		}
+	})
 
 	// A buyer identity was made up and kept; the buyer renames themself with the keyboard.
-	generated := a.text("#buyer-id")
-	if !regexp.MustCompile(`^buyer-[a-z0-9]{6}$`).MatchString(generated) || a.eval(`localStorage.getItem('seckill.buyer')`) != generated {
-		t.Errorf("generated buyer %q, stored %q", generated, a.eval(`localStorage.getItem('seckill.buyer')`))
-	}
-	a.do("rename the buyer",
-		chromedp.Click(chromedp.ID("buyer-edit")),
-		chromedp.WaitVisible(chromedp.ID("buyer-input")),
-		clearField("buyer-input"),
-		chromedp.SendKeys(chromedp.ID("buyer-input"), "not valid!\n"))
-	if hint := a.text("#buyer-hint"); !strings.Contains(hint, "Not a valid buyer name") {
-		t.Errorf("an invalid buyer name shows %q", hint)
-	}
-	a.do("rename the buyer",
-		clearField("buyer-input"),
-		chromedp.SendKeys(chromedp.ID("buyer-input"), "alice-e2e\n"))
-	a.waitJS("the new buyer name", `document.getElementById('buyer-id').textContent === 'alice-e2e' && localStorage.getItem('seckill.buyer') === 'alice-e2e'`, 5*time.Second)
-
-	// A second buyer in a browser context of their own (own localStorage), watching the last unit.
-	bCtx, cancelB := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancelB)
-	consoles = append(consoles, watchConsole(t, bCtx, "second buyer"))
-	b := page{t, bCtx}
-	b.do("second buyer opens the storefront", chromedp.EmulateViewport(1024, 768), chromedp.Navigate(base+"/"))
-	b.waitJS("the last unit on sale", fmt.Sprintf(`(document.querySelector('%s .stock-text') || {}).textContent === '1 of 1 left'`, card(last)), 15*time.Second)
-	if bob := b.text("#buyer-id"); bob == "alice-e2e" || !strings.HasPrefix(bob, "buyer-") {
-		t.Errorf("second buyer is %q", bob)
-	}
-
-	// The sale that opens in seconds: disabled with a countdown, then open; two clicks in a row
-	// buy once, with an Idempotency-Key; the order goes queued → confirmed; the stock goes down.
-	// (On a machine so busy that the sale opened before this point, the countdown cannot be
-	// seen here; the sale opening in 3 minutes showed one above.)
-	buy := card(soon) + " .btn-buy"
-	text, disabled := a.text(buy), a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, buy))
-	switch stillClosed := time.Until(soonOpens) > 500*time.Millisecond; {
-	case stillClosed && (disabled != "true" || !strings.HasPrefix(text, "Opens in 00:0")):
-		t.Errorf("before its start the button is %q (disabled %s)", text, disabled)
-	case !stillClosed:
-		t.Logf("the lightning deal opened before its countdown was looked at (button %q)", text)
-	}
-	a.waitJS("the sale to open", fmt.Sprintf(`!document.querySelector('%s').disabled`, buy), 15*time.Second)
-	if got := a.text(buy); got != "Buy now" {
-		t.Errorf("open sale button says %q", got)
-	}
-	disabledAfterClick := a.eval(fmt.Sprintf(`(() => { const b = document.querySelector('%s'); b.click(); const d = b.disabled; b.click(); return String(d); })()`, buy))
-	if disabledAfterClick != "true" {
-		t.Errorf("the buy button is not disabled right after the click")
-	}
-	a.waitJS("the order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(soon)), 30*time.Second)
-	a.waitJS("the stock decremented", fmt.Sprintf(`document.querySelector('%s .stock-text').textContent === '4 of 5 left'`, card(soon)), 10*time.Second)
-	var reservations, keys int
-	if err := db.QueryRow(`SELECT (SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e'),
-		(SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e' AND idem_key LIKE 'web-%')`,
-		soon, soon).Scan(&reservations, &keys); err != nil {
-		t.Fatal(err)
-	}
-	if reservations != 1 || keys != 1 {
-		t.Errorf("after a double click: %d reservations and %d idempotency keys of alice-e2e, want 1 and 1", reservations, keys)
-	}
-	if got := a.text(buy); got != "Bought" {
-		t.Errorf("after the purchase the button says %q", got)
-	}
-
-	// The last unit: alice buys it; the second buyer's page shows it sold out.
-	a.do("buy the last unit", chromedp.Click(chromedp.CSS(card(last)+" .btn-buy")))
-	a.waitJS("the last unit's order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(last)), 30*time.Second)
-	b.waitJS("sold out for the second buyer", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
-		return c.dataset.phase === 'soldout' && c.querySelector('.btn-buy').disabled &&
-		c.querySelector('.btn-buy').textContent === 'Sold out' && c.querySelector('.pill').textContent === 'Sold out'; })()`, card(last)), 10*time.Second)
-
-	// Every error code of the API has its own message.
-	for _, code := range []string{"sold_out", "limit_reached", "sale_not_started", "sale_ended", "rate_limited", "unavailable", "not_found", "network"} {
-		msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.purchaseMessage({code: %q, message: 'x'}))`, code))
-		if msg == "" || strings.Contains(msg, "The purchase failed") {
-			t.Errorf("no message for %s: %q", code, msg)
+	step("buyer renames themself", func(t *testing.T) {
+		a := page{t, desktop}
+		generated := a.text("#buyer-id")
+		if !regexp.MustCompile(`^buyer-[a-z0-9]{6}$`).MatchString(generated) || a.eval(`localStorage.getItem('seckill.buyer')`) != generated {
+			t.Errorf("generated buyer %q, stored %q", generated, a.eval(`localStorage.getItem('seckill.buyer')`))
 		}
-	}
-	for _, code := range []string{"unauthorized", "stampede_running"} {
-		if msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.adminMessage({code: %q}))`, code)); strings.Contains(msg, "failed") {
-			t.Errorf("no admin message for %s: %q", code, msg)
+		a.do("rename the buyer",
+			chromedp.Click(chromedp.ID("buyer-edit")),
+			chromedp.WaitVisible(chromedp.ID("buyer-input")),
+			clearField("buyer-input"),
+			chromedp.SendKeys(chromedp.ID("buyer-input"), "not valid!\n"))
+		if hint := a.text("#buyer-hint"); !strings.Contains(hint, "Not a valid buyer name") {
+			t.Errorf("an invalid buyer name shows %q", hint)
 		}
-	}
+		a.do("rename the buyer",
+			clearField("buyer-input"),
+			chromedp.SendKeys(chromedp.ID("buyer-input"), "alice-e2e\n"))
+		a.waitJS("the new buyer name", `document.getElementById('buyer-id').textContent === 'alice-e2e' && localStorage.getItem('seckill.buyer') === 'alice-e2e'`, 5*time.Second)
+	})
 
-	// The server clock estimate converges from Date headers (a module instance of its own, fed
-	// made-up answers from a server 3.21 s ahead), and the countdown format rounds up.
-	clockCheck := a.eval(`Promise.all([import('/static/clock.js?test'), import('/static/format.js')]).then(([c, f]) => {
-		const offset = 3210;
-		let sent = Date.now() - 60000;
-		for (let i = 0; i < 25; i++) {
-			sent += 1618; // phases spread over the second, as probeDelay's requests are
-			const received = sent + 20;
-			const server = (sent + received) / 2 + offset;
-			c.observeServerDate(new Date(Math.floor(server / 1000) * 1000).toUTCString(), sent, received);
+	// A second buyer, in a browser context of their own, watches the last unit.
+	step("second buyer has a name of their own", func(t *testing.T) {
+		b := page{t, second}
+		b.do("second buyer opens the storefront", chromedp.EmulateViewport(1024, 768), chromedp.Navigate(base+"/"))
+		b.waitJS("the last unit on sale", fmt.Sprintf(`(document.querySelector('%s .stock-text') || {}).textContent === '1 of 1 left'`, card(last)), 15*time.Second)
+		if bob := b.text("#buyer-id"); bob == "alice-e2e" || !strings.HasPrefix(bob, "buyer-") {
+			t.Errorf("second buyer is %q", bob)
 		}
-		const early = c.serverNowEarliest() - Date.now();
-		return [Math.abs(c.offsetMs() - offset) < 80, c.uncertaintyMs() < 80, early <= offset + 1,
-			f.formatCountdown(161000), f.formatCountdown(999), f.formatCountdown(3723000), f.formatCountdown(0)].join(' ');
-	})`)
-	if clockCheck != "true true true 02:41 00:01 1:02:03 00:00" {
-		t.Errorf("clock estimate and countdown format: %s", clockCheck)
-	}
+	})
 
-	// The drawer: opens with focus inside, Esc closes it and gives focus back.
-	a.do("open the drawer", chromedp.Click(chromedp.ID("admin-open")))
-	a.waitJS("the drawer open with the token field focused", `document.getElementById('admin').open && document.activeElement.id === 'token-input'`, 5*time.Second)
-	a.do("press Escape", chromedp.KeyEvent(kb.Escape))
-	a.waitJS("the drawer closed, focus back on its button", `!document.getElementById('admin').open && document.activeElement.id === 'admin-open'`, 5*time.Second)
+	// Disabled with a countdown, then open; two clicks in a row buy once, with an
+	// Idempotency-Key; the order goes queued → confirmed; the stock goes down. (On a machine so
+	// busy that the sale opened before this point, the countdown cannot be seen here; the sale
+	// opening in 3 minutes showed one above.)
+	step("sale opens on its countdown and a double click buys once", func(t *testing.T) {
+		a := page{t, desktop}
+		buy := card(soon) + " .btn-buy"
+		text, disabled := a.text(buy), a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, buy))
+		switch stillClosed := time.Until(soonOpens) > 500*time.Millisecond; {
+		case stillClosed && (disabled != "true" || !strings.HasPrefix(text, "Opens in 00:0")):
+			t.Errorf("before its start the button is %q (disabled %s)", text, disabled)
+		case !stillClosed:
+			t.Logf("the lightning deal opened before its countdown was looked at (button %q)", text)
+		}
+		a.waitJS("the sale to open", fmt.Sprintf(`!document.querySelector('%s').disabled`, buy), 15*time.Second)
+		if got := a.text(buy); got != "Buy now" {
+			t.Errorf("open sale button says %q", got)
+		}
+		disabledAfterClick := a.eval(fmt.Sprintf(`(() => { const b = document.querySelector('%s'); b.click(); const d = b.disabled; b.click(); return String(d); })()`, buy))
+		if disabledAfterClick != "true" {
+			t.Errorf("the buy button is not disabled right after the click")
+		}
+		a.waitJS("the order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(soon)), 30*time.Second)
+		a.waitJS("the stock decremented", fmt.Sprintf(`document.querySelector('%s .stock-text').textContent === '4 of 5 left'`, card(soon)), 10*time.Second)
+		var reservations, keys int
+		if err := db.QueryRow(`SELECT (SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e'),
+			(SELECT COUNT(*) FROM reservations WHERE product_id = ? AND user_id = 'alice-e2e' AND idem_key LIKE 'web-%')`,
+			soon, soon).Scan(&reservations, &keys); err != nil {
+			t.Fatal(err)
+		}
+		if reservations != 1 || keys != 1 {
+			t.Errorf("after a double click: %d reservations and %d idempotency keys of alice-e2e, want 1 and 1", reservations, keys)
+		}
+		if got := a.text(buy); got != "Bought" {
+			t.Errorf("after the purchase the button says %q", got)
+		}
+	})
 
-	a.do("enter the admin token",
-		chromedp.Click(chromedp.ID("admin-open")),
-		chromedp.SendKeys(chromedp.ID("token-input"), apptest.AdminToken+"\n"))
-	a.waitJS("the token kept for the tab", fmt.Sprintf(`sessionStorage.getItem('seckill.adminToken') === %q`, apptest.AdminToken), 5*time.Second)
+	step("last unit sold out for the second buyer", func(t *testing.T) {
+		a, b := page{t, desktop}, page{t, second}
+		a.do("buy the last unit", chromedp.Click(chromedp.CSS(card(last)+" .btn-buy")))
+		a.waitJS("the last unit's order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(last)), 30*time.Second)
+		b.waitJS("sold out for the second buyer", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+			return c.dataset.phase === 'soldout' && c.querySelector('.btn-buy').disabled &&
+			c.querySelector('.btn-buy').textContent === 'Sold out' && c.querySelector('.pill').textContent === 'Sold out'; })()`, card(last)), 10*time.Second)
+	})
 
-	stampede := func(product int64, strategy string) string {
+	step("every error code has a message", func(t *testing.T) {
+		a := page{t, desktop}
+		for _, code := range []string{"sold_out", "limit_reached", "sale_not_started", "sale_ended", "rate_limited", "unavailable", "not_found", "network"} {
+			msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.purchaseMessage({code: %q, message: 'x'}))`, code))
+			if msg == "" || strings.Contains(msg, "The purchase failed") {
+				t.Errorf("no message for %s: %q", code, msg)
+			}
+		}
+		for _, code := range []string{"unauthorized", "stampede_running"} {
+			if msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.adminMessage({code: %q}))`, code)); strings.Contains(msg, "failed") {
+				t.Errorf("no admin message for %s: %q", code, msg)
+			}
+		}
+	})
+
+	// A module instance of its own is fed made-up answers from a server 3.21 s ahead.
+	step("server clock estimate and countdown format", func(t *testing.T) {
+		a := page{t, desktop}
+		clockCheck := a.eval(`Promise.all([import('/static/clock.js?test'), import('/static/format.js')]).then(([c, f]) => {
+			const offset = 3210;
+			let sent = Date.now() - 60000;
+			for (let i = 0; i < 25; i++) {
+				sent += 1618; // phases spread over the second, as probeDelay's requests are
+				const received = sent + 20;
+				const server = (sent + received) / 2 + offset;
+				c.observeServerDate(new Date(Math.floor(server / 1000) * 1000).toUTCString(), sent, received);
+			}
+			const early = c.serverNowEarliest() - Date.now();
+			return [Math.abs(c.offsetMs() - offset) < 80, c.uncertaintyMs() < 80, early <= offset + 1,
+				f.formatCountdown(161000), f.formatCountdown(999), f.formatCountdown(3723000), f.formatCountdown(0)].join(' ');
+		})`)
+		if clockCheck != "true true true 02:41 00:01 1:02:03 00:00" {
+			t.Errorf("clock estimate and countdown format: %s", clockCheck)
+		}
+	})
+
+	// The drawer opens with focus inside, Esc closes it and gives focus back; the token is kept.
+	step("drawer focus and admin token", func(t *testing.T) {
+		a := page{t, desktop}
+		a.do("open the drawer", chromedp.Click(chromedp.ID("admin-open")))
+		a.waitJS("the drawer open with the token field focused", `document.getElementById('admin').open && document.activeElement.id === 'token-input'`, 5*time.Second)
+		a.do("press Escape", chromedp.KeyEvent(kb.Escape))
+		a.waitJS("the drawer closed, focus back on its button", `!document.getElementById('admin').open && document.activeElement.id === 'admin-open'`, 5*time.Second)
+		a.do("enter the admin token",
+			chromedp.Click(chromedp.ID("admin-open")),
+			chromedp.SendKeys(chromedp.ID("token-input"), apptest.AdminToken+"\n"))
+		a.waitJS("the token kept for the tab", fmt.Sprintf(`sessionStorage.getItem('seckill.adminToken') === %q`, apptest.AdminToken), 5*time.Second)
+	})
+
+	// stampede runs a stampede from the open drawer and returns its verdict.
+	stampede := func(t *testing.T, product int64, strategy string) string {
 		t.Helper()
+		a := page{t, desktop}
 		before := a.eval(`document.getElementById('race').dataset.stampedeId || ''`)
 		a.do("set up a stampede",
 			setField("demo-product", strconv.FormatInt(product, 10)),
@@ -409,7 +443,7 @@ func TestStorefront(t *testing.T) {
 			return r.dataset.state === 'done' && r.dataset.stampedeId !== %q; })()`, before), 45*time.Second)
 		return a.text("#race-verdict")
 	}
-	auditOf := func(product int64) audit.Facts {
+	auditOf := func(t *testing.T, product int64) audit.Facts {
 		t.Helper()
 		f, err := audit.Load(context.Background(), db, product)
 		if err != nil {
@@ -418,62 +452,73 @@ func TestStorefront(t *testing.T) {
 		return f
 	}
 
-	// The unsafe control first: the verdict is the database's.
-	verdict := stampede(noneProduct, "none")
-	f := auditOf(noneProduct)
-	want := "PASS — 20 sold, 0 oversold"
-	if f.Oversold() > 0 {
-		want = fmt.Sprintf("OVERSOLD by %d units", f.Oversold())
-	}
-	if verdict != want || !f.Drained() {
-		t.Errorf("none stampede: verdict %q, audit %+v: want %q", verdict, f, want)
-	}
-	t.Logf("none stampede: %s (%d reserved of %d)", verdict, f.ReservedUnits, f.InitialStock)
+	step("unsafe stampede gets the database verdict", func(t *testing.T) {
+		verdict := stampede(t, noneProduct, "none")
+		f := auditOf(t, noneProduct)
+		want := "PASS — 20 sold, 0 oversold"
+		if f.Oversold() > 0 {
+			want = fmt.Sprintf("OVERSOLD by %d units", f.Oversold())
+		}
+		if verdict != want || !f.Drained() {
+			t.Errorf("none stampede: verdict %q, audit %+v: want %q", verdict, f, want)
+		}
+		t.Logf("none stampede: %s (%d reserved of %d)", verdict, f.ReservedUnits, f.InitialStock)
+	})
 
-	// A safe strategy: exactly the stock sold, and the panel of the product says so too.
-	if verdict := stampede(mysqlProduct, "mysql"); verdict != "PASS — 20 sold, 0 oversold" {
-		t.Errorf("mysql stampede verdict %q", verdict)
-	}
-	if v := auditOf(mysqlProduct).Violations(true); len(v) > 0 {
-		t.Errorf("mysql stampede audit: %v", v)
-	}
-	if got := a.text(card(mysqlProduct) + " .verdict"); got != "PASS — 20 sold, 0 oversold" {
-		t.Errorf("the mysql card's verdict says %q", got)
-	}
-	a.waitJS("the stampede in the per-second rates", fmt.Sprintf(`/peak [1-9]/.test(document.querySelector('%s .spark-caption').textContent)`, card(mysqlProduct)), 10*time.Second)
-	if got := a.text(card(mysqlProduct) + ` [data-stat="oversold"]`); got != "0" {
-		t.Errorf("the mysql card's oversold indicator reads %q", got)
-	}
-	a.screenshot(dir, "storefront-desktop-drawer.png", false)
+	// Exactly the stock sold, and the product's card says so too.
+	step("mysql stampede passes", func(t *testing.T) {
+		a := page{t, desktop}
+		if verdict := stampede(t, mysqlProduct, "mysql"); verdict != "PASS — 20 sold, 0 oversold" {
+			t.Errorf("mysql stampede verdict %q", verdict)
+		}
+		if v := auditOf(t, mysqlProduct).Violations(true); len(v) > 0 {
+			t.Errorf("mysql stampede audit: %v", v)
+		}
+		if got := a.text(card(mysqlProduct) + " .verdict"); got != "PASS — 20 sold, 0 oversold" {
+			t.Errorf("the mysql card's verdict says %q", got)
+		}
+		a.waitJS("the stampede in the per-second rates", fmt.Sprintf(`/peak [1-9]/.test(document.querySelector('%s .spark-caption').textContent)`, card(mysqlProduct)), 10*time.Second)
+		if got := a.text(card(mysqlProduct) + ` [data-stat="oversold"]`); got != "0" {
+			t.Errorf("the mysql card's oversold indicator reads %q", got)
+		}
+		a.screenshot(dir, "storefront-desktop-drawer.png", false)
+	})
 
-	a.do("close the drawer", chromedp.Click(chromedp.ID("admin-close")))
-	a.waitJS("the drawer closed", `!document.getElementById('admin').open`, 5*time.Second)
-	a.screenshot(dir, "storefront-desktop.png", false)
-	a.screenshot(dir, "storefront-desktop-full.png", true)
+	step("desktop screenshots", func(t *testing.T) {
+		a := page{t, desktop}
+		a.do("close the drawer", chromedp.Click(chromedp.ID("admin-close")))
+		a.waitJS("the drawer closed", `!document.getElementById('admin').open`, 5*time.Second)
+		a.screenshot(dir, "storefront-desktop.png", false)
+		a.screenshot(dir, "storefront-desktop-full.png", true)
+	})
 
 	// The same page on a phone: one column, nothing wider than the screen.
-	a.do("turn the page into a phone",
-		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
-		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
-	a.waitJS("the phone layout", `document.documentElement.clientWidth === 390 && document.documentElement.scrollWidth === 390`, 5*time.Second)
-	a.screenshot(dir, "storefront-phone.png", false)
-	a.screenshot(dir, "storefront-phone-full.png", true)
+	step("phone layout", func(t *testing.T) {
+		a := page{t, desktop}
+		a.do("turn the page into a phone",
+			chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
+			chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		a.waitJS("the phone layout", `document.documentElement.clientWidth === 390 && document.documentElement.scrollWidth === 390`, 5*time.Second)
+		a.screenshot(dir, "storefront-phone.png", false)
+		a.screenshot(dir, "storefront-phone-full.png", true)
+	})
 
 	// A fresh page load at phone size, as a phone would make it.
-	phoneCtx, cancelPhone := chromedp.NewContext(browserCtx)
-	t.Cleanup(cancelPhone)
-	consoles = append(consoles, watchConsole(t, phoneCtx, "phone"))
-	phone := page{t, phoneCtx}
-	phone.do("open the storefront on a phone",
-		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
-		chromedp.Navigate(base+"/"))
-	phone.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 7 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
-	if w := phone.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
-		t.Errorf("the page is %s px wide on a 390 px screen", w)
-	}
+	step("phone loads the page", func(t *testing.T) {
+		p := page{t, phone}
+		p.do("open the storefront on a phone",
+			chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
+			chromedp.Navigate(base+"/"))
+		p.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 7 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
+		if w := p.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
+			t.Errorf("the page is %s px wide on a 390 px screen", w)
+		}
+	})
 
-	for _, c := range consoles {
-		c.check(t)
-	}
+	step("no console errors", func(t *testing.T) {
+		for _, c := range consoles {
+			c.check(t)
+		}
+	})
 	t.Logf("storefront test took %s", time.Since(began).Round(time.Millisecond))
 }
