@@ -493,11 +493,10 @@ func TestStorefront(t *testing.T) {
 	})
 
 	// The same page on a phone: one column, nothing wider than the screen.
+	phoneScreen := chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch)
 	step("phone layout", func(t *testing.T) {
 		a := page{t, desktop}
-		a.do("turn the page into a phone",
-			chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
-			chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		a.do("turn the page into a phone", phoneScreen, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 		a.waitJS("the phone layout", `document.documentElement.clientWidth === 390 && document.documentElement.scrollWidth === 390`, 5*time.Second)
 		a.screenshot(dir, "storefront-phone.png", false)
 		a.screenshot(dir, "storefront-phone-full.png", true)
@@ -506,9 +505,7 @@ func TestStorefront(t *testing.T) {
 	// A fresh page load at phone size, as a phone would make it.
 	step("phone loads the page", func(t *testing.T) {
 		p := page{t, phone}
-		p.do("open the storefront on a phone",
-			chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
-			chromedp.Navigate(base+"/"))
+		p.do("open the storefront on a phone", phoneScreen, chromedp.Navigate(base+"/"))
 		p.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 7 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
 		if w := p.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
 			t.Errorf("the page is %s px wide on a 390 px screen", w)

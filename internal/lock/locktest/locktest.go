@@ -267,17 +267,27 @@ func testIndependentNames(t *testing.T, s Suite) {
 	mustRelease(t, a)
 }
 
-// mustAcquire waits up to 30 s for the lock: a lock that never grants fails the test rather
-// than hanging it.
+// Acquire calls acquire (the Acquire method of a Locker or of an implementation's client) for the
+// lock name, with up to 30 s to wait: a lock that never grants fails the test rather than hanging it.
+func Acquire[L any](tb testing.TB, acquire func(context.Context, string) (L, error), name string) (L, error) {
+	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
+	defer cancel()
+	return acquire(ctx, name)
+}
+
+// MustAcquire is Acquire that fails the test if it returns an error.
+func MustAcquire[L any](tb testing.TB, acquire func(context.Context, string) (L, error), name string) L {
+	tb.Helper()
+	l, err := Acquire(tb, acquire, name)
+	if err != nil {
+		tb.Fatalf("Acquire(%s) = %v", name, err)
+	}
+	return l
+}
+
 func mustAcquire(t *testing.T, l lock.Locker, name string) lock.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	lease, err := l.Acquire(ctx, name)
-	if err != nil {
-		t.Fatalf("Acquire(%s) = %v", name, err)
-	}
-	return lease
+	return MustAcquire(t, l.Acquire, name)
 }
 
 func mustRelease(t *testing.T, l lock.Lease) {

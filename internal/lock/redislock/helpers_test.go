@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock/locktest"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 )
 
@@ -122,17 +123,19 @@ func newClient(tb testing.TB, rdb redis.UniversalClient, opts redislock.Options)
 	return c
 }
 
-// mustAcquire waits up to 30 s for the lock: a lock that never grants fails the test rather
-// than hanging it.
 func mustAcquire(tb testing.TB, c *redislock.Client, name string) *redislock.Lease {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
-	defer cancel()
+	return locktest.MustAcquire(tb, c.Acquire, name)
+}
+
+// acquireRelease takes the lock name, releases it at once and sends the first error, or nil, to
+// done: a waiter, when run in a goroutine of its own.
+func acquireRelease(ctx context.Context, c *redislock.Client, name string, done chan<- error) {
 	l, err := c.Acquire(ctx, name)
-	if err != nil {
-		tb.Fatalf("Acquire(%s) = %v", name, err)
+	if err == nil {
+		err = l.Release(ctx)
 	}
-	return l
+	done <- err
 }
 
 func mustRelease(tb testing.TB, l *redislock.Lease) {

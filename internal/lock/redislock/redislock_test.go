@@ -590,13 +590,7 @@ func TestGivingUpPassesTheWakeUp(t *testing.T) {
 		return subscribers(t, rdb, channel) == 1 && tries.Load() == 2, "first waiter not asleep yet"
 	})
 	second := make(chan error, 1)
-	go func() {
-		l, err := waiter.Acquire(t.Context(), "give-up")
-		if err == nil {
-			err = l.Release(t.Context())
-		}
-		second <- err
-	}()
+	go acquireRelease(t.Context(), waiter, "give-up", second)
 	itest.Eventually(t, 5*time.Second, func() (bool, string) {
 		return tries.Load() == 3, "second waiter has not tried yet"
 	})
@@ -638,15 +632,9 @@ func TestWaitersTakeTurns(t *testing.T) {
 	cancels := make([]context.CancelFunc, waiters)
 	errs := make(chan error, waiters)
 	for i := range waiters {
-		ctxs[i], cancels[i] = context.WithTimeout(context.Background(), time.Minute)
+		ctxs[i], cancels[i] = context.WithTimeout(t.Context(), time.Minute)
 		defer cancels[i]()
-		go func() {
-			l, err := waiter.Acquire(ctxs[i], "turns")
-			if err == nil {
-				err = l.Release(t.Context())
-			}
-			errs <- err
-		}()
+		go acquireRelease(ctxs[i], waiter, "turns", errs)
 		if i == 0 { // the first waiter holds the turn and subscribes
 			itest.Eventually(t, 10*time.Second, func() (bool, string) {
 				return subscribers(t, rdb, channel) == 1, "first waiter not subscribed"
@@ -726,13 +714,7 @@ func TestBackToBackWaitsShareASubscription(t *testing.T) {
 	for round := range 3 {
 		a := mustAcquire(t, holder, "back-to-back")
 		got := make(chan error, 1)
-		go func() {
-			l, err := waiter.Acquire(t.Context(), "back-to-back")
-			if err == nil {
-				err = l.Release(t.Context())
-			}
-			got <- err
-		}()
+		go acquireRelease(t.Context(), waiter, "back-to-back", got)
 		itest.Eventually(t, 10*time.Second, func() (bool, string) {
 			return waiterRedis.PoolStats().PubSubStats.Active == 1, "the waiter is not subscribed"
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock/locktest"
 )
 
 const hint = "start the services with `make services`"
@@ -323,21 +324,9 @@ func fakeNode(tb testing.TB, conn *zk.Conn, parent string) string {
 	return p
 }
 
-// acquire waits up to 30 s for the lock: a lock that never grants fails the test rather than
-// hanging it.
-func acquire(tb testing.TB, c *Client, name string) (*Lease, error) {
-	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
-	defer cancel()
-	return c.Acquire(ctx, name)
-}
-
 func mustAcquire(tb testing.TB, c *Client, name string) *Lease {
 	tb.Helper()
-	l, err := acquire(tb, c, name)
-	if err != nil {
-		tb.Fatalf("Acquire(%s) = %v", name, err)
-	}
-	return l
+	return locktest.MustAcquire(tb, c.Acquire, name)
 }
 
 func mustRelease(tb testing.TB, l *Lease) {

@@ -210,7 +210,7 @@ func TestPredecessorVanishesBeforeWatch(t *testing.T) {
 }
 
 func mustAcquireOrNil(t *testing.T, c *Client, name string) *Lease {
-	l, err := acquire(t, c, name)
+	l, err := locktest.Acquire(t, c.Acquire, name)
 	if err != nil {
 		t.Errorf("Acquire = %v", err)
 		return nil
