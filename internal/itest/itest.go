@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/store"
@@ -144,6 +145,24 @@ func Topic(tb testing.TB, partitions int) order.KafkaConfig {
 		tb.Fatalf("create Kafka topic (%s): %v", hint, err)
 	}
 	return cfg
+}
+
+// Redis returns a client of the test Redis, with hooks added before its first use, closed when
+// the test ends. It fails the test, naming the fix, when Redis does not answer.
+func Redis(tb testing.TB, hooks ...redis.Hook) *redis.Client {
+	tb.Helper()
+	Integration(tb)
+	rdb := redis.NewClient(&redis.Options{Addr: RedisAddr})
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
+	tb.Cleanup(func() { _ = rdb.Close() })
+	ctx, cancel := context.WithTimeout(tb.Context(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("Redis at %s: %v (%s, or set SECKILL_TEST_REDIS_ADDR)", RedisAddr, err, hint)
+	}
+	return rdb
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago: for an address nothing

@@ -126,23 +126,10 @@ func (c *clock) set(t time.Time) {
 	c.now = t
 }
 
-func redisClient(t *testing.T) *redis.Client {
-	t.Helper()
-	itest.Integration(t)
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at %s: %v (start it with `make services`)", itest.RedisAddr, err)
-	}
-	return rdb
-}
-
 // TestRecorderAgainstRedis records purchases from two "replicas" (two recorders, one namespace)
 // over a few seconds and reads them back summed per second.
 func TestRecorderAgainstRedis(t *testing.T) {
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	ns := "test-" + itest.Suffix(8)
 	base := time.Unix(1_800_000_000, 0)
 	clk := &clock{now: base}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 )
 
@@ -106,7 +107,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		for _, mode := range modes {
 			b.Run(lib.name+"/"+mode.name, func(b *testing.B) {
 				hook := &counter{isAcquire: lib.isAttempt}
-				rdb := redisClient(b, hook)
+				rdb := itest.Redis(b, hook)
 				cycle := lib.setup(b, rdb, "bench", mode.hold)
 				ctx := b.Context()
 				if err := cycle(ctx); err != nil { // warm: scripts loaded, connections dialled

@@ -69,22 +69,6 @@ func isOurAcquire(cmd redis.Cmder) bool {
 	return len(args) > 1 && cmd.Name() == "evalsha" && args[1] == redislock.AcquireScriptHash
 }
 
-// redisClient returns a client of the test Redis, closed when the test ends; hooks are added
-// before first use.
-func redisClient(tb testing.TB, hooks ...redis.Hook) *redis.Client {
-	tb.Helper()
-	itest.Integration(tb)
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	for _, h := range hooks {
-		rdb.AddHook(h)
-	}
-	tb.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.Ping(tb.Context()).Err(); err != nil {
-		tb.Fatalf("redis at %s: %v (start it with `make services`, or set SECKILL_TEST_REDIS_ADDR)", itest.RedisAddr, err)
-	}
-	return rdb
-}
-
 // testPrefix returns a key prefix of its own for this test and deletes its keys when the test
 // ends.
 func testPrefix(tb testing.TB) string {

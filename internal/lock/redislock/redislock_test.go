@@ -19,7 +19,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	prefix := testPrefix(t) // one for the suite: its expiry case takes a name over from a second Locker
 	// names spells the suite's keys, for Waiting.
 	names := newClient(t, rdb, redislock.Options{Prefix: prefix})
@@ -90,7 +90,7 @@ func TestNewOptions(t *testing.T) {
 // A call whose ctx has already ended takes nothing, even a free lock.
 func TestEndedContext(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, redisClient(t), redislock.Options{})
+	c := newClient(t, itest.Redis(t), redislock.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.Acquire(ctx, "ended"); !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.Canceled) {
@@ -104,7 +104,7 @@ func TestEndedContext(t *testing.T) {
 
 func TestEmptyName(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, redisClient(t), redislock.Options{})
+	c := newClient(t, itest.Redis(t), redislock.Options{})
 	if _, err := c.Acquire(t.Context(), ""); err == nil {
 		t.Error("Acquire of an empty name succeeded")
 	}
@@ -118,9 +118,9 @@ func TestEmptyName(t *testing.T) {
 func TestRenewalKeepsLease(t *testing.T) {
 	t.Parallel()
 	const ttl = 200 * time.Millisecond
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	c := newClient(t, rdb, redislock.Options{TTL: ttl})
-	other, err := redislock.New(redisClient(t), redislock.Options{TTL: ttl, Prefix: mustPrefix(t, c)})
+	other, err := redislock.New(itest.Redis(t), redislock.Options{TTL: ttl, Prefix: mustPrefix(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestLost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rdb := redisClient(t)
+			rdb := itest.Redis(t)
 			c := newClient(t, rdb, redislock.Options{TTL: ttl})
 			a := mustAcquire(t, c, "meddled")
 			key, _, _ := redislock.Keys(c, "meddled")
@@ -236,7 +236,7 @@ func TestLostWhenRedisUnreachable(t *testing.T) {
 	if err := a.Release(t.Context()); err == nil || errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release without Redis = %v, want the client's error", err)
 	}
-	other := newClient(t, redisClient(t), redislock.Options{TTL: ttl, Prefix: mustPrefix(t, c)})
+	other := newClient(t, itest.Redis(t), redislock.Options{TTL: ttl, Prefix: mustPrefix(t, c)})
 	itest.Eventually(t, 10*ttl, func() (bool, string) {
 		l, err := other.TryAcquire(t.Context(), "cut-off")
 		if err != nil {
@@ -249,7 +249,7 @@ func TestLostWhenRedisUnreachable(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	t.Parallel()
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	c := newClient(t, rdb, redislock.Options{})
 	_, fence, _ := redislock.Keys(c, "tokens")
 	ctx := t.Context()
@@ -331,12 +331,12 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	// KeepSubscribed short: the end of the subscription is checked below, and the default (5 s)
 	// would race that check's own 5 s.
 	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond}
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	c := newClient(t, rdb, opts)
 	_, _, channel := redislock.Keys(c, "wake")
 	hook := &counter{isAcquire: isOurAcquire}
 	opts.Prefix = mustPrefix(t, c)
-	waiter := newClient(t, redisClient(t, hook), opts)
+	waiter := newClient(t, itest.Redis(t, hook), opts)
 
 	a := mustAcquire(t, c, "wake")
 	type result struct {
@@ -382,9 +382,9 @@ func TestDeadHolderTakenOver(t *testing.T) {
 	t.Parallel()
 	const ttl = 300 * time.Millisecond
 	opts := redislock.Options{TTL: ttl, Recheck: 10 * time.Second}
-	c := newClient(t, redisClient(t), opts)
+	c := newClient(t, itest.Redis(t), opts)
 	opts.Prefix = mustPrefix(t, c)
-	waiter := newClient(t, redisClient(t), opts)
+	waiter := newClient(t, itest.Redis(t), opts)
 
 	a := mustAcquire(t, c, "dead")
 	time.Sleep(ttl)           // a few extensions, then
@@ -420,10 +420,10 @@ func TestDeadHolderTakenOver(t *testing.T) {
 // KeepSubscribed has passed.
 func TestCancelWhileWaiting(t *testing.T) {
 	t.Parallel()
-	holderRedis := redisClient(t)
+	holderRedis := itest.Redis(t)
 	c := newClient(t, holderRedis, redislock.Options{Recheck: 10 * time.Second})
 	_, _, channel := redislock.Keys(c, "cancel")
-	waiterRedis := redisClient(t)
+	waiterRedis := itest.Redis(t)
 	waiter := newClient(t, waiterRedis, redislock.Options{Prefix: mustPrefix(t, c), Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond})
 
 	a := mustAcquire(t, c, "cancel")
@@ -483,7 +483,7 @@ func TestReleaseStopsRenewal(t *testing.T) {
 		}
 		return next(ctx, cmd)
 	})
-	c := newClient(t, redisClient(t, slow), redislock.Options{TTL: ttl})
+	c := newClient(t, itest.Redis(t, slow), redislock.Options{TTL: ttl})
 	others := goleak.IgnoreCurrent()
 	var held []*redislock.Lease
 	for i := range leases {
@@ -528,7 +528,7 @@ func TestLostWhileRenewalHangs(t *testing.T) {
 		}
 		return next(ctx, cmd)
 	})
-	c := newClient(t, redisClient(t, slow), redislock.Options{TTL: ttl})
+	c := newClient(t, itest.Redis(t, slow), redislock.Options{TTL: ttl})
 	others := goleak.IgnoreCurrent()
 	a := mustAcquire(t, c, "hung")
 	start := time.Now()
@@ -557,7 +557,7 @@ func TestLostWhileRenewalHangs(t *testing.T) {
 func TestGivingUpPassesTheWakeUp(t *testing.T) {
 	t.Parallel()
 	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second}
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	holder := newClient(t, rdb, opts)
 	_, _, channel := redislock.Keys(holder, "give-up")
 	opts.Prefix = mustPrefix(t, holder)
@@ -576,7 +576,7 @@ func TestGivingUpPassesTheWakeUp(t *testing.T) {
 		}
 		return next(ctx, cmd)
 	})
-	waiter := newClient(t, redisClient(t, stall), opts)
+	waiter := newClient(t, itest.Redis(t, stall), opts)
 
 	a := mustAcquire(t, holder, "give-up")
 	firstCtx, cancelFirst := context.WithCancel(context.Background())
@@ -618,12 +618,12 @@ func TestGivingUpPassesTheWakeUp(t *testing.T) {
 func TestWaitersTakeTurns(t *testing.T) {
 	t.Parallel()
 	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond}
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	holder := newClient(t, rdb, opts)
 	_, _, channel := redislock.Keys(holder, "turns")
 	opts.Prefix = mustPrefix(t, holder)
 	hook := &counter{isAcquire: isOurAcquire}
-	waiterRedis := redisClient(t, hook)
+	waiterRedis := itest.Redis(t, hook)
 	waiter := newClient(t, waiterRedis, opts)
 
 	a := mustAcquire(t, holder, "turns")
@@ -676,10 +676,10 @@ func TestWaitersTakeTurns(t *testing.T) {
 // goroutines of one.
 func TestMutualExclusionAcrossClients(t *testing.T) {
 	t.Parallel()
-	first := newClient(t, redisClient(t), redislock.Options{TTL: time.Second})
+	first := newClient(t, itest.Redis(t), redislock.Options{TTL: time.Second})
 	clients := []*redislock.Client{first}
 	for range 3 {
-		clients = append(clients, newClient(t, redisClient(t), redislock.Options{TTL: time.Second, Prefix: mustPrefix(t, first)}))
+		clients = append(clients, newClient(t, itest.Redis(t), redislock.Options{TTL: time.Second, Prefix: mustPrefix(t, first)}))
 	}
 	var next atomic.Int64
 	var last atomic.Uint64
@@ -707,9 +707,9 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 // the notifications queued while nobody waited are dropped, and the next wait tries first.
 func TestBackToBackWaitsShareASubscription(t *testing.T) {
 	t.Parallel()
-	holder := newClient(t, redisClient(t), redislock.Options{Recheck: 10 * time.Second})
+	holder := newClient(t, itest.Redis(t), redislock.Options{Recheck: 10 * time.Second})
 	hook := &counter{}
-	waiterRedis := redisClient(t, hook)
+	waiterRedis := itest.Redis(t, hook)
 	waiter := newClient(t, waiterRedis, redislock.Options{Prefix: mustPrefix(t, holder), Recheck: 10 * time.Second})
 	for round := range 3 {
 		a := mustAcquire(t, holder, "back-to-back")

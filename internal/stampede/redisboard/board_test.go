@@ -3,7 +3,7 @@ package redisboard
 import (
 	"context"
 	"errors"
-	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,7 +16,7 @@ import (
 )
 
 func TestBoardAgainstRedis(t *testing.T) {
-	rdb := redisClient(t)
+	rdb := itest.Redis(t)
 	b, err := NewBoard(rdb, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -50,33 +50,8 @@ func TestBoardAgainstRedis(t *testing.T) {
 		t.Errorf("TTL = %s, want (0, 1m]", ttl)
 	}
 
-	down, _ := NewBoard(redis.NewClient(&redis.Options{Addr: deadAddr(t), MaxRetries: -1}), 0)
+	down, _ := NewBoard(redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(itest.FreePort(t)), MaxRetries: -1}), 0)
 	if _, err := down.Get(ctx, id); !errors.Is(err, stampede.ErrUnavailable) {
 		t.Errorf("Get without Redis = %v, want stampede.ErrUnavailable", err)
 	}
-}
-
-func redisClient(t *testing.T) *redis.Client {
-	t.Helper()
-	itest.Integration(t)
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at %s: %v (start it with `make services`)", itest.RedisAddr, err)
-	}
-	return rdb
-}
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
