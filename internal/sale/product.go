@@ -80,7 +80,21 @@ const (
 	MaxNameLen    = 200
 	MaxStock      = 1_000_000_000
 	MaxPriceCents = 1_000_000_000_00
+	// MinSaleYear and MaxSaleYear bound a sale time's year in UTC: the range of a SQL DATETIME.
+	// A time beyond it cannot be stored (the MySQL driver refuses years past 9999), and one in
+	// another zone can cross it once in UTC.
+	MinSaleYear = 1000
+	MaxSaleYear = 9999
 )
+
+// ValidateSaleTime checks that t, the value of field, falls in the years MinSaleYear to
+// MaxSaleYear in UTC.
+func ValidateSaleTime(field string, t time.Time) error {
+	if y := t.UTC().Year(); y < MinSaleYear || y > MaxSaleYear {
+		return invalid(field, "must be in the years %d to %d (UTC)", MinSaleYear, MaxSaleYear)
+	}
+	return nil
+}
 
 // NewProduct is what an admin supplies to put a product on sale.
 type NewProduct struct {
@@ -112,6 +126,12 @@ func (np NewProduct) Validate() error {
 	case !np.SaleEndsAt.After(np.SaleStartsAt):
 		return invalid("sale_ends_at", "must be after sale_starts_at")
 	}
+	if err := ValidateSaleTime("sale_starts_at", np.SaleStartsAt); err != nil {
+		return err
+	}
+	if err := ValidateSaleTime("sale_ends_at", np.SaleEndsAt); err != nil {
+		return err
+	}
 	if _, err := ParseStrategy(string(np.Strategy)); err != nil {
 		return err
 	}
@@ -141,10 +161,16 @@ func (r Reset) Validate() error {
 	if r.SaleStartsAt.IsZero() != r.SaleEndsAt.IsZero() {
 		return invalid("sale_starts_at", "give both sale_starts_at and sale_ends_at, or neither")
 	}
-	if !r.SaleStartsAt.IsZero() && !r.SaleEndsAt.After(r.SaleStartsAt) {
+	if r.SaleStartsAt.IsZero() {
+		return nil
+	}
+	if !r.SaleEndsAt.After(r.SaleStartsAt) {
 		return invalid("sale_ends_at", "must be after sale_starts_at")
 	}
-	return nil
+	if err := ValidateSaleTime("sale_starts_at", r.SaleStartsAt); err != nil {
+		return err
+	}
+	return ValidateSaleTime("sale_ends_at", r.SaleEndsAt)
 }
 
 // Window returns the sale window the reset product gets, given the current one.

@@ -199,7 +199,8 @@ type Options struct {
 	Deductors map[Strategy]Deductor
 	// DefaultStrategy is given to products created without one.
 	DefaultStrategy Strategy
-	// NewOrderID returns a new globally unique order id (at most 40 ASCII characters).
+	// NewOrderID returns a new globally unique order id: at most MaxOrderIDLen printable ASCII
+	// characters, no space.
 	NewOrderID func() string
 	// Observer is optional.
 	Observer Observer
@@ -448,12 +449,30 @@ func (s *Service) Stats(ctx context.Context, id int64) (Stats, error) {
 	return s.store.Stats(ctx, id)
 }
 
-// Order returns an accepted purchase by its order id.
+// Order returns an accepted purchase by its order id. An id no order can have (see
+// Options.NewOrderID) is not found without asking the store, whose column would refuse it.
 func (s *Service) Order(ctx context.Context, orderID string) (Order, error) {
-	if orderID == "" || len(orderID) > 40 {
+	if !plausibleOrderID(orderID) {
 		return Order{}, ErrNotFound
 	}
 	return s.store.Order(ctx, orderID)
+}
+
+// MaxOrderIDLen is the longest order id.
+const MaxOrderIDLen = 40
+
+// plausibleOrderID reports whether id could be an order id: 1 to MaxOrderIDLen printable ASCII
+// characters, no space.
+func plausibleOrderID(id string) bool {
+	if id == "" || len(id) > MaxOrderIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateProduct puts a new product on sale. An empty strategy means the server's default.

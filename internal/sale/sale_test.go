@@ -145,3 +145,40 @@ func TestCodeAndOversold(t *testing.T) {
 		}
 	}
 }
+
+// TestSaleTimeRange: a sale time whose UTC year falls outside MinSaleYear..MaxSaleYear is an
+// invalid request, whatever zone it was given in (it was a 500: the MySQL driver refuses to
+// encode a year past 9999).
+func TestSaleTimeRange(t *testing.T) {
+	plus5 := time.FixedZone("+05:00", 5*3600)
+	minus5 := time.FixedZone("-05:00", -5*3600)
+	first := time.Date(sale.MinSaleYear, 1, 1, 0, 0, 0, 0, time.UTC)
+	last := time.Date(sale.MaxSaleYear, 12, 31, 23, 59, 59, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		start, end time.Time
+		wantField  string // "" means valid
+	}{
+		{"the first second", first, first.Add(time.Second), ""},
+		{"the last second", last.Add(-time.Second), last, ""},
+		{"a second before", first.Add(-time.Second), first.Add(time.Hour), "sale_starts_at"},
+		{"a second after", last.Add(-time.Hour), last.Add(time.Second), "sale_ends_at"},
+		{"in the range locally, before it in UTC", time.Date(sale.MinSaleYear, 1, 1, 1, 0, 0, 0, plus5), first.Add(time.Hour), "sale_starts_at"},
+		{"in the range locally, past it in UTC", last.Add(-time.Hour), time.Date(sale.MaxSaleYear, 12, 31, 20, 0, 0, 0, minus5), "sale_ends_at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			np := sale.NewProduct{Name: "x", Stock: 1, Strategy: sale.StrategyMySQL, PerUserLimit: 1,
+				SaleStartsAt: tc.start, SaleEndsAt: tc.end}
+			r := sale.Reset{Stock: 1, SaleStartsAt: tc.start, SaleEndsAt: tc.end}
+			for what, err := range map[string]error{"NewProduct": np.Validate(), "Reset": r.Validate()} {
+				var ve *sale.ValidationError
+				switch {
+				case tc.wantField == "" && err != nil:
+					t.Errorf("%s.Validate() = %v, want nil", what, err)
+				case tc.wantField != "" && (!errors.As(err, &ve) || ve.Field != tc.wantField):
+					t.Errorf("%s.Validate() = %v, want a ValidationError on %s", what, err, tc.wantField)
+				}
+			}
+		})
+	}
+}
