@@ -34,9 +34,12 @@ var errVanished = errors.New("own lock node vanished (session expired?)")
 
 // Acquire blocks until it holds the lock name, ctx ends (an error wrapping both lock.ErrTimeout
 // and ctx.Err(), or lock.ErrUnavailable and ctx.Err() if the Client had no session then), or
-// ZooKeeper fails. A single ZooKeeper round trip cannot be interrupted (the
-// client library takes no ctx), but each is bounded by the connection's own timeouts; waiting for
-// the predecessor honours ctx at once. On every error the own node is deleted.
+// ZooKeeper fails. It fails fast while ZooKeeper cannot be reached: once the Client has been
+// without a session for Options.FailAfter, Acquire refuses at once, and a call in progress gives
+// up, with an error wrapping lock.ErrUnavailable; it recovers by itself when the session is back.
+// A single ZooKeeper round trip cannot be interrupted (the client library takes no ctx), but each
+// is bounded by the connection's own timeouts; waiting for the predecessor honours ctx at once.
+// On every error the own node is deleted (in the background while ZooKeeper is unreachable).
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	return c.acquire(ctx, name, true)
 }
@@ -54,6 +57,9 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, e
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := c.awaitSession(ctx, false); err != nil {
+		return nil, c.acquireErr(ctx, name, err)
+	}
 	parent := c.root + "/" + name
 	guid, err := newGUID()
 	if err != nil {
@@ -69,17 +75,24 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, e
 	if path != "" || maybeCreated {
 		c.abandon(parent, guid, path)
 	}
+	return nil, c.acquireErr(ctx, name, err)
+}
+
+// acquireErr is the error of an acquisition of name that failed with err.
+func (c *Client) acquireErr(ctx context.Context, name string, err error) error {
 	switch {
 	case errors.Is(err, lock.ErrNotAcquired):
-		return nil, fmt.Errorf("zklock: try acquire %q: %w", name, err)
+		return fmt.Errorf("zklock: try acquire %q: %w", name, err)
 	case errors.Is(err, ErrClosed) || c.isClosed():
-		return nil, fmt.Errorf("zklock: acquire %q: %w", name, ErrClosed)
+		return fmt.Errorf("zklock: acquire %q: %w", name, ErrClosed)
+	case errors.Is(err, lock.ErrUnavailable):
+		return fmt.Errorf("zklock: acquire %q: %w", name, err)
 	case ctx.Err() != nil && !c.hasSession():
-		return nil, fmt.Errorf("zklock: acquire %q: %w: %w", name, lock.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("zklock: acquire %q: %w: %w", name, lock.ErrUnavailable, ctx.Err())
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("zklock: acquire %q: %w: %w", name, lock.ErrTimeout, ctx.Err())
+		return fmt.Errorf("zklock: acquire %q: %w: %w", name, lock.ErrTimeout, ctx.Err())
 	}
-	return nil, fmt.Errorf("zklock: acquire %q: %w", name, err)
+	return fmt.Errorf("zklock: acquire %q: %w", name, err)
 }
 
 // create makes this acquisition's ephemeral-sequential child of parent and returns its path.
@@ -91,6 +104,11 @@ func (c *Client) create(ctx context.Context, parent, guid string) (path string, 
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return "", maybeCreated, err
+		}
+		if attempt > 1 {
+			if err := c.awaitSession(ctx, false); err != nil {
+				return "", maybeCreated, err
+			}
 		}
 		if attempt > 10 {
 			return "", maybeCreated, fmt.Errorf("create lock node: giving up after %d attempts: %w", attempt-1, err)
@@ -107,7 +125,7 @@ func (c *Client) create(ctx context.Context, parent, guid string) (path string, 
 			// A node made by the expired session is gone with it: create again.
 		case transient(err):
 			maybeCreated = true
-			found, ferr := c.findByGUID(ctx, parent, guid)
+			found, ferr := c.findByGUID(ctx, parent, guid, false)
 			if c.hooks.recovered != nil && ferr == nil {
 				c.hooks.recovered(found)
 			}
@@ -141,10 +159,11 @@ func (c *Client) ensurePath(ctx context.Context, path string) error {
 	return nil
 }
 
-// findByGUID returns the path of parent's child created with guid, or "" if there is none.
-func (c *Client) findByGUID(ctx context.Context, parent, guid string) (string, error) {
+// findByGUID returns the path of parent's child created with guid, or "" if there is none. A
+// patient search waits out an outage (retryThrough); the other fails fast (retry).
+func (c *Client) findByGUID(ctx context.Context, parent, guid string, patient bool) (string, error) {
 	var children []string
-	err := c.retry(ctx, func() (err error) {
+	err := c.retryOp(ctx, patient, func() (err error) {
 		children, _, err = c.conn.Children(parent)
 		return err
 	})
@@ -226,6 +245,10 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool)
 			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-c.unreachableCh():
+			// No grant can come without a session; the queue position is given up with the
+			// node, so that the caller hears of the outage now, not when its wait runs out.
+			return nil, fmt.Errorf("watch %s: %w", pred, errNoSession)
 		case <-c.done:
 			return nil, ErrClosed
 		}
@@ -246,6 +269,8 @@ func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNo
 	var r ownNode
 	select {
 	case r = <-read:
+	case <-c.unreachableCh():
+		return nil, fmt.Errorf("read %s: %w", path, errNoSession)
 	case <-c.done:
 		return nil, ErrClosed
 	}
@@ -297,7 +322,8 @@ func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNo
 
 // abandon deletes the node of an acquisition that gives up: path, or if the create's outcome
 // was unknown, the child of parent named with guid. It waits up to cleanupWait, then leaves the
-// delete to a goroutine that keeps trying long enough for the session to end otherwise.
+// delete to a goroutine that keeps trying long enough for the session to end otherwise. While
+// ZooKeeper is unreachable it does not wait at all: the caller is failing fast.
 func (c *Client) abandon(parent, guid, path string) {
 	done := make(chan struct{})
 	if !c.goOwned(func() {
@@ -312,17 +338,20 @@ func (c *Client) abandon(parent, guid, path string) {
 	case <-done:
 	case <-t.C:
 		c.log.Warn("still deleting an abandoned lock node in the background", "parent", parent, "node", path)
+	case <-c.unreachableCh():
+		c.log.Debug("ZooKeeper unreachable: deleting an abandoned lock node in the background", "parent", parent, "node", path)
 	}
 }
 
-// deleteNode deletes the own node with a fresh context. It keeps trying for two session
-// timeouts: by then it has either reached the server, or the server has expired the session
-// and deleted the node itself.
+// deleteNode deletes the own node, waiting out an outage for as long as the Client lives: no
+// fixed bound is safe, for a ZooKeeper server that was down restores the sessions it had when it
+// comes back, so the node outlives an outage of any length if its session does. Once a session
+// is back, either it is the node's, and the delete goes through, or the node's session expired
+// and took the node with it (ErrNoNode).
 func (c *Client) deleteNode(parent, guid, path string) {
-	ctx, cancel := context.WithTimeout(c.bg, 2*c.timeout+5*time.Second)
-	defer cancel()
+	ctx := c.bg
 	if path == "" {
-		found, err := c.findByGUID(ctx, parent, guid)
+		found, err := c.findByGUID(ctx, parent, guid, true)
 		if err != nil {
 			if !errors.Is(err, ErrClosed) {
 				c.log.Error("could not look for an abandoned lock node; it stays until the session ends", "parent", parent, "guid", guid, "err", err)
@@ -334,7 +363,7 @@ func (c *Client) deleteNode(parent, guid, path string) {
 		}
 	}
 	// Version -1 is safe: the GUID in the path names this acquisition's node and no other.
-	err := c.retry(ctx, func() error { return c.conn.Delete(path, -1) })
+	err := c.retryThrough(ctx, func() error { return c.conn.Delete(path, -1) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, ErrClosed) {
 		c.log.Error("could not delete an abandoned lock node; it stays until the session ends", "node", path, "err", err)
 	}

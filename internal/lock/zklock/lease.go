@@ -42,8 +42,9 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Release deletes the own node. It returns an error wrapping lock.ErrNotHeld if the node is gone
 // already (session expired, deleted, Client closed) or on a second call; it never touches another
-// holder's node. If ctx ends before the server confirms, the delete goes on in the background
-// (bounded by the session) and Release returns an error wrapping ctx.Err().
+// holder's node. If ctx ends before the server confirms, or ZooKeeper has been unreachable for
+// Options.FailAfter, the delete goes on in the background (until the server answers again) and
+// Release returns an error wrapping ctx.Err() or lock.ErrUnavailable.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	released := l.released
@@ -54,6 +55,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	close(l.stop)
 	<-l.stopped
+	if l.sess.serverDropped() {
+		// The server deleted the node with its session; nothing to ask it.
+		return fmt.Errorf("zklock: release %q: %w (%s)", l.name, lock.ErrNotHeld, l.sess.why)
+	}
 
 	attempts := 0
 	err := l.c.retry(ctx, func() error {
@@ -72,7 +77,8 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("zklock: release %q: %w", l.name, lock.ErrNotHeld)
 	case errors.Is(err, ErrClosed):
 		return fmt.Errorf("zklock: release %q: %w (%w)", l.name, lock.ErrNotHeld, ErrClosed)
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || errors.Is(err, lock.ErrUnavailable):
+		// The node stays while its session does: it must go once ZooKeeper answers again.
 		l.c.goOwned(func() { l.c.deleteNode("", "", l.path) })
 		return fmt.Errorf("zklock: release %q: deleting in the background: %w", l.name, err)
 	}

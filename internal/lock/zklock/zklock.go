@@ -9,6 +9,8 @@
 //     found again by listing instead of being made twice and orphaned;
 //   - the own node is deleted on every path that gives up (ctx done, session expired, any error),
 //     with a fresh, bounded context and in the background if the server is unreachable;
+//   - it fails fast: without a session for Options.FailAfter (100 ms), calls refuse at once with
+//     lock.ErrUnavailable instead of waiting out their ctx, and recover once the session is back;
 //   - Lease.Lost() reports a lost lock (session expired, disconnected too long, node deleted);
 //   - Lease.Token() is the node's czxid: a fencing token that strictly increases with every grant
 //     of a name, even if the lock's parent node is deleted and its sequence numbers restart.
@@ -45,6 +47,7 @@ var ErrClosed = errors.New("zklock: client closed")
 const (
 	DefaultRoot           = "/seckill/locks"
 	DefaultSessionTimeout = 10 * time.Second
+	DefaultFailAfter      = 100 * time.Millisecond
 )
 
 // Options configures a Client. The zero value is usable.
@@ -57,6 +60,13 @@ type Options struct {
 	// client, so stay inside the server's range: Lost() timing relies on this value. Default
 	// DefaultSessionTimeout.
 	SessionTimeout time.Duration
+	// FailAfter is how long the Client may be without a ZooKeeper session before it stops
+	// waiting for one: from then on Acquire and TryAcquire refuse at once with an error wrapping
+	// lock.ErrUnavailable, and the calls in progress give up with it, until a session is back.
+	// Within it, a call waits for the session: reconnecting to another server of an ensemble
+	// takes milliseconds, a server that is down takes seconds, and a buyer is better told so
+	// at once than after the whole lock wait. Default DefaultFailAfter; negative: no wait at all.
+	FailAfter time.Duration
 	// Logger receives the Client's and go-zookeeper's messages. Default: discard.
 	Logger *slog.Logger
 
@@ -80,6 +90,7 @@ type Client struct {
 	root    string
 	timeout time.Duration // session timeout asked for
 	grace   time.Duration // disconnection after which leases are reported lost
+	failAft time.Duration // disconnection after which calls refuse (Options.FailAfter)
 	acl     []zk.ACL
 	hooks   testHooks
 
@@ -88,7 +99,10 @@ type Client struct {
 	up     chan struct{} // closed while a session is established
 	isUp   bool
 	downAt time.Time // when the session was last seen disconnected; zero while up
-	closed bool
+	// unreachable is closed once the Client has been without a session for failAft; a session
+	// coming back installs an open one for the next outage.
+	unreachable chan struct{}
+	closed      bool
 
 	kick      chan struct{} // wakes the monitor after a session event
 	done      chan struct{} // closed by Close
@@ -105,15 +119,33 @@ type session struct {
 	gone chan struct{}
 	once sync.Once
 	why  string // written once, before gone is closed
+	// expired, written once before gone is closed, says the server ended the session (expired,
+	// or replaced by another): its nodes are gone. Otherwise they may still exist.
+	expired bool
 }
 
 func newSession(id int64) *session { return &session{id: id, gone: make(chan struct{})} }
 
-func (s *session) end(why string) {
+func (s *session) end(why string) { s.endAs(why, false) }
+
+// expire ends the session as one the server no longer has.
+func (s *session) expire(why string) { s.endAs(why, true) }
+
+func (s *session) endAs(why string, expired bool) {
 	s.once.Do(func() {
-		s.why = why
+		s.why, s.expired = why, expired
 		close(s.gone)
 	})
+}
+
+// serverDropped reports whether the session ended because the server no longer has it.
+func (s *session) serverDropped() bool {
+	select {
+	case <-s.gone:
+		return s.expired
+	default:
+		return false
+	}
 }
 
 func (s *session) ended() bool {
@@ -145,6 +177,13 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 	if timeout < time.Second {
 		return nil, fmt.Errorf("zklock: session timeout %s is below 1s", timeout)
 	}
+	failAfter := opts.FailAfter
+	switch {
+	case failAfter == 0:
+		failAfter = DefaultFailAfter
+	case failAfter < 0:
+		failAfter = 0
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,14 +197,16 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 		// packet; the server expires the session a full timeout after the last packet it got.
 		// So when the client sees the disconnection, at least a third of the timeout is left
 		// before the server can expire the session and grant the lock to someone else.
-		grace:    timeout / 3,
-		acl:      zk.WorldACL(zk.PermAll),
-		hooks:    opts.test,
-		up:       make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		bg:       bg,
-		cancelBg: cancel,
+		grace:       timeout / 3,
+		failAft:     failAfter,
+		acl:         zk.WorldACL(zk.PermAll),
+		hooks:       opts.test,
+		up:          make(chan struct{}),
+		unreachable: make(chan struct{}),
+		kick:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		bg:          bg,
+		cancelBg:    cancel,
 	}
 	dialer := opts.test.dialer
 	if dialer == nil {
@@ -199,6 +240,70 @@ func (c *Client) hasSession() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.isUp
+}
+
+// errNoSession is why calls refuse while the Client has been without a session for FailAfter.
+var errNoSession = fmt.Errorf("%w: no ZooKeeper session", lock.ErrUnavailable)
+
+// awaitSession returns nil at once while the Client has a session. Without one, it waits for the
+// session to come back until the Client has been without one for FailAfter, and then returns
+// an error wrapping lock.ErrUnavailable, or, if patient, for as long as it takes; ctx ending
+// first returns ctx.Err().
+func (c *Client) awaitSession(ctx context.Context, patient bool) error {
+	c.mu.Lock()
+	up, unreachable, isUp, closed := c.up, c.unreachable, c.isUp, c.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case isUp:
+		return nil
+	case patient:
+		unreachable = nil
+	}
+	select {
+	case <-up:
+		if patient {
+			// Background cleanup is in no hurry: let go-zookeeper re-send the watches of the
+			// reconnected session before replies arrive (see reconnectSettle).
+			return sleepCtx(ctx, c.done, reconnectSettle)
+		}
+		return nil
+	case <-unreachable:
+		return errNoSession
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
+}
+
+// reconnectSettle is how long background cleanup waits after a session comes back before it
+// sends a request. go-zookeeper v1.0.4 re-sends a reconnected session's watches while its
+// receive loop already runs, and both touch Conn.lastZxid without a lock (go-zookeeper/zk#35):
+// a reply arriving in that instant is a data race. Buyers' calls cannot wait for it; cleanup can.
+const reconnectSettle = 250 * time.Millisecond
+
+// sleepCtx waits for d; it returns ctx.Err() or ErrClosed if either ends first.
+func sleepCtx(ctx context.Context, done <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-done:
+		return ErrClosed
+	}
+}
+
+// unreachableCh returns the channel that closes once the Client has been without a session for
+// FailAfter: closed already during such an outage, or the one the next outage will close.
+func (c *Client) unreachableCh() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unreachable
 }
 
 // Ping waits until the Client has a ZooKeeper session or ctx ends. It returns at once while the
@@ -289,7 +394,7 @@ func (c *Client) onEvent(ev zk.Event) {
 		id := c.conn.SessionID()
 		if c.sess == nil || c.sess.id != id || c.sess.ended() {
 			if c.sess != nil && c.sess.id != id {
-				c.sess.end("session replaced by " + sessionHex(id))
+				c.sess.expire("session replaced by " + sessionHex(id))
 			}
 			c.sess = newSession(id)
 		}
@@ -297,11 +402,16 @@ func (c *Client) onEvent(ev zk.Event) {
 			close(c.up)
 			c.isUp = true
 		}
+		select {
+		case <-c.unreachable:
+			c.unreachable = make(chan struct{})
+		default:
+		}
 		c.downAt = time.Time{}
 		logf = func() { c.log.Info("zookeeper session established", "session", sessionHex(id), "server", ev.Server) }
 	case zk.StateExpired:
 		if c.sess != nil {
-			c.sess.end("session expired")
+			c.sess.expire("session expired")
 			old := c.sess.id
 			logf = func() { c.log.Warn("zookeeper session expired: its leases are lost", "session", sessionHex(old)) }
 		}
@@ -330,9 +440,10 @@ func (c *Client) markDownLocked() {
 	}
 }
 
-// monitor ends the current session's leases once the connection has been down longer than the
-// grace: the server may expire the session from then on, and a partitioned client would only
-// learn of that expiry when it reconnects.
+// monitor watches the time without a session. After FailAfter it declares ZooKeeper
+// unreachable, so that calls refuse at once instead of waiting; after the grace it ends the
+// current session's leases: the server may expire the session from then on, and a partitioned
+// client would only learn of that expiry when it reconnects.
 func (c *Client) monitor() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -340,15 +451,36 @@ func (c *Client) monitor() {
 	for {
 		c.mu.Lock()
 		sess, downAt := c.sess, c.downAt
+		var next time.Duration // until the next deadline; 0: none
+		declared := false
+		if !downAt.IsZero() {
+			select {
+			case <-c.unreachable:
+			default:
+				if left := c.failAft - time.Since(downAt); left > 0 {
+					next = left
+				} else {
+					close(c.unreachable)
+					declared = true
+				}
+			}
+		}
 		c.mu.Unlock()
+		if declared {
+			c.log.Warn("zookeeper unreachable: lock calls refuse until the session is back",
+				"down_for", time.Since(downAt).Round(time.Millisecond))
+		}
 		if sess != nil && !sess.ended() && !downAt.IsZero() {
 			if left := c.grace - time.Since(downAt); left > 0 {
-				timer.Reset(left)
+				next = minPositive(next, left)
 			} else {
 				sess.end(fmt.Sprintf("disconnected longer than the grace of %s", c.grace))
 				c.log.Warn("zookeeper disconnected longer than the lease grace: leases are lost",
 					"session", sessionHex(sess.id), "grace", c.grace)
 			}
+		}
+		if next > 0 {
+			timer.Reset(next)
 		}
 		select {
 		case <-c.kick:
@@ -357,6 +489,14 @@ func (c *Client) monitor() {
 			return
 		}
 	}
+}
+
+// minPositive is the smaller of a and b, where 0 means none.
+func minPositive(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func sessionHex(id int64) string { return fmt.Sprintf("0x%x", uint64(id)) }
@@ -379,21 +519,48 @@ func transient(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed)
 }
 
-// retry runs op until it returns nil or a non-transient error, ctx ends or the Client closes,
-// backing off between attempts. A ctx end is returned wrapping both ctx.Err() and op's last error.
+// retry runs op until it returns nil or a non-transient error, ctx ends, the Client closes or
+// ZooKeeper has been unreachable for FailAfter, backing off between attempts and sending none
+// while there is no session (go-zookeeper would hold it until the next reconnect). A ctx end or
+// an outage is returned wrapping both its cause and op's last error. It serves callers waiting
+// for an answer; cleanup that must outlast an outage uses retryThrough.
 func (c *Client) retry(ctx context.Context, op func() error) error {
+	return c.retryOp(ctx, false, op)
+}
+
+// retryThrough is retry for cleanup in the background: it waits for the session to come back
+// rather than giving up when ZooKeeper is unreachable, until ctx ends or the Client closes.
+func (c *Client) retryThrough(ctx context.Context, op func() error) error {
+	return c.retryOp(ctx, true, op)
+}
+
+func (c *Client) retryOp(ctx context.Context, patient bool, op func() error) error {
 	backoff := 20 * time.Millisecond
+	var last error // op's last error
 	for {
-		err := op()
-		if err == nil || !transient(err) {
-			return err
+		if err := c.awaitSession(ctx, patient); err != nil {
+			if last == nil || errors.Is(err, ErrClosed) {
+				return err
+			}
+			return fmt.Errorf("%w (last error: %w)", err, last)
+		}
+		last = op()
+		if last == nil || !transient(last) {
+			return last
 		}
 		t := time.NewTimer(backoff)
+		var unreachable <-chan struct{}
+		if !patient {
+			unreachable = c.unreachableCh()
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+		case <-unreachable:
+			t.Stop()
+			return fmt.Errorf("%w (last error: %w)", errNoSession, last)
 		case <-c.done:
 			t.Stop()
 			return ErrClosed

@@ -34,10 +34,19 @@ func TestContract(t *testing.T) {
 			return c.Locker()
 		},
 		Expire: func(t *testing.T, l lock.Lease) {
+			c := l.(*Lease).c
 			mu.Lock()
-			e := nets[l.(*Lease).c]
+			e := nets[c]
 			mu.Unlock()
+			old := c.conn.SessionID()
 			expireSession(t, e)
+			// The contract goes on with the same client, which refuses until it has a new
+			// session (TestFailFastWhileUnreachable).
+			itest.Eventually(t, 15*time.Second, func() (bool, string) {
+				s := c.currentSession()
+				return s != nil && s.id != old, "no new session"
+			})
+			time.Sleep(reconnectSettle) // see TestLostOnPartition
 		},
 		Waiting: func(t *testing.T, name string) bool {
 			return len(queue(t, raw, root+"/"+name)) > 1 // the holder's node and a waiter's
@@ -63,7 +72,10 @@ func TestLostCreateReply(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var recovered []string
-			c, e := newClient(t, Options{Root: root, test: testHooks{recovered: func(found string) {
+			// The dropped connection takes go-zookeeper a second to re-establish (it pauses a
+			// second before each round over a one-server ensemble): FailAfter must let the
+			// Acquire wait for it, or it would fail fast instead of recovering its node.
+			c, e := newClient(t, Options{Root: root, FailAfter: 10 * time.Second, test: testHooks{recovered: func(found string) {
 				mu.Lock()
 				recovered = append(recovered, found)
 				mu.Unlock()
@@ -378,7 +390,10 @@ func TestLostOnSessionExpiry(t *testing.T) {
 	if err := lease.Release(t.Context()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release after expiry = %v, want ErrNotHeld", err)
 	}
-	// The client goes on with a new session.
+	// The client goes on with a new session, once it has one: until then it refuses (see
+	// TestFailFastWhileUnreachable).
+	itest.Eventually(t, 15*time.Second, func() (bool, string) { return c.hasSession(), "no new session" })
+	time.Sleep(reconnectSettle) // see TestLostOnPartition
 	next := mustAcquire(t, c, name)
 	if c.conn.SessionID() == sid || next.Token() <= lease.Token() {
 		t.Errorf("after expiry: session %s (was %s), token %d (was %d)",
@@ -439,25 +454,90 @@ func TestLostOnPartition(t *testing.T) {
 	})
 }
 
-// A wait that ends while ZooKeeper cannot be reached says so (ErrUnavailable): the caller must
-// not take an outage for a busy lock.
-func TestAcquireWhileUnreachable(t *testing.T) {
+// While ZooKeeper cannot be reached, lock calls fail fast: a waiter gives up, and every new
+// Acquire or TryAcquire refuses, with ErrUnavailable (a buyer's 503, not a busy lock's 429)
+// within FailAfter instead of at the end of its wait. Once ZooKeeper answers again the Client
+// recovers by itself, and the node the waiter gave up is deleted.
+func TestFailFastWhileUnreachable(t *testing.T) {
 	itest.Integration(t)
 	root := testRoot(t)
+	raw := rawConn(t)
 	name := locktest.Name(t)
-	c, e := newClient(t, Options{Root: root, SessionTimeout: 4 * time.Second})
-	e.cutNetwork()
-	itest.Eventually(t, 10*time.Second, func() (bool, string) { return !c.hasSession(), "still has a session" })
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-	defer cancel()
-	_, err := c.Acquire(ctx, name)
-	if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrTimeout) {
-		t.Fatalf("Acquire while ZooKeeper is unreachable = %v, want ErrUnavailable (not ErrTimeout)", err)
+	holderClient, _ := newClient(t, Options{Root: root})
+	holder := mustAcquire(t, holderClient, name)
+	watching := make(chan struct{}, 1)
+	c, e := newClient(t, Options{Root: root, test: testHooks{beforeWatch: func(string) {
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+	}}})
+	if c.failAft != DefaultFailAfter {
+		t.Fatalf("FailAfter %s, want the default %s", c.failAft, DefaultFailAfter)
 	}
+	// Bounds far above what is expected (FailAfter, and microseconds), far below the waits the
+	// calls are given (30 s): a liveness claim that holds on a busy CI machine.
+	const giveUpWithin, refuseWithin = 2 * time.Second, 250 * time.Millisecond
+	acquire := func(f func(context.Context, string) (*Lease, error)) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		l, err := f(ctx, name)
+		if l != nil {
+			t.Errorf("granted a lease while ZooKeeper is unreachable")
+		}
+		return time.Since(start), err
+	}
+	unavailable := func(what string, took time.Duration, err error, within time.Duration) {
+		t.Helper()
+		if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrTimeout) {
+			t.Fatalf("%s = %v, want ErrUnavailable (not ErrTimeout)", what, err)
+		}
+		if took > within {
+			t.Errorf("%s refused after %s, want within %s", what, took, within)
+		}
+		t.Logf("%s: ErrUnavailable after %s", what, took.Round(time.Microsecond))
+	}
+
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	waiter := make(chan result, 1)
+	go func() {
+		_, err := acquire(c.Acquire)
+		waiter <- result{err: err}
+	}()
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never queued behind the holder")
+	}
+	cut := time.Now()
+	e.cutNetwork()
+	select {
+	case r := <-waiter:
+		unavailable("a waiter when the network was cut", time.Since(cut), r.err, giveUpWithin)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter still waits 10 s after the cut")
+	}
+	took, err := acquire(c.Acquire)
+	unavailable("Acquire while unreachable", took, err, refuseWithin)
+	took, err = acquire(c.TryAcquire)
+	unavailable("TryAcquire while unreachable", took, err, refuseWithin)
+
+	mustRelease(t, holder)
 	e.heal()
+	healed := time.Now()
 	itest.Eventually(t, 15*time.Second, func() (bool, string) { return c.hasSession(), "no session after the heal" })
-	time.Sleep(250 * time.Millisecond) // see TestLostOnPartition: let go-zookeeper's reconnect settle
-	mustRelease(t, mustAcquire(t, c, name))
+	t.Logf("session back %s after the heal", time.Since(healed).Round(time.Millisecond))
+	time.Sleep(reconnectSettle) // see TestLostOnPartition: let go-zookeeper's reconnect settle
+	lease := mustAcquire(t, c, name)
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		q := queue(t, raw, root+"/"+name)
+		return slices.Equal(q, []string{path.Base(lease.path)}), fmt.Sprintf("queue %v: the waiter's node is still there", q)
+	})
+	mustRelease(t, lease)
 }
 
 func TestLostWhenNodeDeleted(t *testing.T) {
