@@ -203,3 +203,19 @@ func TestFallsBackToLocal(t *testing.T) {
 		t.Errorf("%d Redis calls with Redis down, want 1: the fallback holds for FallbackFor", n)
 	}
 }
+
+// TestLocalForgetsIdleKeys: memory stays bounded by the keys seen in the last sweep interval.
+func TestLocalForgetsIdleKeys(t *testing.T) {
+	l := NewLocal(Limit{PerSecond: 5, Burst: 10})
+	now := time.Unix(1_800_000_000, 0)
+	for i := range 1000 {
+		l.Allow("k"+strconv.Itoa(i), now)
+	}
+	if n := l.tracked(); n != 1000 {
+		t.Fatalf("%d keys tracked, want 1000", n)
+	}
+	l.Allow("late", now.Add(2*sweepEvery))
+	if n := l.tracked(); n != 1 {
+		t.Fatalf("%d keys tracked after the sweep, want only the one seen since", n)
+	}
+}
