@@ -321,3 +321,69 @@ func TestImpossibleOrderIDNotFound(t *testing.T) {
 		}
 	}
 }
+
+// admitter is an Admission that lets n buyers through, then refuses, and counts the questions.
+type admitter struct {
+	left  atomic.Int32
+	asked atomic.Int32
+}
+
+func (a *admitter) Admit(context.Context, string) error {
+	a.asked.Add(1)
+	if a.left.Add(-1) < 0 {
+		return &sale.RateLimitedError{Wait: 2 * time.Second}
+	}
+	return nil
+}
+
+// TestAdmissionGuardsTheDeduction: the buyer's limit is asked only for purchases that would go
+// to the deduction; the refusals that cost nothing come first.
+func TestAdmissionGuardsTheDeduction(t *testing.T) {
+	st := newMemStore(openSale(1, 1), openSale(2, 5))
+	d := &memDeductor{s: st}
+	adm := &admitter{}
+	adm.left.Store(2) // a, then b (who finds the product sold out: the cache learns it from that deduction)
+	var n atomic.Int64
+	svc, err := sale.NewService(sale.Options{
+		Store:           st,
+		Deductors:       map[sale.Strategy]sale.Deductor{sale.StrategyMySQL: d},
+		DefaultStrategy: sale.StrategyMySQL,
+		NewOrderID:      func() string { return fmt.Sprintf("order-%d", n.Add(1)) },
+		Admission:       adm,
+		Now:             func() time.Time { return saleNow },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buy := func(product int64, user string, qty int) error {
+		_, err := svc.Purchase(t.Context(), sale.PurchaseRequest{ProductID: product, UserID: user, Quantity: qty})
+		return err
+	}
+	if err := buy(1, "a", 1); err != nil {
+		t.Fatalf("first purchase: %v", err)
+	}
+	if err := buy(1, "b", 1); !errors.Is(err, sale.ErrSoldOut) {
+		t.Fatalf("second buyer: %v", err)
+	}
+	asked := adm.asked.Load()
+	for _, tc := range []struct {
+		product int64
+		qty     int
+		want    error
+	}{{1, 1, sale.ErrSoldOut}, {2, 2, sale.ErrLimitReached}, {9, 1, sale.ErrNotFound}} {
+		if err := buy(tc.product, "c", tc.qty); !errors.Is(err, tc.want) {
+			t.Fatalf("product %d qty %d: %v, want %v", tc.product, tc.qty, err, tc.want)
+		}
+	}
+	if got := adm.asked.Load(); got != asked {
+		t.Errorf("admission asked %d more times for purchases refused from memory, want 0", got-asked)
+	}
+	err = buy(2, "d", 1)
+	var rl *sale.RateLimitedError
+	if !errors.As(err, &rl) || !errors.Is(err, sale.ErrRateLimited) || sale.CodeOf(err) != sale.CodeRateLimited {
+		t.Fatalf("purchase past the admission's limit: %v, want a RateLimitedError (rate_limited)", err)
+	}
+	if p, _ := st.Product(t.Context(), 2); p.Stock != 5 {
+		t.Errorf("stock %d, want 5: a refused admission deducts nothing", p.Stock)
+	}
+}

@@ -178,6 +178,21 @@ type Observer interface {
 	ObservePurchase(o Observation)
 }
 
+// Admission decides whether a buyer may try a deduction now: the per-buyer rate limit, shared by
+// the replicas. It returns nil, or an error wrapping ErrRateLimited (a *RateLimitedError when it
+// knows how long to wait).
+type Admission interface {
+	Admit(ctx context.Context, userID string) error
+}
+
+// RateLimitedError is ErrRateLimited with the wait after which a retry may succeed.
+type RateLimitedError struct{ Wait time.Duration }
+
+func (e *RateLimitedError) Error() string { return fmt.Sprintf("%v: retry in %s", ErrRateLimited, e.Wait) }
+
+// Unwrap makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitedError) Unwrap() error { return ErrRateLimited }
+
 // Service is the flash-sale use case: it applies the sale's rules and hands the deduction to the
 // product's strategy. The rules come from the sale state it keeps in memory (see saleCache), so
 // that a purchase that cannot succeed costs no database round trip.
@@ -186,6 +201,7 @@ type Service struct {
 	deductors map[Strategy]Deductor
 	observer  Observer
 	feed      ChangeFeed
+	admission Admission
 	cache     *saleCache
 	now       func() time.Time
 	newID     func() string
@@ -207,6 +223,10 @@ type Options struct {
 	// Feed broadcasts sale changes to the other replicas; optional (a single replica needs none).
 	// The replica's own feed subscription hands what it receives to ApplyChange.
 	Feed ChangeFeed
+	// Admission, if set, is asked before a purchase goes to the deduction. The refusals that cost
+	// nothing (a closed sale, sold out, over the limit) come before it: it guards the database's
+	// work, and a stampede on a sold-out product costs it nothing.
+	Admission Admission
 	// Refresh is how often the sale state kept in memory is re-read from the store: the bound on
 	// its staleness when a broadcast is missed [1s].
 	Refresh time.Duration
@@ -239,6 +259,7 @@ func NewService(o Options) (*Service, error) {
 		deductors: o.Deductors,
 		observer:  o.Observer,
 		feed:      o.Feed,
+		admission: o.Admission,
 		now:       o.Now,
 		newID:     o.NewOrderID,
 		onReserve: o.OnReserve,
@@ -311,6 +332,11 @@ func (s *Service) purchase(ctx context.Context, req PurchaseRequest) (Receipt, S
 		p := st.p
 		if r, err := s.refuse(ctx, st, req); r.OrderID != "" || err != nil {
 			return r, p.Strategy, err
+		}
+		if s.admission != nil && attempt == 0 {
+			if err := s.admission.Admit(ctx, req.UserID); err != nil {
+				return Receipt{}, p.Strategy, err
+			}
 		}
 		r := Reservation{
 			Receipt: Receipt{
