@@ -27,9 +27,9 @@ func measureYardsticks(ctx context.Context, o *options, say func(string, ...any)
 		return nil, err
 	}
 	db := cfg.DBName
-	cfg.DBName = ""
 	say("yardstick R: %s", o.baselineFor)
-	r, err := yardstick.RowRate(ctx, yardstick.RowOptions{DSN: cfg.FormatDSN(), Duration: o.baselineFor, Warmup: yardstickWarmup})
+	// The DSN keeps its database: it is where RowRate falls back to.
+	r, err := yardstick.RowRate(ctx, yardstick.RowOptions{DSN: o.mysqlDSN, Duration: o.baselineFor, Warmup: yardstickWarmup})
 	if err != nil {
 		// Where the app's user may create no database, RowRate falls back to the app's database,
 		// on its own table; any other failure is a setup error.
