@@ -499,14 +499,10 @@ func TestFailFastWhileUnreachable(t *testing.T) {
 		t.Logf("%s: ErrUnavailable after %s", what, took.Round(time.Microsecond))
 	}
 
-	type result struct {
-		took time.Duration
-		err  error
-	}
-	waiter := make(chan result, 1)
+	waiter := make(chan error, 1)
 	go func() {
 		_, err := acquire(c.Acquire)
-		waiter <- result{err: err}
+		waiter <- err
 	}()
 	select {
 	case <-watching:
@@ -516,8 +512,8 @@ func TestFailFastWhileUnreachable(t *testing.T) {
 	cut := time.Now()
 	e.cutNetwork()
 	select {
-	case r := <-waiter:
-		unavailable("a waiter when the network was cut", time.Since(cut), r.err, giveUpWithin)
+	case err := <-waiter:
+		unavailable("a waiter when the network was cut", time.Since(cut), err, giveUpWithin)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter still waits 10 s after the cut")
 	}
