@@ -49,6 +49,17 @@
 // (counted from before the acquire or the last extension was sent, so on the safe side),
 // Lost() closes and renewal stops. Release stops it too, and waits for an extension in flight.
 //
+// # Failing fast
+//
+// A call that fails to reach Redis (a dial, read or write error, or a connection closed under
+// it) marks Redis down: from then on Acquire and TryAcquire refuse at once, the calls in
+// progress are cut short, and waiters give up, all with an error matching lock.ErrUnavailable;
+// a wait that runs out inside a call to Redis, rather than while waiting for a holder, is
+// reported the same way, not as lock.ErrTimeout. One goroutine PINGs Redis every Options.ProbeEvery
+// until it answers, and the Client recovers by itself. How soon the first call notices depends on
+// the go-redis client: its defaults retry a refused dial 5 times and a failed command 3 times
+// (over a second against a stopped server); DialerRetries: 1 makes it milliseconds.
+//
 // # Fencing tokens
 //
 // Each grant's token is max(counter+1, the server's TIME in microseconds), and the counter is
@@ -114,6 +125,11 @@ type Options struct {
 	// waiter left, so that the next wait for that name need not dial a new Pub/Sub connection
 	// (go-redis dials one per subscription). Default 5 s; negative closes it at once.
 	KeepSubscribed time.Duration
+	// ProbeEvery is how often a Client that found Redis unreachable PINGs it. From the call that
+	// failed to reach Redis until a PING succeeds, Acquire and TryAcquire refuse at once with an
+	// error wrapping lock.ErrUnavailable and waiters give up with it (see Failing fast). Default
+	// 100 ms.
+	ProbeEvery time.Duration
 	// Logger receives lost leases and renewal failures; default discards.
 	Logger *slog.Logger
 }
@@ -129,8 +145,14 @@ type Client struct {
 	keep    time.Duration
 	log     *slog.Logger
 
-	mu    sync.Mutex
-	rooms map[string]*room // by lock key: the names some Acquire of this Client waits for
+	probeEvery time.Duration
+	done       chan struct{}  // closed by Close
+	wg         sync.WaitGroup // the prober and background undos
+
+	mu     sync.Mutex
+	rooms  map[string]*room // by lock key: the names some Acquire of this Client waits for
+	health health
+	closed bool
 }
 
 // New returns a Client on rdb. rdb stays the caller's to close, after every Lease is released.
@@ -164,7 +186,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if keep == 0 {
 		keep = 5 * time.Second
 	}
-	return &Client{rdb: rdb, ttl: ttl, prefix: prefix, recheck: recheck, keep: keep, log: log, rooms: map[string]*room{}}, nil
+	probe := opts.ProbeEvery
+	switch {
+	case probe == 0:
+		probe = 100 * time.Millisecond
+	case probe < 0:
+		return nil, fmt.Errorf("redislock: negative ProbeEvery %s", probe)
+	}
+	return &Client{
+		rdb: rdb, ttl: ttl, prefix: prefix, recheck: recheck, keep: keep, log: log,
+		probeEvery: probe, done: make(chan struct{}),
+		rooms: map[string]*room{}, health: health{outage: make(chan struct{})},
+	}, nil
 }
 
 // Scripts. Their results are never nil (go-redis would turn a nil into redis.Nil).
@@ -225,12 +258,16 @@ func (c *Client) keysOf(name string) (lockKeys, error) {
 }
 
 // Acquire blocks until it holds the lock called name and returns the grant. When ctx ends first
-// it returns an error matching both lock.ErrTimeout and ctx.Err(). It is not re-entrant: a
-// second Acquire of a name this process holds waits like any other.
+// it returns an error matching both lock.ErrTimeout and ctx.Err(). While Redis is unreachable
+// it fails fast with an error matching lock.ErrUnavailable (see Failing fast). It is not
+// re-entrant: a second Acquire of a name this process holds waits like any other.
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	k, err := c.keysOf(name)
 	if err != nil {
 		return nil, err
+	}
+	if err := c.refuse(); err != nil {
+		return nil, c.acquireErr(ctx, k, err)
 	}
 	if err := ctx.Err(); err != nil { // go-redis would run the script anyway (see try)
 		return nil, c.acquireErr(ctx, k, err)
@@ -243,10 +280,14 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	return lease, c.acquireErr(ctx, k, err)
 }
 
+// acquireErr is the error of an Acquire of k that failed with err: try and wait have already
+// marked what was an outage (lock.ErrUnavailable); a ctx end otherwise is a wait for a holder.
 func (c *Client) acquireErr(ctx context.Context, k lockKeys, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, lock.ErrUnavailable):
+		return fmt.Errorf("redislock: acquire %q: %w", k.name, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("redislock: acquire %q: %w: %w", k.name, lock.ErrTimeout, ctx.Err())
 	default:
@@ -260,6 +301,9 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	k, err := c.keysOf(name)
 	if err != nil {
 		return nil, err
+	}
+	if err := c.refuse(); err != nil {
+		return nil, fmt.Errorf("redislock: try %q: %w", name, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redislock: try %q: %w", name, err)
@@ -275,14 +319,33 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 }
 
 // try runs the acquire script once: a lease, or the holder's PTTL, or an error. Unless the
-// client has ContextTimeoutEnabled, go-redis bounds the call by its ReadTimeout, not by ctx.
+// client has ContextTimeoutEnabled, go-redis bounds the call by its ReadTimeout, not by ctx. The
+// call is cut short (errCallCut) when another call finds Redis unreachable meanwhile: its
+// dial retries would only confirm it.
 func (c *Client) try(ctx context.Context, k lockKeys) (*Lease, time.Duration, error) {
 	owner := rand.Text()
 	sent := time.Now()
-	res, err := acquireScript.Run(ctx, c.rdb, []string{k.key, k.fence}, owner, c.ttl.Milliseconds()).Int64Slice()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := c.cutOnOutage(cctx, cancel)
+	res, err := acquireScript.Run(cctx, c.rdb, []string{k.key, k.fence}, owner, c.ttl.Milliseconds()).Int64Slice()
+	stop()
 	if err != nil {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// The caller's wait ran out inside the call: Redis did not answer in time, which is
+			// no busy lock. Not proof of an outage either (the call was cut, not refused).
+			err = fmt.Errorf("%w: no answer within the wait: %w", lock.ErrUnavailable, err)
+		case ctx.Err() != nil: // the caller left
+		case errors.Is(context.Cause(cctx), errCallCut):
+			err = fmt.Errorf("%w: %w: %w", lock.ErrUnavailable, errCallCut, err)
+		case unreachable(err):
+			c.observe(err)
+			err = fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
+		}
 		// The script may have run and only its reply been lost; take back what would otherwise
-		// block the name for a whole lease. Best effort: the key expires anyway.
+		// block the name for a whole lease. Best effort: the key expires anyway, and while Redis
+		// is unreachable the undo waits in the background rather than delaying the answer.
 		c.undo(ctx, k, owner)
 		return nil, 0, err
 	}
@@ -296,11 +359,46 @@ func (c *Client) try(ctx context.Context, k lockKeys) (*Lease, time.Duration, er
 }
 
 func (c *Client) undo(ctx context.Context, k lockKeys, owner string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
-	defer cancel()
-	if err := releaseScript.Run(ctx, c.rdb, []string{k.key}, owner, k.channel).Err(); err != nil {
-		c.log.DebugContext(ctx, "redislock: undo of a failed acquire", "lock", k.name, "err", err)
+	ctx = context.WithoutCancel(ctx)
+	run := func() {
+		ctx, cancel := context.WithTimeout(ctx, c.ttl)
+		defer cancel()
+		if err := releaseScript.Run(ctx, c.rdb, []string{k.key}, owner, k.channel).Err(); err != nil {
+			c.log.DebugContext(ctx, "redislock: undo of a failed acquire", "lock", k.name, "err", err)
+		}
 	}
+	if c.refuse() == nil {
+		run()
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		run()
+	}()
+}
+
+// errCallCut says a call to Redis was abandoned because Redis was found unreachable meanwhile.
+var errCallCut = errors.New("call abandoned: redis found unreachable meanwhile")
+
+// cutOnOutage cancels ctx with errCallCut if Redis is found unreachable before stop is called.
+func (c *Client) cutOnOutage(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+	outage := c.outageCh()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-outage:
+			cancel(errCallCut)
+		case <-ctx.Done():
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
 }
 
 // Locker returns c as a lock.Locker, for code that accepts any lock implementation.

@@ -247,6 +247,85 @@ func TestLostWhenRedisUnreachable(t *testing.T) {
 	})
 }
 
+// While Redis cannot be reached, the lock fails fast: a waiter gives up, and every new Acquire or
+// TryAcquire refuses, with ErrUnavailable (a buyer's 503, not a busy lock's 429) in milliseconds
+// instead of at the end of its wait; once Redis answers again the Client recovers by itself.
+// The go-redis client is set up as the app's lock client is (one dial attempt, one retry).
+func TestFailFastWhileUnreachable(t *testing.T) {
+	t.Parallel()
+	proxy := itest.NewProxy(t, itest.RedisAddr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DialerRetries: 1, MaxRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newClient(t, rdb, redislock.Options{TTL: 5 * time.Second})
+	holder := newClient(t, itest.Redis(t), redislock.Options{TTL: 5 * time.Second, Prefix: mustPrefix(t, c)})
+	held := mustAcquire(t, holder, "held")
+	_, _, channel := redislock.Keys(c, "held")
+
+	// Bounds far above what is expected, far below the waits the calls are given (30 s): a
+	// liveness claim that holds on a busy CI machine. A waiter notices at its next re-check
+	// (TTL/10 here) unless another call noticed first.
+	_, recheck := redislock.Settings(c)
+	giveUpWithin, refuseWithin := recheck+2*time.Second, 250*time.Millisecond
+	acquire := func(f func(context.Context, string) (*redislock.Lease, error), name string) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		l, err := f(ctx, name)
+		if l != nil {
+			t.Errorf("granted a lease while Redis is unreachable")
+		}
+		return time.Since(start), err
+	}
+	unavailable := func(what string, took time.Duration, err error, within time.Duration) {
+		t.Helper()
+		if !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrTimeout) {
+			t.Fatalf("%s = %v, want ErrUnavailable (not ErrTimeout)", what, err)
+		}
+		if took > within {
+			t.Errorf("%s refused after %s, want within %s", what, took, within)
+		}
+		t.Logf("%s: ErrUnavailable after %s", what, took.Round(time.Microsecond))
+	}
+
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := acquire(c.Acquire, "held")
+		waiter <- err
+	}()
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return subscribers(t, itest.Redis(t), channel) > 0, "the waiter never subscribed"
+	})
+	cut := time.Now()
+	proxy.Cut()
+	select {
+	case err := <-waiter:
+		unavailable("a waiter when Redis went away", time.Since(cut), err, giveUpWithin)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter still waits 10 s after Redis went away")
+	}
+	for i := range 3 {
+		took, err := acquire(c.Acquire, "free")
+		unavailable("Acquire while unreachable #"+strconv.Itoa(i+1), took, err, refuseWithin)
+	}
+	took, err := acquire(c.TryAcquire, "free")
+	unavailable("TryAcquire while unreachable", took, err, refuseWithin)
+
+	mustRelease(t, held)
+	proxy.Heal()
+	healed := time.Now()
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		l, err := c.Acquire(ctx, "held")
+		if err != nil {
+			return false, err.Error()
+		}
+		mustRelease(t, l)
+		return true, ""
+	})
+	t.Logf("acquired again %s after Redis came back", time.Since(healed).Round(time.Millisecond))
+}
+
 func TestTokens(t *testing.T) {
 	t.Parallel()
 	rdb := itest.Redis(t)

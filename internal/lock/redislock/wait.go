@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/lock"
 )
 
 // room is where the Acquire calls of one Client that wait for the same lock take turns: only
@@ -82,10 +84,15 @@ func (r *room) close() {
 	}
 }
 
-// Close closes the subscriptions kept for names nobody waits for now. Waits in progress are
-// not affected; call it once the Client is no longer used.
+// Close closes the subscriptions kept for names nobody waits for now, stops the prober of an
+// unreachable Redis and waits for the undos of failed acquires still under way (each bounded by
+// the TTL). Waits in progress are not affected; call it once the Client is no longer used.
 func (c *Client) Close() {
 	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
 	var idle []*room
 	for key, r := range c.rooms {
 		if r.users == 0 {
@@ -98,6 +105,7 @@ func (c *Client) Close() {
 	for _, r := range idle {
 		r.close()
 	}
+	c.wg.Wait()
 }
 
 // wait is Acquire after a first try found the lock held; pttl is what that try saw.
@@ -114,6 +122,8 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 	case <-r.turn:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-c.outageCh():
+		return nil, errUnreachable
 	}
 	var lease *Lease
 	defer func() {
@@ -133,6 +143,10 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 		ps := c.rdb.Subscribe(ctx) // no I/O yet
 		if err := ps.Subscribe(ctx, k.channel); err != nil {
 			_ = ps.Close()
+			if unreachable(err) && ctx.Err() == nil {
+				c.observe(err)
+				return nil, fmt.Errorf("%w: subscribe: %w", lock.ErrUnavailable, err)
+			}
 			return nil, fmt.Errorf("subscribe: %w", err)
 		}
 		// The health-check ping is off: the re-check timer already bounds a wait on a dead
@@ -151,10 +165,14 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	outage := c.outageCh()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-outage:
+			// No grant can come while Redis is unreachable: say so now, not when ctx ends.
+			return nil, errUnreachable
 		case m, ok := <-r.msgs:
 			if !ok { // only Close ends it, and only once the room is empty
 				return nil, errors.New("release notifications ended")
