@@ -19,15 +19,17 @@ import (
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
-// redisLocker returns a Redis lock client on its own connection to addr.
+// redisLocker returns a Redis lock client on its own connection to addr, which dials once per
+// attempt, as the app's does.
 func redisLocker(tb testing.TB, addr string, ttl time.Duration) lock.Locker {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	tb.Cleanup(func() { rdb.Close() })
 	c, err := redislock.New(rdb, redislock.Options{TTL: ttl, Logger: itest.Logger()})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(c.Close)
 	return c.Locker()
 }
 
@@ -157,5 +159,58 @@ func testStaleHolder(t *testing.T, st *store.Store, strategy sale.Strategy, dial
 	}
 	if v := f.Violations(false); len(v) > 0 || f.Reservations != 1 || f.Stock != n-1 {
 		t.Fatalf("after the stale write: %+v %q; want B's reservation only, stock %d", f, v, n-1)
+	}
+}
+
+// TestLockServiceOutage cuts a lock strategy off from its lock service: every purchase is
+// answered sale.ErrUnavailable (503) far sooner than the lock wait, and deducts nothing; once the
+// service is back, the strategy sells again by itself.
+func TestLockServiceOutage(t *testing.T) {
+	st, _ := itest.Store(t)
+	const wait = 3 * time.Second // the app's default SECKILL_LOCK_WAIT
+	for _, tc := range []struct {
+		strategy sale.Strategy
+		server   string
+		locker   func(tb testing.TB, addr string) lock.Locker
+	}{
+		{sale.StrategyRedis, itest.RedisAddr, func(tb testing.TB, addr string) lock.Locker { return redisLocker(tb, addr, 5*time.Second) }},
+		{sale.StrategyZK, itest.ZKServers[0], func(tb testing.TB, addr string) lock.Locker { return zkLocker(tb, []string{addr}) }},
+	} {
+		t.Run(string(tc.strategy), func(t *testing.T) {
+			t.Parallel()
+			proxy := itest.NewProxy(t, tc.server)
+			d := newLocked(t, st, tc.strategy, tc.locker(t, proxy.Addr()), wait)
+			p := newProduct(t, st, tc.strategy, 10)
+			// Idempotency keys are unique per user, whatever the product.
+			user := func(what string) string { return string(tc.strategy) + "-" + what + "-" + itest.Suffix(6) }
+			mustDeduct(t, d, reservation(p, user("before"), 1, "k-before"))
+
+			proxy.Cut()
+			// The first purchase may be the one that finds the service gone (a dial, or
+			// ZooKeeper's FailAfter); the bound is a liveness claim far below the lock wait.
+			for i := range 5 {
+				start := time.Now()
+				err := d.Deduct(t.Context(), reservation(p, user(fmt.Sprint("during-", i)), 1, "k-during"))
+				took := time.Since(start)
+				if !errors.Is(err, sale.ErrUnavailable) {
+					t.Fatalf("purchase %d during the outage = %v, want ErrUnavailable", i, err)
+				}
+				if took > wait/3 {
+					t.Errorf("purchase %d during the outage answered after %s; the lock wait is %s", i, took, wait)
+				}
+				t.Logf("purchase %d during the outage: ErrUnavailable after %s", i, took.Round(time.Microsecond))
+			}
+			assertStock(t, st, p.ID, 9)
+
+			proxy.Heal()
+			healed := time.Now()
+			after := reservation(p, user("after"), 1, "k-after")
+			itest.Eventually(t, 20*time.Second, func() (bool, string) {
+				err := d.Deduct(t.Context(), after)
+				return err == nil, fmt.Sprint(err)
+			})
+			t.Logf("selling again %s after the service came back", time.Since(healed).Round(time.Millisecond))
+			assertStock(t, st, p.ID, 8)
+		})
 	}
 }
