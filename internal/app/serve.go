@@ -229,9 +229,18 @@ func (os observers) ObservePurchase(o sale.Observation) {
 
 // runProcess serves HTTP on ln and runs the workers until ctx ends or the listener or a worker
 // fails. The front workers stop as soon as shutdown begins, the back ones once HTTP has drained.
+//
+// Shutdown turns the process unready first (/readyz answers 503 at once), stops the front
+// workers, closes the listener (a load balancer's new connections are refused and go to another
+// replica), lets the requests still arriving on kept-alive connections in, each answered with
+// "Connection: close", until none has come for drainQuiet, then waits for the requests in flight
+// (http.Server.Shutdown, bounded by SECKILL_SHUTDOWN_TIMEOUT): no purchase that reached this
+// process is cut off.
 func runProcess(ctx context.Context, log *slog.Logger, cfg *config.Config, ln net.Listener, p *parts, ready func(string)) error {
+	drain := newDrain(p.handler)
+	ln = &closeOnceListener{Listener: ln}
 	srv := &http.Server{
-		Handler:           p.handler,
+		Handler:           drain,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -262,10 +271,16 @@ func runProcess(ctx context.Context, log *slog.Logger, cfg *config.Config, ln ne
 	case err := <-errs:
 		runErr = err
 	}
+	drain.begin()
 	stopFront()
 	front.Wait()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
+	if err := ln.Close(); err != nil {
+		log.Warn("close listener", "err", err)
+	}
+	drain.wait(shutdownCtx, drainQuiet, min(drainLimit, cfg.HTTP.ShutdownTimeout/2))
+	log.Info("draining: listener closed, waiting for the requests in flight")
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http shutdown", "err", err)
 	}

@@ -1,0 +1,103 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/config"
+)
+
+// TestShutdownDrains plays a SIGTERM under load: the process turns unready at once, refuses new
+// connections, still answers a request sent on a kept-alive connection (closing it), and lets
+// the request in flight finish before runProcess returns.
+func TestShutdownDrains(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ready") })
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, _ *http.Request) {
+		close(entered)
+		<-release
+		_, _ = io.WriteString(w, "finished")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	cfg := &config.Config{}
+	cfg.HTTP.ShutdownTimeout = 10 * time.Second
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- runProcess(ctx, slog.New(slog.DiscardHandler), cfg, ln, &parts{handler: mux}, nil)
+	}()
+
+	// One client keeps a connection alive, as a load balancer does; another has a purchase in flight.
+	kept := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	get := func(c *http.Client, path string) (*http.Response, string) {
+		t.Helper()
+		res, err := c.Get(addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res, string(body)
+	}
+	if res, _ := get(kept, "/ok"); res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("before shutdown: %d, close %v", res.StatusCode, res.Close)
+	}
+	slow := make(chan string, 1)
+	go func() {
+		_, body := get(&http.Client{Transport: &http.Transport{}}, "/slow")
+		slow <- body
+	}()
+	<-entered
+
+	stop() // SIGTERM
+	signalled := time.Now()
+	var ready *http.Response
+	for {
+		res, _ := get(kept, "/readyz")
+		if res.StatusCode != http.StatusOK {
+			ready = res
+			break
+		}
+		if time.Since(signalled) > 5*time.Second {
+			t.Fatal("/readyz still 200 five seconds after shutdown began")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("/readyz answered %d %s after shutdown began", ready.StatusCode, time.Since(signalled).Round(time.Microsecond))
+	if ready.StatusCode != http.StatusServiceUnavailable || !ready.Close {
+		t.Errorf("/readyz during shutdown: %d, Connection: close %v; want 503, closed", ready.StatusCode, ready.Close)
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Error("a new connection was accepted during shutdown: a load balancer would keep sending work")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("runProcess returned (%v) with a request in flight", err)
+	case <-time.After(2 * drainQuiet):
+	}
+	close(release)
+	if body := <-slow; body != "finished" {
+		t.Errorf("the request in flight got %q, want it finished", body)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runProcess = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runProcess still running 10 s after its last request finished")
+	}
+}
