@@ -18,7 +18,9 @@
 //
 // It is not a Kafka: no replication, no tuning, no security, and it must
 // never be used outside local development and CI. docker-compose runs a real
-// Apache Kafka 3.9 (KRaft) broker instead.
+// Apache Kafka 3.9 (KRaft) broker instead; only the compose smoke run
+// (scripts/compose-smoke.sh) puts this broker in a container in Kafka's place,
+// with -host 0.0.0.0 -advertise kafka so that the other containers reach it.
 package main
 
 import (
@@ -28,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,10 +55,13 @@ func main() {
 
 // config is the broker's whole configuration, read once from flags.
 type config struct {
+	host       string // address to bind
+	advertise  string // host name clients are told to connect to ("": the bound address)
 	port       int
 	dataDir    string
 	partitions int
 	topics     []string
+	autoCreate bool
 	sync       bool
 	logLevel   slog.Level
 }
@@ -72,11 +78,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
 	opts := []kfake.Opt{
-		kfake.Ports(cfg.port), // one broker; kfake binds 127.0.0.1 only
-		kfake.AllowAutoTopicCreation(),
+		kfake.Ports(cfg.port), // one broker
+		kfake.ListenFn(listenFn(cfg.host, cfg.advertise)),
 		kfake.DefaultNumPartitions(cfg.partitions),
 		kfake.SeedTopics(int32(cfg.partitions), cfg.topics...),
 		kfake.WithLogger(kfakeLogger{log}),
+	}
+	if cfg.autoCreate {
+		opts = append(opts, kfake.AllowAutoTopicCreation())
 	}
 	if cfg.dataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.dataDir))
@@ -118,10 +127,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		topics   string
 		logLevel string
 	)
-	fs.IntVar(&cfg.port, "port", 9092, "TCP port to listen on (127.0.0.1 only)")
+	fs.StringVar(&cfg.host, "host", "127.0.0.1", "address to listen on")
+	fs.StringVar(&cfg.advertise, "advertise", "", "host name the broker gives clients in metadata and coordinator answers (empty: the -host address)")
+	fs.IntVar(&cfg.port, "port", 9092, "TCP port to listen on")
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "directory that keeps the log and committed offsets across restarts (empty: in memory)")
 	fs.IntVar(&cfg.partitions, "partitions", 6, "partitions of seeded and auto-created topics")
-	fs.StringVar(&topics, "topics", "seckill.orders", "comma-separated topics to create at first start")
+	fs.StringVar(&topics, "topics", "seckill.orders", "comma-separated topics to create at first start (empty: none, clients create them with CreateTopics)")
+	fs.BoolVar(&cfg.autoCreate, "auto-create-topics", true, "create a topic a client asks for that does not exist (Kafka's auto.create.topics.enable)")
 	fs.BoolVar(&cfg.sync, "sync", true, "fsync every produce so an acked message survives a crash")
 	fs.StringVar(&logLevel, "log-level", "warn", "none, error, warn, info or debug")
 	if err := fs.Parse(args); err != nil {
@@ -131,6 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
+	if cfg.host == "" {
+		return config{}, errors.New("-host: an address is required (0.0.0.0 for every interface)")
+	}
 	if cfg.port < 0 || cfg.port > 65535 {
 		return config{}, fmt.Errorf("-port %d: out of range", cfg.port)
 	}
@@ -142,9 +157,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			cfg.topics = append(cfg.topics, t)
 		}
 	}
-	if len(cfg.topics) == 0 {
-		return config{}, errors.New("-topics: at least one topic is required")
-	}
 	lvl, err := parseLogLevel(logLevel)
 	if err != nil {
 		return config{}, err
@@ -152,6 +164,39 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg.logLevel = lvl
 	return cfg, nil
 }
+
+// listenFn returns kfake's listener function. kfake asks for 127.0.0.1:PORT and tells clients the
+// listener's address as the broker's; this binds host:PORT instead and, with advertise set,
+// reports advertise:PORT as that address, so that clients elsewhere (other containers) are sent
+// to a name they can reach rather than to 0.0.0.0.
+func listenFn(host, advertise string) func(network, address string) (net.Listener, error) {
+	return func(network, address string) (net.Listener, error) {
+		_, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen(network, net.JoinHostPort(host, port))
+		if err != nil || advertise == "" {
+			return ln, err
+		}
+		_, port, _ = net.SplitHostPort(ln.Addr().String()) // port 0 became a real one
+		return advertisedListener{Listener: ln, addr: advertisedAddr(net.JoinHostPort(advertise, port))}, nil
+	}
+}
+
+// advertisedListener is a listener that reports another address as its own.
+type advertisedListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l advertisedListener) Addr() net.Addr { return l.addr }
+
+// advertisedAddr is a HOST:PORT address whose host may be a name.
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
 
 // levelNone is above every level anything logs at.
 const levelNone = slog.LevelError + 1

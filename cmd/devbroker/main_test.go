@@ -73,3 +73,33 @@ func TestParseLogLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestListenFnAdvertise: with -advertise, the broker binds -host and tells clients the advertised
+// name with the port it really got, which is what kfake puts in its metadata answers.
+func TestListenFnAdvertise(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, advertise, wantHost string
+	}{
+		{name: "bound address", advertise: "", wantHost: "127.0.0.1"},
+		{name: "advertised name", advertise: "kafka", wantHost: "kafka"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := listenFn("127.0.0.1", tc.advertise)("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			host, port, err := net.SplitHostPort(ln.Addr().String())
+			if err != nil || host != tc.wantHost || port == "0" {
+				t.Fatalf("Addr() = %q (%v), want %s:<the bound port>", ln.Addr(), err, tc.wantHost)
+			}
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", port), 5*time.Second)
+			if err != nil {
+				t.Fatalf("dial the bound port: %v", err)
+			}
+			conn.Close()
+		})
+	}
+}
