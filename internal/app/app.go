@@ -53,13 +53,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		With("instance", cfg.InstanceID, "command", cmd)
 
 	switch cmd {
-	case "serve":
+	case "serve", "worker":
+		if cmd == "worker" {
+			cfg.Run.API = false
+		}
 		log.Info("starting", "config", cfg)
-		return serve(ctx, log, cfg, opts)
-	case "worker":
-		cfg.Run.API = false
-		log.Info("starting", "config", cfg)
-		return serve(ctx, log, cfg, opts)
+		fp, err := parseFailpoints(log, getenv(failpointEnv))
+		if err != nil {
+			return err
+		}
+		return serve(ctx, log, cfg, opts, fp)
 	case "migrate":
 		return migrate(ctx, log, cfg)
 	case "seed":

@@ -29,7 +29,7 @@ import (
 // (relay, consumer, the live counters' last flush, the sale state's refresh), then every resource
 // in reverse order of opening (the combiners decide what is still queued, the Kafka writer
 // flushes, ZooKeeper's session ends, dropping any lock node left, then Redis and the database).
-func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, opts Options) error {
+func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, opts Options, fp failpoints) error {
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	res, err := openResources(startCtx, log, cfg)
@@ -48,7 +48,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, opts Optio
 	}
 	defer ln.Close()
 
-	p, err := res.build(ln.Addr())
+	p, err := res.build(ln.Addr(), fp)
 	if err != nil {
 		return err
 	}
@@ -69,8 +69,9 @@ type parts struct {
 }
 
 // build makes the parts of the process the configuration asks for: the outbox relay, the order
-// consumer, and the sale service with the HTTP API (or only the ops endpoints for a worker).
-func (r *resources) build(self net.Addr) (*parts, error) {
+// consumer, and the sale service with the HTTP API (or only the ops endpoints for a worker),
+// with the test failpoints armed, if any.
+func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	cfg, log := r.cfg, r.log
 	p := &parts{}
 	wake := func() {}
@@ -92,6 +93,9 @@ func (r *resources) build(self net.Addr) (*parts, error) {
 		c, err := order.NewConsumer(log.With("component", "consumer"), r.kafka, r.store, r.metrics)
 		if err != nil {
 			return nil, err
+		}
+		if fp.consumerAfterCommit != nil {
+			c.SetAfterConfirm(fp.consumerAfterCommit)
 		}
 		p.back = append(p.back, c.Run)
 	}

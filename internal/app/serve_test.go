@@ -101,3 +101,23 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal("runProcess still running 10 s after its last request finished")
 	}
 }
+
+// TestParseFailpoints: the chaos run's test hook is off by default, refuses what it does not
+// know, and stays inert while its trigger file does not exist. (That it kills the process is
+// what make chaos shows; a test cannot survive it.)
+func TestParseFailpoints(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	if fp, err := parseFailpoints(log, ""); err != nil || fp.consumerAfterCommit != nil {
+		t.Errorf("unset: %+v, %v; want no hook", fp, err)
+	}
+	for _, bad := range []string{"consumer-after-comit", "relay-after-publish", ":x"} {
+		if _, err := parseFailpoints(log, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	fp, err := parseFailpoints(log, failpointConsumerAfterCommit+":"+t.TempDir()+"/never-created")
+	if err != nil || fp.consumerAfterCommit == nil {
+		t.Fatalf("armed with a trigger: %+v, %v", fp, err)
+	}
+	fp.consumerAfterCommit() // no trigger file: returns, and the test lives on
+}

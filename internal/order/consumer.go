@@ -35,6 +35,9 @@ type Consumer struct {
 	// after its first event for more to arrive.
 	maxBatch int
 	gather   time.Duration
+	// afterConfirm, a test hook (SetAfterConfirm), runs between a batch's database commit and its
+	// offset commit.
+	afterConfirm func()
 }
 
 // consumerMaxBatch is the most events confirmed in one database transaction. Confirming costs
@@ -85,6 +88,12 @@ func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMet
 	return &Consumer{log: log, reader: reader, store: st, metrics: m, maxBatch: consumerMaxBatch, gather: consumerGather}, nil
 }
 
+// SetAfterConfirm installs a test hook that runs after each batch's orders are committed in the
+// database and before its offsets are: the point where a crash leaves orders that the broker
+// delivers again. Off unless set; the program sets it only for the chaos run's failpoint
+// (SECKILL_TEST_FAILPOINT), never by default. Call it before Run.
+func (c *Consumer) SetAfterConfirm(f func()) { c.afterConfirm = f }
+
 // Run consumes until ctx is done, then leaves the group and returns nil.
 func (c *Consumer) Run(ctx context.Context) error {
 	defer func() {
@@ -99,6 +108,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		if !c.confirm(ctx, batch) {
 			return nil // shutting down before the database commit: the batch will be redelivered
+		}
+		if c.afterConfirm != nil {
+			c.afterConfirm()
 		}
 		// Commit even when shutdown has begun: the orders are in the database.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
