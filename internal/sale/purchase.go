@@ -188,7 +188,9 @@ type Admission interface {
 // RateLimitedError is ErrRateLimited with the wait after which a retry may succeed.
 type RateLimitedError struct{ Wait time.Duration }
 
-func (e *RateLimitedError) Error() string { return fmt.Sprintf("%v: retry in %s", ErrRateLimited, e.Wait) }
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("%v: retry in %s", ErrRateLimited, e.Wait)
+}
 
 // Unwrap makes errors.Is(err, ErrRateLimited) hold.
 func (e *RateLimitedError) Unwrap() error { return ErrRateLimited }
