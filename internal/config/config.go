@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -87,6 +88,18 @@ type Config struct {
 		Relay    bool
 		Consumer bool
 	}
+	// Buyer says how a buyer's identity is verified: unset, a purchase's user_id is the client's
+	// claim; set, it comes from a signed bearer token.
+	Buyer struct {
+		JWTHMACKey       string
+		JWTPublicKeyFile string
+		JWTIssuer        string
+		JWTAudience      string
+		JWTLeeway        time.Duration
+		// Tokens is what the settings above give, read once by Load (the public key file
+		// included).
+		Tokens buyer.Config
+	}
 	AdminToken  string
 	InstanceID  string
 	AutoMigrate bool
@@ -121,6 +134,11 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_KAFKA_GROUP", flag: "kafka-group", def: "seckill-orders", usage: "Kafka consumer group of the order consumer", set: str(&c.Kafka.GroupID)},
 		{env: "SECKILL_KAFKA_PARTITIONS", flag: "kafka-partitions", def: "6", usage: "partitions of the topic when it has to be created", set: integer(&c.Kafka.Partitions)},
 		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", def: "", usage: "bearer token of the admin API (required, at least 8 characters)", secret: true, set: str(&c.AdminToken)},
+		{env: "SECKILL_BUYER_JWT_HMAC_KEY", flag: "buyer-jwt-hmac-key", def: "", usage: "verify buyer tokens (HS256/384/512) with this shared key, at least 32 bytes; a purchase's user id then comes from the token (empty, and no public key: user ids are the client's claim)", secret: true, set: str(&c.Buyer.JWTHMACKey)},
+		{env: "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE", flag: "buyer-jwt-public-key-file", def: "", usage: "verify buyer tokens with this PEM public key (RSA, ECDSA or Ed25519) instead of a shared key", set: str(&c.Buyer.JWTPublicKeyFile)},
+		{env: "SECKILL_BUYER_JWT_ISSUER", flag: "buyer-jwt-issuer", def: "", usage: "required iss of buyer tokens (empty: not checked)", set: str(&c.Buyer.JWTIssuer)},
+		{env: "SECKILL_BUYER_JWT_AUDIENCE", flag: "buyer-jwt-audience", def: "", usage: "required aud of buyer tokens (empty: not checked)", set: str(&c.Buyer.JWTAudience)},
+		{env: "SECKILL_BUYER_JWT_LEEWAY", flag: "buyer-jwt-leeway", def: "30s", usage: "clock skew tolerated on a buyer token's exp, nbf and iat", set: dur(&c.Buyer.JWTLeeway)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the `none` strategy, which oversells on purpose", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
@@ -225,6 +243,9 @@ func (c *Config) validate() error {
 	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.MaxInflight < 0 {
 		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST and SECKILL_MAX_INFLIGHT must not be negative")
 	}
+	if err := c.loadBuyerTokens(); err != nil {
+		add("%v", err)
+	}
 	if c.Stampede.MaxBuyers < 1 || c.Stampede.MaxBuyers > MaxStampedeBuyers {
 		add("SECKILL_STAMPEDE_MAX_BUYERS must be between 1 and %d", MaxStampedeBuyers)
 	}
@@ -232,6 +253,33 @@ func (c *Config) validate() error {
 		add("Redis, ZooKeeper and Kafka addresses, the topic and the group must not be empty")
 	}
 	return errors.Join(errs...)
+}
+
+// loadBuyerTokens fills Buyer.Tokens from the SECKILL_BUYER_JWT_* settings and checks that they
+// make a verifier.
+func (c *Config) loadBuyerTokens() error {
+	b := &c.Buyer
+	b.Tokens = buyer.Config{HMACKey: []byte(b.JWTHMACKey), Issuer: b.JWTIssuer, Audience: b.JWTAudience, Leeway: b.JWTLeeway}
+	if b.JWTPublicKeyFile != "" {
+		pem, err := os.ReadFile(b.JWTPublicKeyFile)
+		if err != nil {
+			return fmt.Errorf("SECKILL_BUYER_JWT_PUBLIC_KEY_FILE: %w", err)
+		}
+		b.Tokens.PublicKeyPEM = pem
+	}
+	if b.JWTLeeway < 0 {
+		return errors.New("SECKILL_BUYER_JWT_LEEWAY must not be negative")
+	}
+	if !b.Tokens.Enabled() {
+		if b.JWTIssuer != "" || b.JWTAudience != "" {
+			return errors.New("SECKILL_BUYER_JWT_ISSUER and _AUDIENCE need SECKILL_BUYER_JWT_HMAC_KEY or _PUBLIC_KEY_FILE")
+		}
+		return nil
+	}
+	if _, err := buyer.NewVerifier(b.Tokens); err != nil {
+		return fmt.Errorf("SECKILL_BUYER_JWT_*: %w", err)
+	}
+	return nil
 }
 
 // LogValue renders every setting for the start-up log, secrets masked.

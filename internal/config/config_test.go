@@ -63,6 +63,10 @@ func TestInvalid(t *testing.T) {
 		{"no stampede buyers", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "0"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
 		{"too many stampede buyers", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "1000001"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
 		{"stampede buyers not a number", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "many"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
+		{"short buyer key", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": "short"}, "SECKILL_BUYER_JWT_"},
+		{"buyer issuer without a key", map[string]string{"SECKILL_BUYER_JWT_ISSUER": "shop"}, "SECKILL_BUYER_JWT_ISSUER"},
+		{"buyer public key missing", map[string]string{"SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/nonexistent.pem"}, "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE"},
+		{"both buyer keys", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32), "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/etc/os-release"}, "SECKILL_BUYER_JWT_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, ok := tc.env["SECKILL_ADMIN_TOKEN"]; !ok && tc.name != "no admin token" {
@@ -117,11 +121,33 @@ func TestDatabaseName(t *testing.T) {
 	}
 }
 
+func TestBuyerTokens(t *testing.T) {
+	c, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Buyer.Tokens.Enabled() {
+		t.Fatal("buyer tokens enabled by default")
+	}
+	c, err = Load("test", nil, env(map[string]string{
+		"SECKILL_ADMIN_TOKEN":        "12345678",
+		"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32),
+		"SECKILL_BUYER_JWT_AUDIENCE": "seckill",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Buyer.Tokens.Enabled() || c.Buyer.Tokens.Audience != "seckill" || c.Buyer.Tokens.Leeway != 30*time.Second {
+		t.Fatalf("Tokens = %+v", c.Buyer.Tokens)
+	}
+}
+
 func TestLogValueMasksSecrets(t *testing.T) {
 	c, err := Load("test", nil, env(map[string]string{
-		"SECKILL_ADMIN_TOKEN":    "super-secret-token",
-		"SECKILL_MYSQL_DSN":      "app:hunter2@tcp(db:3306)/seckill",
-		"SECKILL_REDIS_PASSWORD": "redis-secret",
+		"SECKILL_ADMIN_TOKEN":        "super-secret-token",
+		"SECKILL_MYSQL_DSN":          "app:hunter2@tcp(db:3306)/seckill",
+		"SECKILL_REDIS_PASSWORD":     "redis-secret",
+		"SECKILL_BUYER_JWT_HMAC_KEY": "buyer-secret-buyer-secret-buyer-secret",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +155,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	var sb strings.Builder
 	slog.New(slog.NewTextHandler(&sb, nil)).Info("start", "config", c)
 	out := sb.String()
-	for _, secret := range []string{"super-secret-token", "hunter2", "redis-secret"} {
+	for _, secret := range []string{"super-secret-token", "hunter2", "redis-secret", "buyer-secret"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("log line shows %q: %s", secret, out)
 		}
