@@ -21,6 +21,7 @@ commands:
   worker   outbox relay + order consumer, with /healthz, /readyz and /metrics only
   migrate  create the database if missing and apply pending migrations
   seed     create the demo products (one open sale per enabled strategy, one opening soon)
+  token    print a buyer token per user id, signed with SECKILL_BUYER_JWT_HMAC_KEY (dev and tests)
 
 Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable.
 `
@@ -45,6 +46,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	cmd := args[0]
+	if cmd == "token" {
+		return token(args[1:], getenv, stdout, stderr)
+	}
 	cfg, err := config.Load("seckill "+cmd, args[1:], getenv, stderr)
 	if err != nil {
 		return err

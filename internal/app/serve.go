@@ -171,10 +171,18 @@ func (r *resources) buildSales(self net.Addr, wake func(), deps *httpapi.Deps, p
 	if len(targets) == 0 {
 		targets = []string{selfURL(self)}
 	}
+	token, err := stampedeTokens(cfg.Buyer.Tokens)
+	if err != nil {
+		return err
+	}
+	if cfg.Buyer.Tokens.Enabled() && token == nil {
+		log.Warn("buyer tokens are verified with a public key: a stampede cannot sign its buyers' tokens, and their purchases will be refused (401)")
+	}
 	runner, err := stampede.New(log.With("component", "stampede"), stampede.Options{
 		Targets:   targets,
 		MaxBuyers: cfg.Stampede.MaxBuyers,
 		Board:     board,
+		Token:     token,
 	})
 	if err != nil {
 		return err

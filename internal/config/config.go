@@ -255,6 +255,30 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// BuyerTokens reads the SECKILL_BUYER_JWT_* settings only, for a command that needs no other
+// (`seckill token`).
+func BuyerTokens(getenv func(string) string) (buyer.Config, error) {
+	c := &Config{}
+	var errs []error
+	for _, s := range c.table() {
+		if !strings.HasPrefix(s.env, "SECKILL_BUYER_JWT_") {
+			continue
+		}
+		s.value = s.def
+		if v := getenv(s.env); v != "" {
+			s.value = v
+		}
+		if err := s.set(s.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, maskIf(s, s.value), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return buyer.Config{}, err
+	}
+	err := c.loadBuyerTokens()
+	return c.Buyer.Tokens, err
+}
+
 // loadBuyerTokens fills Buyer.Tokens from the SECKILL_BUYER_JWT_* settings and checks that they
 // make a verifier.
 func (c *Config) loadBuyerTokens() error {

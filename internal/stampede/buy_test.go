@@ -132,3 +132,24 @@ func (c cancelOnAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.cancel()
 	return res, err
 }
+
+// TestBuyCarriesToken: with Options.Token, each purchase carries its buyer's bearer token; without
+// it, none.
+func TestBuyCarriesToken(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	st := &run{id: "s1", productID: 7, targets: []string{srv.URL}}
+
+	r := &Runner{client: http.DefaultClient, tries: 1, token: func(u string) (string, error) { return "tok-" + u, nil }}
+	if o := r.buy(context.Background(), st, 3); o != outcomeAccepted || got.Load() != "Bearer tok-stampede-s1-3" {
+		t.Errorf("outcome %d, Authorization %q; want accepted with Bearer tok-stampede-s1-3", o, got.Load())
+	}
+	r.token = nil
+	if o := r.buy(context.Background(), st, 4); o != outcomeAccepted || got.Load() != "" {
+		t.Errorf("outcome %d, Authorization %q; want accepted with none", o, got.Load())
+	}
+}

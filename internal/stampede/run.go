@@ -222,6 +222,13 @@ func (r *Runner) purchase(ctx context.Context, target string, productID int64, u
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", user)
 	req.Header.Set("X-Request-ID", user)
+	if r.token != nil {
+		tok, err := r.token(user)
+		if err != nil {
+			return 0, "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	res, err := r.client.Do(req)
 	if err != nil {
 		return 0, "", err

@@ -95,6 +95,9 @@ type Options struct {
 	PublishEvery time.Duration
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Token, if set, gives each buyer's bearer token, sent with its purchases: the replicas verify
+	// buyer tokens (SECKILL_BUYER_JWT_*), so a buyer must prove its user id as a real one would.
+	Token func(userID string) (string, error)
 }
 
 // Plan is one stampede to run.
@@ -118,6 +121,7 @@ type Runner struct {
 	board   Board
 	every   time.Duration
 	now     func() time.Time
+	token   func(userID string) (string, error)
 
 	// base is the context every stampede runs under; Run cancels it (stop) when its own context
 	// ends, then waits for them (wg).
@@ -181,6 +185,7 @@ func New(log *slog.Logger, o Options) (*Runner, error) {
 		board:   o.Board,
 		every:   o.PublishEvery,
 		now:     o.Now,
+		token:   o.Token,
 		runs:    map[string]*run{},
 	}, nil
 }
