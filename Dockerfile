@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # The seckill image: one static binary (the storefront in web/ and the SQL migrations are embedded
 # with go:embed) on an empty base, run as a non-root user.
 #
@@ -8,11 +6,18 @@
 #
 # docker-compose.yml builds both. The `go build` lines use exactly the Makefile's GO_BUILD_ENV and
 # GO_BUILD_FLAGS, and GO_VERSION is go.mod's go line: deploy/docker_test.go checks both, so the
-# image holds the binary CI builds. Needs BuildKit (the default builder since Docker 23).
+# image holds the binary CI builds. Needs BuildKit (the default builder since Docker 23; the
+# engine's built-in one also serves Docker 20.10's own CLI with DOCKER_BUILDKIT=1): the cache
+# mounts keep Go's module and build caches between builds. No "# syntax=" line: that would pull a
+# Dockerfile frontend image from a registry, and the built-in frontend reads everything used here.
+#
+# GO_IMAGE is the builder: the golang image of go.mod's Go. The compose smoke run
+# (scripts/compose-smoke.sh), on a machine without a registry, gives a stand-in of it built here.
 
 ARG GO_VERSION=1.26.8
+ARG GO_IMAGE=golang:${GO_VERSION}-bookworm
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 # Modules first, so that this layer is rebuilt only when go.mod or go.sum change.
 COPY go.mod go.sum ./

@@ -14,7 +14,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
-.PHONY: help up down services services-down status build test test-short lint bench bench-locks loadtest loadtest-chaos k6 compose-check screenshots logs clean
+.PHONY: help up down services services-down status build test test-short lint bench bench-locks loadtest loadtest-chaos k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,7 +50,7 @@ lint: ## gofmt, go vet, staticcheck (and shellcheck when installed)
 	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
-	@if command -v shellcheck >/dev/null; then shellcheck -x scripts/*.sh deploy/nginx/*.sh loadtest/k6/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
+	@if command -v shellcheck >/dev/null; then shellcheck -x scripts/*.sh deploy/nginx/*.sh deploy/standin/*.sh loadtest/k6/*.sh .ci/run; else echo "shellcheck not installed: skipped"; fi
 
 # Flags for `make bench`, e.g. make bench BENCH_FLAGS='-strategies mysql -batch 1,32 -profile'
 BENCH_FLAGS ?=
@@ -83,6 +83,11 @@ k6: ## k6 stampede on a fresh product of the running stack (K6_STOCK, K6_STRATEG
 
 compose-check: ## validate docker-compose.yml with the compose tool and prometheus.yml with promtool (no Docker engine needed)
 	scripts/compose-check.sh
+
+# The smoke run's load test flags come from SMOKE_LOADTEST_FLAGS, e.g.
+# make compose-smoke SMOKE_LOADTEST_FLAGS='-strategies mysql,none -stock 100' (see the script)
+compose-smoke: ## docker-compose.yml for real: images built here (stand-ins for the registry's), up, a purchase, the load test with app2 killed, down -v
+	scripts/compose-smoke.sh
 
 screenshots: ## run the browser test and copy its screenshots to docs/ for the README
 	scripts/services.sh up

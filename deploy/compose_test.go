@@ -3,10 +3,12 @@ package deploy
 import (
 	"encoding/base64"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -518,11 +520,16 @@ func TestComposeStartOrder(t *testing.T) {
 }
 
 // TestComposePorts: only the entry points are published, on 127.0.0.1 (the admin token is a
-// public dev default), and nginx's is what it listens on.
+// public dev default), and nginx's are what it listens on: the public server and the
+// operations one.
 func TestComposePorts(t *testing.T) {
 	c := loadCompose(t)
+	ng := c.services["nginx"]
 	want := map[string][]string{
-		"nginx":      {"127.0.0.1:8080:" + c.services["nginx"].env["SECKILL_LB_LISTEN"]},
+		"nginx": {
+			"127.0.0.1:8080:" + ng.env["SECKILL_LB_LISTEN"],
+			"127.0.0.1:8079:" + ng.env["SECKILL_LB_OPS_LISTEN"],
+		},
 		"prometheus": {"127.0.0.1:9090:9090"},
 		"grafana":    {"127.0.0.1:3000:3000"},
 	}
@@ -707,5 +714,87 @@ func TestComposeEnvFileDocumented(t *testing.T) {
 	}
 	if !strings.Contains(string(readRepoFile(t, composeFile)), "${SECKILL_ENV_FILE:-deploy/compose.env}") {
 		t.Errorf("%s must read its env file from ${SECKILL_ENV_FILE:-deploy/compose.env}", composeFile)
+	}
+}
+
+const smokeOverride = "docker-compose.smoke.yml"
+
+// TestComposeSmokeOverride: the compose smoke run's override (scripts/compose-smoke.sh) changes
+// only what its header lists, so that the smoke run proves the shipped file: every third-party
+// image of the default profile swapped for a stand-in the script builds (pull_policy never), every
+// build of the Dockerfile given the Go stand-in of go.mod's version as GO_IMAGE and the host's
+// network (same context and target), and nginx's SECKILL_LB_RESOLVER emptied. No port, command,
+// healthcheck, volume or other setting.
+func TestComposeSmokeOverride(t *testing.T) {
+	c := loadCompose(t)
+	var doc map[string]any
+	readYAML(t, smokeOverride, &doc)
+	for k := range doc {
+		if k != "services" && !strings.HasPrefix(k, "x-") {
+			t.Errorf("%s: top-level %q: only services (and x- anchors) may change", smokeOverride, k)
+		}
+	}
+	svcs, _ := doc["services"].(map[string]any)
+	goImage := "seckill-standin/golang:" + goModVersion(t)
+
+	// The stand-ins the script builds, from its STANDINS table: [target]=image.
+	built := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*\[[a-z]+\]=(\S+)$`).FindAllStringSubmatch(string(readRepoFile(t, "scripts/compose-smoke.sh")), -1) {
+		built[m[1]] = true
+	}
+	if len(built) == 0 {
+		t.Fatal("scripts/compose-smoke.sh: no STANDINS table")
+	}
+	used := map[string]bool{}
+
+	for name, s := range c.services {
+		raw, swapped := svcs[name]
+		o, _ := raw.(map[string]any)
+		if s.buildTarget != "" {
+			if !swapped {
+				t.Errorf("%s: not in %s: its build would pull golang:<version>", name, smokeOverride)
+				continue
+			}
+			want := map[string]any{"build": map[string]any{
+				"context": ".", "target": s.buildTarget, "network": "host",
+				"args": map[string]any{"GO_IMAGE": goImage},
+			}}
+			if diff := cmp.Diff(want, o); diff != "" {
+				t.Errorf("%s in %s (-want +got):\n%s", name, smokeOverride, diff)
+			}
+			continue
+		}
+		if len(s.profiles) > 0 {
+			if swapped {
+				t.Errorf("%s (profile %v): in %s, which runs the default profile only", name, s.profiles, smokeOverride)
+			}
+			continue
+		}
+		if !swapped {
+			t.Errorf("%s: image %s not swapped in %s: nothing can be pulled", name, s.image, smokeOverride)
+			continue
+		}
+		img := scalar(o["image"])
+		used[img] = true
+		want := map[string]any{"image": img, "pull_policy": "never"}
+		if name == "nginx" {
+			want["environment"] = map[string]any{"SECKILL_LB_RESOLVER": ""}
+		}
+		if diff := cmp.Diff(want, o); diff != "" {
+			t.Errorf("%s in %s (-want +got):\n%s", name, smokeOverride, diff)
+		}
+		if !built[img] {
+			t.Errorf("%s: %s is not a stand-in scripts/compose-smoke.sh builds (%v)", name, img, slices.Sorted(maps.Keys(built)))
+		}
+	}
+	for name := range svcs {
+		if c.services[name] == nil {
+			t.Errorf("%s: service %s is not in %s", smokeOverride, name, composeFile)
+		}
+	}
+	for img := range built {
+		if !used[img] {
+			t.Errorf("scripts/compose-smoke.sh builds %s, which %s does not use", img, smokeOverride)
+		}
 	}
 }

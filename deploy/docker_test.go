@@ -70,7 +70,7 @@ func parseDockerfile(tb testing.TB) *dockerfile {
 			d.stages = append(d.stages, st)
 		case len(d.stages) == 0 && in.cmd == "ARG":
 			k, v, _ := strings.Cut(in.args, "=")
-			d.args[k] = v
+			d.args[k] = expandArgs(tb, v, d.args) // a default may use the ARGs before it
 		case len(d.stages) == 0:
 			tb.Fatalf("Dockerfile:%d: %s before the first FROM", in.line, in.cmd)
 		default:
@@ -263,15 +263,7 @@ func TestDockerfileBuildsWhatCIBuilds(t *testing.T) {
 		}
 	}
 
-	goMod := string(readRepoFile(t, "go.mod"))
-	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(goMod)
-	if m == nil {
-		t.Fatal("go.mod: no go line")
-	}
-	wantGo := m[1]
-	if tc := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindStringSubmatch(goMod); tc != nil {
-		wantGo = tc[1]
-	}
+	wantGo := goModVersion(t)
 	build := d.stage("build")
 	if build == nil {
 		t.Fatal("Dockerfile: no stage named build")
@@ -279,6 +271,20 @@ func TestDockerfileBuildsWhatCIBuilds(t *testing.T) {
 	if !strings.HasPrefix(build.base, "golang:"+wantGo+"-") && build.base != "golang:"+wantGo {
 		t.Errorf("the build stage is FROM %s; go.mod wants Go %s (the golang image does not download toolchains)", build.base, wantGo)
 	}
+}
+
+// goModVersion returns the Go that go.mod names: its toolchain line's, else its go line's.
+func goModVersion(tb testing.TB) string {
+	tb.Helper()
+	goMod := string(readRepoFile(tb, "go.mod"))
+	if tc := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindStringSubmatch(goMod); tc != nil {
+		return tc[1]
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(goMod)
+	if m == nil {
+		tb.Fatal("go.mod: no go line")
+	}
+	return m[1]
 }
 
 // execForm decodes an exec-form (JSON array) instruction argument.

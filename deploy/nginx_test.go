@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -120,8 +121,10 @@ func TestNginxComposeRender(t *testing.T) {
 			if diff := cmp.Diff(want, upstreamBlock(t, conf)); diff != "" {
 				t.Errorf("upstream block (-want +got):\n%s", diff)
 			}
-			if !strings.Contains(conf, "listen "+ng.env["SECKILL_LB_LISTEN"]+";") {
-				t.Errorf("the config does not listen on SECKILL_LB_LISTEN=%s", ng.env["SECKILL_LB_LISTEN"])
+			for _, v := range []string{"SECKILL_LB_LISTEN", "SECKILL_LB_OPS_LISTEN"} {
+				if ng.env[v] == "" || !strings.Contains(conf, "listen "+ng.env[v]+";") {
+					t.Errorf("the config does not listen on %s=%s", v, ng.env[v])
+				}
 			}
 			tmpl := string(readRepoFile(t, "deploy/nginx/nginx.conf.tmpl"))
 			if got, want := strings.Count(conf, "\n"), strings.Count(tmpl, "\n")+1; got != want {
@@ -142,6 +145,8 @@ func TestNginxComposeRenderRefuses(t *testing.T) {
 		{"directive injection", map[string]string{"SECKILL_LB_UPSTREAMS": "app1:8080;evil"}},
 		{"bad listen", map[string]string{"SECKILL_LB_UPSTREAMS": "app1:8080", "SECKILL_LB_LISTEN": "80 ssl"}},
 		{"bad resolver", map[string]string{"SECKILL_LB_UPSTREAMS": "app1:8080", "SECKILL_LB_RESOLVER": "1.1.1.1 valid=1s"}},
+		{"bad ops listen", map[string]string{"SECKILL_LB_UPSTREAMS": "app1:8080", "SECKILL_LB_OPS_LISTEN": "8079;evil"}},
+		{"ops listen is the public one", map[string]string{"SECKILL_LB_UPSTREAMS": "app1:8080", "SECKILL_LB_LISTEN": "9000", "SECKILL_LB_OPS_LISTEN": "9000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, sh := range shells(t) {
@@ -157,6 +162,11 @@ func TestNginxComposeRenderRefuses(t *testing.T) {
 // real nginx in front of a stand-in replica, when nginx is installed (`make up` installs it).
 // Without Docker the replicas' compose names do not resolve here, so the upstream is a local
 // address and SECKILL_LB_RESOLVER stays unset (Debian's nginx predates "server ... resolve").
+//
+// The public server passes the buyers' API to the replica (the request id and X-Forwarded-For
+// with the client appended) and refuses the operations surface, /metrics, /readyz and the admin
+// API, whatever the spelling of the path, with the API's 404 JSON error and without asking the
+// replica; the operations server passes everything.
 func TestNginxComposeRuns(t *testing.T) {
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
@@ -165,10 +175,22 @@ func TestNginxComposeRuns(t *testing.T) {
 		}
 		nginx = "/usr/sbin/nginx"
 	}
+	var mu sync.Mutex
+	var seen []string // the paths the replica was asked for
 	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "replica %s rid=%s", r.URL.Path, r.Header.Get("X-Request-ID"))
+		mu.Lock()
+		seen = append(seen, r.URL.Path)
+		mu.Unlock()
+		fmt.Fprintf(w, "replica %s rid=%s xff=%s", r.URL.Path, r.Header.Get("X-Request-ID"), r.Header.Get("X-Forwarded-For"))
 	}))
 	defer replica.Close()
+	replicaSaw := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
 
 	// Workers run as nobody when the test runs as root: the prefix must be reachable for them.
 	prefix, err := os.MkdirTemp("", "seckill-nginx-")
@@ -180,12 +202,14 @@ func TestNginxComposeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))
+	opsListen := "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))
 
 	cmd := exec.Command("sh", filepath.Join(repoRoot(t), nginxScript))
 	cmd.Env = []string{
 		"PATH=" + filepath.Dir(nginx) + ":" + os.Getenv("PATH"),
 		"SECKILL_NGINX_PREFIX=" + prefix,
 		"SECKILL_LB_LISTEN=" + listen,
+		"SECKILL_LB_OPS_LISTEN=" + opsListen,
 		"SECKILL_LB_UPSTREAMS=" + strings.TrimPrefix(replica.URL, "http://"),
 	}
 	var logs strings.Builder
@@ -206,20 +230,32 @@ func TestNginxComposeRuns(t *testing.T) {
 		}
 	}()
 
-	var body string
+	// ask sends one request through nginx at addr and returns the status, the content type and
+	// the body.
+	ask := func(method, addr, path string) (int, string, string, error) {
+		req, err := http.NewRequest(method, "http://"+addr+path, nil)
+		if err != nil {
+			return 0, "", "", err
+		}
+		req.Header.Set("X-Request-ID", "rid-42")
+		req.Header.Set("X-Forwarded-For", "203.0.113.9")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header.Get("Content-Type"), string(b), err
+	}
+
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+listen+"/healthz", nil)
-		req.Header.Set("X-Request-ID", "rid-42")
-		res, err := http.DefaultClient.Do(req)
+		code, _, _, err := ask(http.MethodGet, listen, "/healthz")
+		if err == nil && code == http.StatusOK {
+			break
+		}
 		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				body = string(b)
-				break
-			}
-			err = fmt.Errorf("%s", res.Status)
+			err = fmt.Errorf("status %d", code)
 		}
 		select {
 		case werr := <-exited:
@@ -231,8 +267,64 @@ func TestNginxComposeRuns(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if body != "replica /healthz rid=rid-42" {
-		t.Errorf("through nginx: %q, want the replica's answer with the request id passed on", body)
+	replicaSaw()
+
+	// Passed on by both servers: the client's address appended to X-Forwarded-For (the app
+	// trusts it only from configured proxies), the request id kept.
+	for _, addr := range []string{listen, opsListen} {
+		for _, path := range []string{"/", "/healthz", "/api/v1/products", "/api/v1/products/1/purchase", "/api/v1/orders/x", "/api/v1/administrator", "/readyzz", "/static/app.js"} {
+			code, _, body, err := ask(http.MethodGet, addr, path)
+			want := "replica " + path + " rid=rid-42 xff=203.0.113.9, 127.0.0.1"
+			if err != nil || code != http.StatusOK || body != want {
+				t.Errorf("GET %s%s: %d %q, %v; want 200 %q", addr, path, code, body, err, want)
+			}
+		}
+	}
+	replicaSaw()
+
+	// The operations surface, as a client may spell it: what the replica sees is the path it
+	// routes on.
+	ops := []struct{ path, routed string }{
+		{"/metrics", "/metrics"},
+		{"/metrics/", "/metrics/"},
+		{"/readyz", "/readyz"},
+		{"/readyz/details", "/readyz/details"},
+		{"/readyz?verbose=1", "/readyz"},
+		{"/api/v1/admin", "/api/v1/admin"},
+		{"/api/v1/admin/products", "/api/v1/admin/products"},
+		{"/api/v1/admin/products/1/stampede", "/api/v1/admin/products/1/stampede"},
+		{"/api/v1/admin/stampedes/abc/events", "/api/v1/admin/stampedes/abc/events"},
+		{"/api/v1/%61dmin/products", "/api/v1/admin/products"},
+		{"/%6Detrics", "/metrics"},
+		{"//metrics", "//metrics"},
+		{"/api//v1/admin/products", "/api//v1/admin/products"},
+		{"/api/v1/products/../admin/products", "/api/v1/products/../admin/products"},
+	}
+	for _, tc := range ops {
+		for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+			code, ctype, body, err := ask(method, listen, tc.path)
+			if err != nil {
+				t.Errorf("%s public %s: %v", method, tc.path, err)
+				continue
+			}
+			if code != http.StatusNotFound || ctype != "application/json" {
+				t.Errorf("%s public %s: %d %s %q; want the operations surface refused, 404 application/json", method, tc.path, code, ctype, body)
+			}
+			if method != http.MethodHead && body != `{"error":{"code":"not_found","message":"no such endpoint"}}` {
+				t.Errorf("%s public %s: body %q, want the API's not_found error", method, tc.path, body)
+			}
+		}
+		if saw := replicaSaw(); len(saw) > 0 {
+			t.Errorf("public %s reached the replica as %q", tc.path, saw)
+		}
+
+		code, _, body, err := ask(http.MethodGet, opsListen, tc.path)
+		if err != nil || code != http.StatusOK || !strings.HasPrefix(body, "replica ") {
+			t.Errorf("GET operations %s: %d %q, %v; want the replica's answer", tc.path, code, body, err)
+		}
+		if saw := replicaSaw(); !slices.Equal(saw, []string{tc.routed}) {
+			t.Errorf("GET operations %s: the replica saw %q, want [%q]", tc.path, saw, tc.routed)
+		}
 	}
 	for _, link := range []string{"logs/access.log", "logs/error.log"} {
 		if dst, err := os.Readlink(filepath.Join(prefix, link)); err != nil || !strings.HasPrefix(dst, "/dev/std") {

@@ -2,9 +2,14 @@
 # nginx.sh up HOST:PORT... | down | status — nginx as the local load balancer.
 #
 #   up HOST:PORT...  render deploy/nginx/nginx.conf.tmpl with these upstreams into
-#                    .run/nginx/nginx.conf and start nginx on SECKILL_LB_ADDR
-#                    (default 127.0.0.1:8080), installing the nginx package if
-#                    missing. If it already runs, a changed config is reloaded.
+#                    .run/nginx/nginx.conf and start nginx, installing the nginx
+#                    package if missing. If it already runs, a changed config is
+#                    reloaded. Two servers:
+#                      SECKILL_LB_ADDR (default 127.0.0.1:8080), the public one:
+#                        storefront and buyers' API; /metrics, /readyz and the
+#                        admin API answer 404;
+#                      SECKILL_LB_OPS_ADDR (default 127.0.0.1:8079), operations:
+#                        everything, the admin drawer and admin API included.
 #   down             stop the nginx that "up" started.
 #   status           print whether it runs and answers.
 #
@@ -19,6 +24,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 LB_ADDR=${SECKILL_LB_ADDR:-127.0.0.1:8080}
 LB_HOST=${LB_ADDR%:*}
 LB_PORT=${LB_ADDR##*:}
+OPS_ADDR=${SECKILL_LB_OPS_ADDR:-127.0.0.1:8079}
 NGINX_PREFIX=$RUN_DIR/nginx
 NGINX_CONF=$NGINX_PREFIX/nginx.conf
 NGINX_TEMPLATE=$REPO_ROOT/deploy/nginx/nginx.conf.tmpl
@@ -41,6 +47,7 @@ main() {
 
 nginx_up() {
 	(($# > 0)) || die "nginx.sh up: give at least one upstream HOST:PORT"
+	[[ $OPS_ADDR != "$LB_ADDR" ]] || die "nginx: SECKILL_LB_OPS_ADDR is SECKILL_LB_ADDR ($LB_ADDR): the operations server needs its own"
 	[[ -x $NGINX_BIN ]] || apt_install nginx
 	mkdir -p "$NGINX_PREFIX/logs" "$NGINX_PREFIX/temp"
 	nginx_render "$@" >"$NGINX_CONF.new"
@@ -50,13 +57,16 @@ nginx_up() {
 		return
 	fi
 	mv -f "$NGINX_CONF.new" "$NGINX_CONF"
-	if port_open "$LB_HOST" "$LB_PORT"; then
-		die "nginx: $LB_ADDR is already taken by a process these scripts did not start"
-	fi
+	local addr
+	for addr in "$LB_ADDR" "$OPS_ADDR"; do
+		if port_open "${addr%:*}" "${addr##*:}"; then
+			die "nginx: $addr is already taken by a process these scripts did not start"
+		fi
+	done
 	nginx_cmd -t -q || die "nginx: $NGINX_CONF is invalid"
 	start_bg nginx "$NGINX_BIN" "${NGINX_ARGS[@]}"
 	wait_ready nginx 15 port_open "$LB_HOST" "$LB_PORT" || die "nginx did not start"
-	log "nginx: listening on $LB_ADDR -> $*"
+	log "nginx: listening on $LB_ADDR (public) and $OPS_ADDR (operations) -> $*"
 }
 
 # nginx_render UPSTREAM... prints the template with the placeholders filled in.
@@ -68,6 +78,7 @@ nginx_render() {
 	done
 	shopt -u patsub_replacement 2>/dev/null || true # keep "&" literal in replacements (bash 5.2)
 	tmpl=${tmpl//__LISTEN__/$LB_ADDR}
+	tmpl=${tmpl//__OPS_LISTEN__/$OPS_ADDR}
 	tmpl=${tmpl//__UPSTREAM_SERVERS__/$servers}
 	printf '# Rendered from deploy/nginx/nginx.conf.tmpl by scripts/nginx.sh: do not edit.\n%s\n' "$tmpl"
 }
@@ -99,6 +110,9 @@ nginx_status() {
 		state+=" (not started by these scripts)"
 	fi
 	printf '%-10s %-16s %s\n' nginx "$LB_ADDR" "$state"
+	state=DOWN
+	port_open "${OPS_ADDR%:*}" "${OPS_ADDR##*:}" && state=up
+	printf '%-10s %-16s %s\n' nginx-ops "$OPS_ADDR" "$state (the operations server)"
 }
 
 main "$@"

@@ -2,7 +2,9 @@
 # up.sh — the whole local stack without Docker (what `make up` runs):
 # the backing services, bin/seckill migrated and seeded, SECKILL_REPLICAS
 # (default 3) replicas of `seckill serve` on 127.0.0.1:8081.., and nginx on
-# SECKILL_LB_ADDR (default 127.0.0.1:8080) in front.
+# SECKILL_LB_ADDR (default 127.0.0.1:8080) in front, for buyers (the operations
+# surface refused), with its operations server on SECKILL_LB_OPS_ADDR (default
+# 127.0.0.1:8079: admin drawer, admin API, /readyz, /metrics).
 #
 # Idempotent: pieces that already run are left as they are. A replica that
 # runs an older binary than the one just built is NOT restarted; the script
@@ -26,6 +28,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPLICAS=$SECKILL_REPLICAS # env.sh's: the SECKILL_PEERS it sets name as many
 SECKILL_BIN=$BIN_DIR/seckill
 LB_ADDR=${SECKILL_LB_ADDR:-127.0.0.1:8080}
+OPS_ADDR=${SECKILL_LB_OPS_ADDR:-127.0.0.1:8079}
 BINARY_REBUILT='' # set by build_app when bin/seckill changed
 
 main() {
@@ -97,7 +100,9 @@ print_summary() {
 	cat <<EOF
 
 seckill-go is up.
-  storefront     http://$LB_ADDR/   (nginx, least_conn over $REPLICAS replicas)
+  storefront     http://$LB_ADDR/   (nginx, least_conn over $REPLICAS replicas; for buyers:
+                 /metrics, /readyz and the admin API answer 404 here)
+  operations     http://$OPS_ADDR/   (the same, plus the admin drawer, admin API, /readyz)
 EOF
 	for ((n = 1; n <= REPLICAS; n++)); do
 		printf '  replica-%d      http://%s/   log: %s\n' "$n" "$(replica_addr "$n")" "$(log_file "replica-$n")"
@@ -106,6 +111,7 @@ EOF
   admin token    $SECKILL_ADMIN_TOKEN   (dev only)
 
   try:   curl -s http://$LB_ADDR/healthz
+         curl -s http://$OPS_ADDR/readyz
          curl -s -X POST http://$LB_ADDR/api/v1/products/1/purchase \\
               -H 'Content-Type: application/json' -d '{"user_id":"u-42","quantity":1}'
   logs:  make logs        stop: make down

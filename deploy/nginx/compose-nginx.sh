@@ -6,9 +6,12 @@
 #   compose-nginx.sh          render into $SECKILL_NGINX_PREFIX, check it, exec nginx in the foreground
 #   compose-nginx.sh render   print the rendered config and exit (deploy/nginx_test.go reads it)
 #
-# Settings (the compose service sets the first three):
+# Settings (the compose service sets the first four):
 #   SECKILL_LB_UPSTREAMS   the replicas, HOST:PORT separated by spaces, e.g. "app1:8080 app2:8080"
-#   SECKILL_LB_LISTEN      what nginx listens on (default 8080)
+#   SECKILL_LB_LISTEN      what the public server listens on (default 8080): the storefront and the
+#                          buyers' API; /metrics, /readyz and the admin API answer 404 there
+#   SECKILL_LB_OPS_LISTEN  what the operations server listens on (default 8079): everything,
+#                          admin included; publish it on loopback only
 #   SECKILL_LB_RESOLVER    a DNS server (Docker's is 127.0.0.11): the replicas' names are then
 #                          re-resolved while nginx runs ("server ... resolve", nginx >= 1.27.3),
 #                          so a replica that comes back with a new address is found again, and
@@ -25,6 +28,7 @@ here=$(cd -- "$(dirname -- "$0")" && pwd)
 template=${SECKILL_NGINX_TEMPLATE:-$here/nginx.conf.tmpl}
 prefix=${SECKILL_NGINX_PREFIX:-/var/cache/nginx/seckill}
 listen=${SECKILL_LB_LISTEN:-8080}
+ops_listen=${SECKILL_LB_OPS_LISTEN:-8079}
 upstreams=${SECKILL_LB_UPSTREAMS:-}
 resolver=${SECKILL_LB_RESOLVER:-}
 
@@ -33,7 +37,7 @@ die() {
 	exit 1
 }
 
-# render prints the template with both placeholders filled in. The values go into a sed
+# render prints the template with its placeholders filled in. The values go into a sed
 # replacement, so they are held to the characters a host:port needs.
 render() {
 	[ -r "$template" ] || die "cannot read the template $template"
@@ -41,6 +45,10 @@ render() {
 	case $listen in
 	'' | *[!A-Za-z0-9.:\[\]_-]*) die "SECKILL_LB_LISTEN=$listen: want PORT or HOST:PORT" ;;
 	esac
+	case $ops_listen in
+	'' | *[!A-Za-z0-9.:\[\]_-]*) die "SECKILL_LB_OPS_LISTEN=$ops_listen: want PORT or HOST:PORT" ;;
+	esac
+	[ "$ops_listen" != "$listen" ] || die "SECKILL_LB_OPS_LISTEN is SECKILL_LB_LISTEN ($listen): the operations server needs its own"
 	servers='' resolve=''
 	if [ -n "$resolver" ]; then
 		case $resolver in
@@ -59,7 +67,7 @@ render() {
 		servers="${servers:+$servers }server $addr$resolve;"
 	done
 	echo '# Rendered from deploy/nginx/nginx.conf.tmpl by deploy/nginx/compose-nginx.sh: do not edit.'
-	sed -e "s|__LISTEN__|$listen|g" -e "s|__UPSTREAM_SERVERS__|$servers|g" "$template"
+	sed -e "s|__LISTEN__|$listen|g" -e "s|__OPS_LISTEN__|$ops_listen|g" -e "s|__UPSTREAM_SERVERS__|$servers|g" "$template"
 }
 
 run() {
@@ -68,7 +76,7 @@ run() {
 	ln -sf /dev/stdout "$prefix/logs/access.log"
 	ln -sf /dev/stderr "$prefix/logs/error.log"
 	nginx -p "$prefix/" -c "$prefix/nginx.conf" -e stderr -t -q
-	echo "compose-nginx.sh: listening on $listen -> $upstreams" >&2
+	echo "compose-nginx.sh: listening on $listen (public) and $ops_listen (operations) -> $upstreams" >&2
 	exec nginx -p "$prefix/" -c "$prefix/nginx.conf" -e stderr -g 'daemon off;'
 }
 
