@@ -1,0 +1,236 @@
+// Package redislua is the decision of the `redis-lua` strategy: while a product is on sale with
+// it, its stock, its buyers and its Idempotency-Key receipts live in Redis, and one Lua script
+// decides each purchase atomically — the replay of a key, the per-user limit, the decrement, and
+// the append of the reservation to a Redis Stream, from which a persister writes it to MySQL.
+// Nothing else decides a purchase of such a product.
+//
+// Every key of one product's sale shares one hash tag, so that a Redis Cluster keeps the sale in
+// one slot and the script may touch all of them. The package never talks to MySQL: loading the
+// state and persisting the stream are its callers' work.
+package redislua
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed purchase.lua
+var purchaseLua string
+
+var purchaseScript = redis.NewScript(purchaseLua)
+
+// Keys are the Redis keys of one product's sale.
+type Keys struct {
+	// State is a hash: epoch, stock (units left), limit (units per buyer), initial.
+	State string
+	// Buyers is a hash: user id → units bought in this epoch.
+	Buyers string
+	// Receipts is a hash: Idempotency-Key → "order_id user_id quantity".
+	Receipts string
+	// Stream holds the accepted reservations, in order, until the persister has written them.
+	Stream string
+}
+
+// KeysFor returns the keys of productID's sale. ns separates deployments (and tests) sharing a
+// Redis; the app uses its database name. The hash tag is {ns:id}.
+func KeysFor(ns string, productID int64) Keys {
+	tag := "seckill:{" + ns + ":" + strconv.FormatInt(productID, 10) + "}:"
+	return Keys{State: tag + "state", Buyers: tag + "buyers", Receipts: tag + "receipts", Stream: tag + "stream"}
+}
+
+func (k Keys) all() []string { return []string{k.State, k.Buyers, k.Receipts, k.Stream} }
+
+// Result is what the script decided.
+type Result int
+
+const (
+	// Accepted: the units were deducted and the reservation appended to the stream.
+	Accepted Result = iota + 1
+	// Replayed: the key was used before by the same buyer for the same quantity; Outcome holds the
+	// first purchase's order id, and nothing was deducted now.
+	Replayed
+	// KeyInUse: the key was used before for another buyer or quantity.
+	KeyInUse
+	// LimitReached: the buyer already bought in this epoch, or asks for more than the limit.
+	LimitReached
+	// SoldOut: fewer units are left than asked for.
+	SoldOut
+	// NotLoaded: the sale has no state in Redis (never loaded, or lost: Redis restarted empty,
+	// flushed, failed over to an empty replica). It must be rebuilt before anyone buys.
+	NotLoaded
+	// StaleEpoch: the state in Redis belongs to another epoch than the caller's (a reset happened
+	// on one side and not yet on the other).
+	StaleEpoch
+)
+
+var resultNames = map[string]Result{
+	"accepted": Accepted, "replayed": Replayed, "key_in_use": KeyInUse, "limit_reached": LimitReached,
+	"sold_out": SoldOut, "not_loaded": NotLoaded, "stale_epoch": StaleEpoch,
+}
+
+func (r Result) String() string {
+	for name, v := range resultNames {
+		if v == r {
+			return name
+		}
+	}
+	return "Result(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Attempt is one purchase to decide.
+type Attempt struct {
+	Epoch    uint64
+	UserID   string
+	Quantity int
+	// Key is the Idempotency-Key, or "".
+	Key string
+	// OrderID is the id the reservation gets if it is accepted (the caller makes one per attempt).
+	OrderID string
+}
+
+// Outcome is the script's answer.
+type Outcome struct {
+	Result Result
+	// OrderID is the new order's (Accepted) or the first purchase's (Replayed).
+	OrderID string
+	// Left is the stock left after the decision (Accepted, SoldOut).
+	Left int
+	// Epoch is the epoch of the state in Redis (StaleEpoch).
+	Epoch uint64
+}
+
+// Sale decides the purchases of products sold with `redis-lua`.
+type Sale struct {
+	rdb redis.Scripter
+	ns  string
+}
+
+// New returns a Sale on rdb, its keys under namespace ns.
+func New(rdb redis.Scripter, ns string) (*Sale, error) {
+	if rdb == nil || ns == "" || strings.ContainsAny(ns, "{}") {
+		return nil, errors.New("redislua: a Redis client and a namespace without braces are required")
+	}
+	return &Sale{rdb: rdb, ns: ns}, nil
+}
+
+// Keys returns the keys of productID's sale.
+func (s *Sale) Keys(productID int64) Keys { return KeysFor(s.ns, productID) }
+
+// Purchase runs the decision script for one attempt on productID.
+func (s *Sale) Purchase(ctx context.Context, productID int64, a Attempt) (Outcome, error) {
+	if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsRune(a.UserID, ' ') || strings.ContainsRune(a.OrderID, ' ') {
+		return Outcome{}, fmt.Errorf("redislua: invalid attempt %+v", a)
+	}
+	k := s.Keys(productID)
+	res, err := purchaseScript.Run(ctx, s.rdb, k.all(),
+		a.Epoch, a.UserID, a.Quantity, a.Key, a.OrderID).StringSlice()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("redislua: purchase script: %w", err)
+	}
+	return parseOutcome(res, a)
+}
+
+// parseOutcome reads the script's reply: the result's name, then a field that depends on it.
+func parseOutcome(res []string, a Attempt) (Outcome, error) {
+	if len(res) == 0 {
+		return Outcome{}, errors.New("redislua: empty reply")
+	}
+	r, ok := resultNames[res[0]]
+	if !ok {
+		return Outcome{}, fmt.Errorf("redislua: unknown reply %q", res)
+	}
+	o := Outcome{Result: r}
+	switch r {
+	case Accepted, SoldOut:
+		if len(res) != 2 {
+			return Outcome{}, fmt.Errorf("redislua: reply %q", res)
+		}
+		left, err := strconv.Atoi(res[1])
+		if err != nil {
+			return Outcome{}, fmt.Errorf("redislua: reply %q: %w", res, err)
+		}
+		o.Left = left
+		if r == Accepted {
+			o.OrderID = a.OrderID
+		}
+	case Replayed: // the stored receipt: "order_id user_id quantity"
+		if len(res) != 2 {
+			return Outcome{}, fmt.Errorf("redislua: reply %q", res)
+		}
+		f := strings.Fields(res[1])
+		if len(f) != 3 {
+			return Outcome{}, fmt.Errorf("redislua: receipt %q", res[1])
+		}
+		if f[1] != a.UserID || f[2] != strconv.Itoa(a.Quantity) {
+			return Outcome{Result: KeyInUse}, nil
+		}
+		o.OrderID = f[0]
+	case StaleEpoch:
+		if len(res) != 2 {
+			return Outcome{}, fmt.Errorf("redislua: reply %q", res)
+		}
+		e, err := strconv.ParseUint(res[1], 10, 64)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("redislua: reply %q: %w", res, err)
+		}
+		o.Epoch = e
+	}
+	return o, nil
+}
+
+// State is what a sale's Redis state is loaded from: the product's row and what MySQL already
+// holds of this epoch.
+type State struct {
+	Epoch   uint64
+	Initial int
+	// Stock is the units still on sale: the caller computes it (initial − units in MySQL −
+	// units still in the stream when rebuilding).
+	Stock int
+	Limit int
+	// Buyers are the units each buyer bought in this epoch.
+	Buyers map[string]int
+	// Receipts are the keyed purchases of this epoch, by key.
+	Receipts map[string]Receipt
+}
+
+// Receipt is a keyed purchase as the script stores it.
+type Receipt struct {
+	OrderID  string
+	UserID   string
+	Quantity int
+}
+
+// Load replaces productID's state in Redis with st in one transaction, keeping the stream (its
+// entries are reservations not yet in MySQL, or already there: the persister is idempotent).
+func (s *Sale) Load(ctx context.Context, c redis.Cmdable, productID int64, st State) error {
+	k := s.Keys(productID)
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.State, k.Buyers, k.Receipts)
+		p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial)
+		if len(st.Buyers) > 0 {
+			args := make([]any, 0, 2*len(st.Buyers))
+			for u, n := range st.Buyers {
+				args = append(args, u, n)
+			}
+			p.HSet(ctx, k.Buyers, args...)
+		}
+		if len(st.Receipts) > 0 {
+			args := make([]any, 0, 2*len(st.Receipts))
+			for key, r := range st.Receipts {
+				args = append(args, key, r.OrderID+" "+r.UserID+" "+strconv.Itoa(r.Quantity))
+			}
+			p.HSet(ctx, k.Receipts, args...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redislua: load product %d: %w", productID, err)
+	}
+	return nil
+}
