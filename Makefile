@@ -14,7 +14,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
-.PHONY: help up down services services-down status build test test-short lint bench bench-locks loadtest loadtest-chaos k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-chaos k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,10 +38,28 @@ build: ## build bin/seckill and bin/devbroker with the release flags
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/seckill ./cmd/seckill
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/devbroker ./cmd/devbroker
 
-test: ## all tests (integration and the browser test included) against the local services (started if needed)
+test: ## all tests (integration and the browser test included) against the local services (started if needed), then every fuzz target for FUZZTIME_TEST
 	scripts/services.sh up
 	scripts/chromium.sh
 	$(GO) test $(GOTESTFLAGS) ./...
+	$(call fuzz_each,$(FUZZTIME_TEST))
+
+# The fuzz targets are internal/httpapi's (every input surface of the API; the FuzzApp* ones
+# against the real app and services). `make test` runs each for FUZZTIME_TEST (12 targets, under a
+# minute in all), `make fuzz` for FUZZTIME. The instrumented test binary is built once and run per
+# target, in the package's directory, with go test's corpus cache: a finding is written to
+# internal/httpapi/testdata/fuzz/<target>/, and committed with its fix it is a regression test.
+FUZZTIME ?= 1m
+FUZZTIME_TEST ?= 3s
+FUZZ_PKG := github.com/seckill-go/seckill-go/internal/httpapi
+fuzz_each = set -e; bin=$$(mktemp -d)/httpapi.test; $(GO) test -c -fuzz=. -o $$bin $(FUZZ_PKG); \
+	cache=$$($(GO) env GOCACHE)/fuzz/$(FUZZ_PKG); cd internal/httpapi; \
+	for t in $$($$bin -test.list '^Fuzz'); do echo "fuzz $$t for $(1)"; \
+	$$bin -test.run='^$$' -test.fuzz="^$$t\$$" -test.fuzztime=$(1) -test.fuzzcachedir=$$cache; done; rm -r $$(dirname $$bin)
+
+fuzz: ## every fuzz target for FUZZTIME each (default 1m, e.g. make fuzz FUZZTIME=10m) against the local services
+	scripts/services.sh up
+	$(call fuzz_each,$(FUZZTIME))
 
 test-short: ## unit tests only: no services needed
 	$(GO) test -race -short ./...

@@ -387,10 +387,34 @@ func TestStorefront(t *testing.T) {
 				t.Errorf("no message for %s: %q", code, msg)
 			}
 		}
-		for _, code := range []string{"unauthorized", "stampede_running"} {
+		for _, code := range []string{"unauthorized", "stampede_running", "rate_limited"} {
 			if msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.adminMessage({code: %q}))`, code)); strings.Contains(msg, "failed") {
 				t.Errorf("no admin message for %s: %q", code, msg)
 			}
+		}
+	})
+
+	// The policy comes as a header (the page has no meta tag to drift from it), and a purchase
+	// that a cross-site page could send without asking (text/plain) is refused.
+	step("security headers and a text/plain purchase refused", func(t *testing.T) {
+		a := page{t, desktop}
+		headers := a.eval(`Promise.all(['/', '/static/app.js', '/api/v1/products'].map((p) => fetch(p).then((r) =>
+			[p, r.headers.get('content-security-policy'), r.headers.get('x-content-type-options'), r.headers.get('referrer-policy')].join(' | '))))
+			.then((rows) => rows.join('\n'))`)
+		page := "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+		want := strings.Join([]string{
+			"/ | " + page + " | nosniff | no-referrer",
+			"/static/app.js | " + page + " | nosniff | no-referrer",
+			"/api/v1/products | default-src 'none'; frame-ancestors 'none' | nosniff | no-referrer",
+		}, "\n")
+		if headers != want {
+			t.Errorf("security headers:\n%s\nwant:\n%s", headers, want)
+		}
+		// From Go: the browser would log the refusal as a console error.
+		r := apptest.Client{URL: base}.MustDo(t, "POST", fmt.Sprintf("/api/v1/products/%d/purchase", mysqlProduct),
+			`{"user_id":"cross-site"}`, map[string]string{"Content-Type": "text/plain;charset=UTF-8"})
+		if r.Status != 415 || r.ErrorCode() != "unsupported_media_type" {
+			t.Errorf("a text/plain purchase = %d %s, want 415 unsupported_media_type", r.Status, r.Raw)
 		}
 	})
 

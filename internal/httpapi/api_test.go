@@ -98,10 +98,19 @@ type response struct {
 	Headers map[string]string
 }
 
-// serve sends one request and returns the status, the body and the headers named in keep.
+// serve sends one request and returns the status, the body and the headers named in keep. A POST
+// is sent as Content-Type: application/json unless header says otherwise; a header given as ""
+// is not sent.
 func serve(h http.Handler, method, path, body string, header map[string]string, keep ...string) response {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()

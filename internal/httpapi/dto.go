@@ -256,6 +256,10 @@ func parseOptionalTime(field string, s *string, def time.Time) (time.Time, error
 	if err != nil {
 		return time.Time{}, &sale.ValidationError{Field: field, Reason: "must be an RFC 3339 time such as 2026-11-21T20:00:00Z"}
 	}
+	// Checked here too, not only by the domain: a reset reads the zero time as "not given".
+	if err := sale.ValidateSaleTime(field, t); err != nil {
+		return time.Time{}, err
+	}
 	return t.UTC(), nil
 }
 

@@ -17,6 +17,7 @@ const (
 	codeUnauthorized     = "unauthorized"
 	codeMethodNotAllowed = "method_not_allowed"
 	codePayloadTooLarge  = "payload_too_large"
+	codeUnsupportedMedia = "unsupported_media_type"
 	codeStampedeRunning  = "stampede_running"
 	codeNotFound         = string(sale.CodeNotFound) // no such endpoint or file
 )
@@ -38,6 +39,7 @@ var statusOf = map[sale.Code]int{
 // match wins. Anything not in it is a bug: 500 with a generic message, details in the log.
 var errorTable = withBodies(append(domainErrors(),
 	errorMapping{err: errBodyTooLarge, status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge},
+	errorMapping{err: errNotJSON, status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia},
 	errorMapping{err: stampede.ErrBusy, status: http.StatusConflict, code: codeStampedeRunning},
 ))
 

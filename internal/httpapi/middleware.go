@@ -4,11 +4,13 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,7 +99,7 @@ func observe(log *slog.Logger, m HTTPMetrics) gin.HandlerFunc {
 			route = "unmatched"
 		}
 		status := c.Writer.Status()
-		m.ObserveHTTP(route, c.Request.Method, status, took)
+		m.ObserveHTTP(route, methodLabel(c.Request.Method), status, took)
 		level := slog.LevelDebug
 		if status >= 500 {
 			level = slog.LevelWarn
@@ -107,6 +109,18 @@ func observe(log *slog.Logger, m HTTPMetrics) gin.HandlerFunc {
 				"method", c.Request.Method, "route", route, "status", status, "took", took)
 		}
 	}
+}
+
+// methodLabel is the method as a metric label: one of HTTP's, or "other". A client chooses the
+// method, and any token is one to net/http: as a label as it is, each new one would be a new
+// series kept for ever (and bytes that are not UTF-8, a panic of the metrics library).
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // limitBody caps the request body; reading past the cap fails with *http.MaxBytesError, which
@@ -122,18 +136,93 @@ func (h *handlers) limitBody(n int64) gin.HandlerFunc {
 	}
 }
 
-// adminOnly requires `Authorization: Bearer <token>`, compared in constant time.
-func adminOnly(token string) gin.HandlerFunc {
+// adminOnly requires `Authorization: Bearer <token>`, compared in constant time, from a client
+// the throttle is not making wait. A client that is made to wait gets 429 with the wait in
+// Retry-After, whatever token it sends: it cannot go on guessing during the wait.
+func (h *handlers) adminOnly(token string, throttle AdminThrottle) gin.HandlerFunc {
 	want := []byte(token)
 	return func(c *gin.Context) {
+		ctx, client := c.Request.Context(), throttleKey(c.ClientIP())
+		wait, err := throttle.Wait(ctx, client)
+		if err != nil {
+			h.respondError(c, err)
+			return
+		}
+		if wait > 0 {
+			c.Writer.Header()["Retry-After"] = []string{retryAfterSeconds(wait)}
+			abortJSON(c, http.StatusTooManyRequests, string(sale.CodeRateLimited), "too many wrong admin tokens from this address; wait "+retryAfterSeconds(wait)+" s")
+			return
+		}
 		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			wait, err := throttle.Failed(ctx, client)
+			if err != nil {
+				h.respondError(c, err)
+				return
+			}
+			if wait > 0 {
+				h.logFor(c).Warn("wrong admin tokens: client made to wait", "client", client, "wait", wait)
+			}
 			c.Header("WWW-Authenticate", `Bearer realm="seckill admin"`)
 			abortJSON(c, http.StatusUnauthorized, codeUnauthorized, "admin endpoints need Authorization: Bearer <SECKILL_ADMIN_TOKEN>")
 			return
 		}
+		if err := throttle.Succeeded(ctx, client); err != nil {
+			h.respondError(c, err)
+			return
+		}
 		c.Next()
 	}
+}
+
+// retryAfterSeconds is d in whole seconds, rounded up: Retry-After's unit.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+}
+
+// errNotJSON is the refusal of a write whose body is not declared JSON.
+var errNotJSON = errors.New("the request body must be sent as Content-Type: application/json")
+
+// requireJSON refuses a write whose Content-Type is not application/json (parameters such as
+// charset aside) with 415. A browser sends a cross-site form or text/plain body without asking
+// first; application/json, it must ask (a CORS preflight, which this API never grants).
+func (h *handlers) requireJSON(c *gin.Context) {
+	if !isJSON(c.Request.Header["Content-Type"]) {
+		h.respondError(c, errNotJSON)
+		return
+	}
+	c.Next()
+}
+
+// isJSON reports whether a request's Content-Type values are exactly one, application/json.
+func isJSON(v []string) bool {
+	if len(v) != 1 {
+		return false
+	}
+	mediaType, _, _ := strings.Cut(v[0], ";")
+	return strings.EqualFold(strings.Trim(mediaType, " \t"), "application/json")
+}
+
+// The security headers of every answer, shared as gin shares its own and never modified. The
+// API's answers are data that nothing may render or frame; the storefront's pages load their
+// scripts, styles, images and API calls from this origin only (pageCSP).
+var (
+	apiCSP     = []string{"default-src 'none'; frame-ancestors 'none'"}
+	pageCSP    = []string{"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}
+	nosniff    = []string{"nosniff"}
+	noReferrer = []string{"no-referrer"}
+	frameDeny  = []string{"DENY"}
+)
+
+// secureHeaders sets the security headers of an API answer on every response; the storefront's
+// routes replace the policy with pageCSP. The keys are in canonical form already.
+func secureHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h["Content-Security-Policy"] = apiCSP
+	h["X-Content-Type-Options"] = nosniff
+	h["Referrer-Policy"] = noReferrer
+	h["X-Frame-Options"] = frameDeny
+	c.Next()
 }
 
 // inflightLimit sheds purchases beyond max running at once on this replica with 429, so that a

@@ -6,9 +6,12 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +40,10 @@ type Config struct {
 	Web fs.FS
 	// OpsOnly serves /healthz, /readyz and /metrics and nothing else (the worker).
 	OpsOnly bool
+	// TrustedProxies are the addresses or CIDRs (the load balancer's) whose X-Forwarded-For and
+	// X-Real-IP name the client the admin throttle counts; from any other peer the headers are
+	// ignored. Empty: the peer's own address is the client.
+	TrustedProxies []string
 }
 
 // Deps are the router's collaborators.
@@ -49,6 +56,9 @@ type Deps struct {
 	// Live reads the per-second purchase rates shown in the stats; optional (rates then read 0,
 	// with rates_available false).
 	Live LiveRates
+	// AdminThrottle counts wrong admin tokens per client; optional (the default keeps them in
+	// this replica's memory, NewMemoryThrottle with its defaults).
+	AdminThrottle AdminThrottle
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -71,6 +81,9 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.AdminThrottle == nil {
+		d.AdminThrottle = NewMemoryThrottle(ThrottleConfig{}, d.Now)
+	}
 	setGinMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 
 	h := &handlers{
@@ -85,43 +98,127 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
+	// One spelling per path: gin's redirect of /path/ to /path answered before any middleware,
+	// in HTML, without the request id or the security headers.
+	r.RedirectTrailingSlash = false
+	// gin trusts every peer's X-Forwarded-For by default; only the configured proxies' count.
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("httpapi: trusted proxies: %w", err)
+	}
 	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
-	// it answers; requestID and observe themselves are too simple to panic.
-	r.Use(requestID(), observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitBody(cfg.MaxBodyBytes))
+	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.
+	r.Use(requestID(), secureHeaders, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitBody(cfg.MaxBodyBytes))
 	r.NoRoute(func(c *gin.Context) { abortJSON(c, http.StatusNotFound, codeNotFound, "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) {
 		abortJSON(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this endpoint")
 	})
 
-	r.GET("/healthz", healthz)
-	r.GET("/readyz", h.readyz)
-	r.GET("/metrics", gin.WrapH(cfg.Metrics))
+	// get serves HEAD wherever it serves GET: net/http drops the body of a HEAD answer.
+	get := func(g gin.IRoutes, path string, hs ...gin.HandlerFunc) {
+		g.GET(path, hs...)
+		g.HEAD(path, hs...)
+	}
+	get(r, "/healthz", healthz)
+	get(r, "/readyz", h.readyz)
+	get(r, "/metrics", gin.WrapH(cfg.Metrics))
 	if cfg.OpsOnly {
 		return r, nil
 	}
 
 	v1 := r.Group("/api/v1")
-	v1.GET("/products", h.listProducts)
-	v1.GET("/products/:id", h.getProduct)
-	v1.GET("/products/:id/stats", h.getStats)
-	v1.POST("/products/:id/purchase", h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
-	v1.GET("/orders/:order_id", h.getOrder)
+	get(v1, "/products", h.listProducts)
+	get(v1, "/products/:id", h.getProduct)
+	get(v1, "/products/:id/stats", h.getStats)
+	v1.POST("/products/:id/purchase", h.requireJSON, h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
+	get(v1, "/orders/:order_id", h.getOrder)
 
-	admin := v1.Group("/admin", adminOnly(cfg.AdminToken))
-	admin.GET("/products", h.listAllProducts)
-	admin.POST("/products", h.createProduct)
-	admin.POST("/products/:id/reset", h.resetProduct)
-	admin.POST("/products/:id/stampede", h.startStampede)
-	admin.GET("/stampedes/:stampede_id", h.getStampede)
+	admin := v1.Group("/admin", h.adminOnly(cfg.AdminToken, d.AdminThrottle))
+	get(admin, "/products", h.listAllProducts)
+	admin.POST("/products", h.requireJSON, h.createProduct)
+	admin.POST("/products/:id/reset", h.requireJSON, h.resetProduct)
+	admin.POST("/products/:id/stampede", h.requireJSON, h.startStampede)
+	get(admin, "/stampedes/:stampede_id", h.getStampede)
 
-	web := http.FS(cfg.Web)
-	r.GET("/", func(c *gin.Context) { c.FileFromFS("/", web) })
-	r.GET("/static/*filepath", func(c *gin.Context) {
-		if strings.HasSuffix(c.Param("filepath"), "/") { // files only, no directory listings
+	files, err := loadWeb(cfg.Web)
+	if err != nil {
+		return nil, err
+	}
+	get(r, "/", files.serve(func(*gin.Context) string { return "index.html" }))
+	get(r, "/static/*filepath", files.serve(func(c *gin.Context) string { return strings.TrimPrefix(c.Param("filepath"), "/") }))
+	return r, nil
+}
+
+// webFiles are the storefront's files, read once: a few small files that every visitor loads.
+type webFiles map[string]webFile
+
+type webFile struct {
+	contentType []string
+	length      []string
+	data        []byte
+}
+
+// loadWeb reads every file of files.
+func loadWeb(files fs.FS) (webFiles, error) {
+	out := webFiles{}
+	err := fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(files, name)
+		if err != nil {
+			return err
+		}
+		out[name] = webFile{
+			contentType: []string{contentTypeOf(name)},
+			length:      []string{strconv.Itoa(len(data))},
+			data:        data,
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: reading the storefront: %w", err)
+	}
+	return out, nil
+}
+
+// serve answers with the file name gives, under the page's security policy. Anything but one of
+// the files (a directory, a path with "." or ".." elements) is the API's JSON 404: no listing,
+// no redirect, no range or conditional request to refuse in another format.
+func (w webFiles) serve(name func(*gin.Context) string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		f, ok := w[name(c)]
+		if !ok {
 			abortJSON(c, http.StatusNotFound, codeNotFound, "no such file")
 			return
 		}
-		c.FileFromFS(c.Param("filepath"), web)
-	})
-	return r, nil
+		h := c.Writer.Header()
+		h["Content-Security-Policy"] = pageCSP
+		h["Content-Type"] = f.contentType
+		h["Content-Length"] = f.length
+		c.Status(http.StatusOK)
+		_, _ = c.Writer.Write(f.data)
+	}
+}
+
+// contentTypeOf is the media type of the storefront's file name, by its extension. A fixed table,
+// not mime.TypeByExtension, which also reads the host's /etc/mime.types: with nosniff, a module
+// script served under another type would not run.
+func contentTypeOf(name string) string {
+	switch path.Ext(name) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	case ".json":
+		return "application/json"
+	case ".txt":
+		return "text/plain; charset=utf-8"
+	}
+	return "application/octet-stream"
 }

@@ -12,12 +12,14 @@ const purchase = {
   network: 'The shop could not be reached. Check your connection and try again: a retry never buys twice.',
   payload_too_large: 'The request was too large for the shop.',
   method_not_allowed: 'The shop refused this kind of request.',
+  unsupported_media_type: 'The shop refused this kind of request.',
   internal: 'Something went wrong in the shop. Nothing was bought; try again.',
 };
 
 const admin = {
   unauthorized: 'The admin token was refused. Enter the token the server was started with.',
   stampede_running: 'A stampede is already running on this server. Wait for it to finish.',
+  rate_limited: 'Too many wrong admin tokens from this address: wait a moment, then enter the right one.',
   not_found: 'No such product or stampede.',
   network: 'The shop could not be reached. Check your connection and try again.',
   unavailable: 'A service of the shop is down or too slow. Try again in a moment.',

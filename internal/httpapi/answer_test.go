@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// readmeErrors returns the README's error table ("Every error is {"error":…}"): the codes
+// documented for each status.
+var readmeErrors = sync.OnceValues(func() (map[int][]string, error) {
+	f, err := os.Open("../../README.md")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	table := map[int][]string{}
+	row := regexp.MustCompile(`^\| (\d{3}) \| ([^|]+) \|`)
+	code := regexp.MustCompile("`([a-z_]+)`")
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "| status | code | when |":
+			in = true
+		case in && !strings.HasPrefix(line, "|"):
+			return table, nil
+		case in:
+			if m := row.FindStringSubmatch(line); m != nil {
+				status, _ := strconv.Atoi(m[1])
+				for _, c := range code.FindAllStringSubmatch(m[2], -1) {
+					table[status] = append(table[status], c[1])
+				}
+			}
+		}
+	}
+	return table, sc.Err()
+})
+
+// ReadmeErrors is readmeErrors for the tests of other packages; it fails tb if the README cannot
+// be read.
+func ReadmeErrors(tb testing.TB) map[int][]string {
+	tb.Helper()
+	t, err := readmeErrors()
+	if err != nil || len(t) == 0 {
+		tb.Fatalf("README.md's error table: %v (%d rows)", err, len(t))
+	}
+	return t
+}
+
+// apiCodes returns every status and code the API answers with: errorTable's, and those of the
+// refusals the HTTP layer writes directly.
+func apiCodes() map[int][]string {
+	out := map[int][]string{}
+	add := func(status int, code string) {
+		if !slices.Contains(out[status], code) {
+			out[status] = append(out[status], code)
+		}
+	}
+	for _, e := range errorTable {
+		add(e.status, e.code)
+	}
+	add(http.StatusUnauthorized, codeUnauthorized)
+	add(http.StatusNotFound, codeNotFound)
+	add(http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	add(http.StatusTooManyRequests, string(sale.CodeRateLimited)) // the admin throttle's
+	for s := range out {
+		slices.Sort(out[s])
+	}
+	return out
+}
+
+// TestREADMEErrorTable: the README's error table lists every 4xx and 5xx status and code the API
+// answers with, and nothing else (500 internal aside: a bug is not documented as an answer).
+func TestREADMEErrorTable(t *testing.T) {
+	got := ReadmeErrors(t)
+	for s := range got {
+		slices.Sort(got[s])
+	}
+	want := apiCodes()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("README error table (-from the code +in the README):\n%s", diff)
+	}
+}
+
+// CheckAnswer fails tb unless the answer to method target keeps the API's promises: never a 5xx;
+// a refusal is a status and code of the README's error table, with the API's JSON error body;
+// every answer has the security headers and a request id; a redirect stays on this origin.
+func CheckAnswer(tb testing.TB, method, target string, status int, header http.Header, body []byte) {
+	tb.Helper()
+	fail := func(format string, args ...any) {
+		tb.Helper()
+		tb.Fatalf("%s %q: %d %s %q: "+format, append([]any{method, target, status, header, body}, args...)...)
+	}
+	if status >= 500 {
+		fail("a 5xx")
+	}
+	for _, h := range []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options"} {
+		if header.Get(h) == "" {
+			fail("no %s", h)
+		}
+	}
+	if !strings.Contains(header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		fail("the policy lets the answer be framed")
+	}
+	if id := header.Get("X-Request-Id"); !saneRequestID(id) {
+		fail("no sane X-Request-Id")
+	}
+	switch {
+	case status >= 300 && status < 400:
+		loc := header.Get("Location")
+		if !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") {
+			fail("a redirect off this origin")
+		}
+		return
+	case status < 400:
+		if strings.HasPrefix(header.Get("Content-Type"), "application/json") && method != http.MethodHead && !json.Valid(body) {
+			fail("the answer is not JSON")
+		}
+		return
+	}
+	table := ReadmeErrors(tb)
+	codes, ok := table[status]
+	if !ok {
+		fail("a status the README does not document")
+	}
+	if ct := header.Get("Content-Type"); ct != jsonContentType[0] {
+		fail("Content-Type %q", ct)
+	}
+	if method == http.MethodHead && len(body) == 0 {
+		return // a real server dropped the body
+	}
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || dec.More() {
+		fail("not the API's error body: %v", err)
+	}
+	if !slices.Contains(codes, e.Error.Code) || e.Error.Message == "" {
+		fail("code %q is not documented for %d (%s), or has no message", e.Error.Code, status, strings.Join(slices.Sorted(slices.Values(codes)), ", "))
+	}
+	switch status {
+	case http.StatusMethodNotAllowed:
+		if header.Get("Allow") == "" {
+			fail("a 405 without Allow")
+		}
+	case http.StatusTooManyRequests:
+		if n, err := strconv.Atoi(header.Get("Retry-After")); err != nil || n < 1 {
+			fail("a 429 without Retry-After")
+		}
+	case http.StatusUnauthorized:
+		if header.Get("WWW-Authenticate") == "" {
+			fail("a 401 without WWW-Authenticate")
+		}
+	}
+}
+
+// ParamRoute is a route with a path parameter, and a request to it that is right but for the
+// parameter.
+type ParamRoute struct {
+	Method, Prefix, Suffix string
+	Body                   string // sent as application/json when not empty
+	Admin                  bool   // sent with the admin token
+}
+
+// ParamRoutes are the routes of every path parameter: product id, order id, stampede id, and the
+// storefront's file.
+var ParamRoutes = []ParamRoute{
+	{Method: "GET", Prefix: "/api/v1/products/"},
+	{Method: "HEAD", Prefix: "/api/v1/products/"},
+	{Method: "GET", Prefix: "/api/v1/products/", Suffix: "/stats"},
+	{Method: "POST", Prefix: "/api/v1/products/", Suffix: "/purchase", Body: `{"user_id":"param-fuzzer","quantity":1}`},
+	{Method: "GET", Prefix: "/api/v1/orders/"},
+	{Method: "HEAD", Prefix: "/api/v1/orders/"},
+	{Method: "POST", Prefix: "/api/v1/admin/products/", Suffix: "/reset", Body: `{"stock":5}`, Admin: true},
+	{Method: "POST", Prefix: "/api/v1/admin/products/", Suffix: "/stampede", Body: `{"buyers":1}`, Admin: true},
+	{Method: "GET", Prefix: "/api/v1/admin/stampedes/", Admin: true},
+	{Method: "GET", Prefix: "/static/"},
+}
+
+// ParamSeeds are values of a path parameter worth trying on every route.
+var ParamSeeds = []string{
+	"1", "2", "0", "-1", "+1", "01", " 1", "1 ", "1e3", "0x10", "9223372036854775807", "9223372036854775808",
+	"é", "\xff", "\xc3", "o-\x80", "%", "%25", "a/b", "", ".", "..", "../index.html", "\x00", "\t",
+	"order-1", "01a20076-796b-7172-9393-d0e8391928db", "0123456789ab", "0123456789AB", "app.js", "index.html",
+	strings.Repeat("9", 100), strings.Repeat("é", 40), "🙂",
+}
+
+// ParamPath is route's path with param, as net/http hands it over: decoded.
+func (r ParamRoute) ParamPath(param string) string { return r.Prefix + param + r.Suffix }
