@@ -86,8 +86,7 @@ main() {
 
 	build_base
 	build_go
-	build_standins
-	build_project
+	build_parallel
 	phase "images built"
 
 	stack_up
@@ -233,12 +232,23 @@ build_go() {
 	rm -rf "$ctx"
 }
 
-build_standins() {
-	local target
+# build_parallel builds the stand-ins and the project's images at once: the stand-ins mostly
+# wait for Debian's mirror, the Go builds for the CPU (cold: about a minute and a half less than
+# one after the other on two cores). Each build's log is shown if it fails.
+build_parallel() {
+	local -A pids=()
+	local target name failed=''
 	for target in mariadb redis zookeeper nginx kafka; do
 		build "${STANDINS[$target]}" "$target" -f deploy/standin/Dockerfile --target "$target" \
-			--build-arg "BASE=$BASE_IMAGE" --build-arg "GO_IMAGE=$GO_IMAGE" .
+			--build-arg "BASE=$BASE_IMAGE" --build-arg "GO_IMAGE=$GO_IMAGE" . &
+		pids[$target]=$!
 	done
+	build_project &
+	pids[project]=$!
+	for name in "${!pids[@]}"; do
+		wait "${pids[$name]}" || failed+=" $name"
+	done
+	[[ -z $failed ]] || die "image builds failed:$failed"
 }
 
 # build_project has compose build the project's images from the real Dockerfile: seckill-go:dev
