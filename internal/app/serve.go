@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -114,8 +115,8 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	}
 	h, err := httpapi.New(deps, httpapi.Config{
 		AdminToken:           cfg.AdminToken,
-		PerUserRate:          cfg.Limits.PerUserRate,
-		PerUserBurst:         cfg.Limits.PerUserBurst,
+		TrustedProxies:       prefixStrings(cfg.Limits.TrustedProxies),
+		RateExempt:           cfg.Limits.Exempt,
 		MaxInflightPurchases: cfg.Limits.MaxInflight,
 		Ready:                r.checks(),
 		Metrics:              r.metrics.Handler(),
@@ -149,7 +150,19 @@ func (r *resources) buildSales(self net.Addr, wake func(), deps *httpapi.Deps, p
 	if err != nil {
 		return err
 	}
+	admission, err := r.admission()
+	if err != nil {
+		return err
+	}
+	clients, err := r.clientLimit()
+	if err != nil {
+		return err
+	}
+	if clients != nil {
+		deps.ClientLimit = clients
+	}
 	svc, err := sale.NewService(sale.Options{
+		Admission:       admission,
 		Store:           r.store,
 		Deductors:       deductors,
 		DefaultStrategy: cfg.Sale.DefaultStrategy,
@@ -195,6 +208,15 @@ func (r *resources) buildSales(self net.Addr, wake func(), deps *httpapi.Deps, p
 	p.front = append(p.front, runner.Run)
 	p.back = append(p.back, live.Run, svc.Run, func(ctx context.Context) error { return feed.Run(ctx, svc.ApplyChange) })
 	return nil
+}
+
+// prefixStrings is ps as gin takes trusted proxies.
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }
 
 // checks are the dependency checks of /readyz.

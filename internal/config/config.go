@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -65,10 +66,18 @@ type Config struct {
 		// how stale it can be when a change broadcast is missed.
 		Refresh time.Duration
 	}
+	// Limits are the abuse limits. The per-user and per-client rates are shared by every
+	// replica through Redis (each replica limits on its own while Redis is away).
 	Limits struct {
-		PerUserRate  float64
-		PerUserBurst int
-		MaxInflight  int
+		PerUserRate    float64
+		PerUserBurst   int
+		PerClientRate  float64
+		PerClientBurst int
+		// TrustedProxies are the peers whose X-Forwarded-For names the client.
+		TrustedProxies []netip.Prefix
+		// Exempt are the client addresses the per-client limit lets through.
+		Exempt      []netip.Prefix
+		MaxInflight int
 	}
 	// Live configures the storefront's live figures: a Redis pool of their own.
 	Live struct {
@@ -147,8 +156,12 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_BATCH_INFLIGHT", flag: "batch-inflight", def: "1", usage: "batches of one product under way at once per replica (more overlap a batch's inserts with another's commit, but make smaller batches)", set: integer(&c.Sale.BatchInflight)},
 		{env: "SECKILL_BATCH_LINGER", flag: "batch-linger", def: "0s", usage: "how long a batch waits for more purchases before it runs (0: combine only what queued while the previous batch ran)", set: dur(&c.Sale.BatchLinger)},
 		{env: "SECKILL_SALE_REFRESH", flag: "sale-refresh", def: "1s", usage: "how often a replica re-reads the sale state it keeps in memory (the staleness bound when a change broadcast is missed)", set: dur(&c.Sale.Refresh)},
-		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user per replica (0: no limit)", set: float(&c.Limits.PerUserRate)},
+		{env: "SECKILL_RATE_PER_USER", flag: "rate-per-user", def: "5", usage: "purchase attempts per second per user, across all replicas (0: no limit)", set: float(&c.Limits.PerUserRate)},
 		{env: "SECKILL_RATE_BURST", flag: "rate-burst", def: "10", usage: "burst of the per-user rate limit", set: integer(&c.Limits.PerUserBurst)},
+		{env: "SECKILL_RATE_PER_CLIENT", flag: "rate-per-client", def: "20", usage: "purchase attempts per second per client address (an IPv6 /64), across all replicas (0: no limit)", set: float(&c.Limits.PerClientRate)},
+		{env: "SECKILL_RATE_CLIENT_BURST", flag: "rate-client-burst", def: "40", usage: "burst of the per-client rate limit", set: integer(&c.Limits.PerClientBurst)},
+		{env: "SECKILL_TRUSTED_PROXIES", flag: "trusted-proxies", def: "127.0.0.0/8,::1", usage: "addresses or CIDRs of the proxies whose X-Forwarded-For names the client, comma-separated (none: trust no proxy)", set: prefixes(&c.Limits.TrustedProxies)},
+		{env: "SECKILL_RATE_EXEMPT", flag: "rate-exempt", def: "127.0.0.0/8,::1", usage: "client addresses or CIDRs the per-client limit lets through, comma-separated (none: no exemption); the load test and the stampede launcher run on loopback", set: prefixes(&c.Limits.Exempt)},
 		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
 		{env: "SECKILL_LIVE_REDIS_POOL", flag: "live-redis-pool", def: "8", usage: "connections of the live figures' own Redis pool (storefront rates, stampede progress)", set: integer(&c.Live.RedisPool)},
 		{env: "SECKILL_LIVE_REDIS_TIMEOUT", flag: "live-redis-timeout", def: "500ms", usage: "read and write timeout of the live figures' Redis calls: a slow Redis costs the stats this, never a purchase", set: dur(&c.Live.RedisTimeout)},
@@ -240,8 +253,8 @@ func (c *Config) validate() error {
 	if c.MySQL.MaxOpenConns < 1 || c.Kafka.Partitions < 1 || c.Live.RedisPool < 1 {
 		add("SECKILL_MYSQL_MAX_OPEN_CONNS, SECKILL_KAFKA_PARTITIONS and SECKILL_LIVE_REDIS_POOL must be at least 1")
 	}
-	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.MaxInflight < 0 {
-		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST and SECKILL_MAX_INFLIGHT must not be negative")
+	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.PerClientRate < 0 || c.Limits.PerClientBurst < 0 || c.Limits.MaxInflight < 0 {
+		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST, SECKILL_RATE_PER_CLIENT, SECKILL_RATE_CLIENT_BURST and SECKILL_MAX_INFLIGHT must not be negative")
 	}
 	if err := c.loadBuyerTokens(); err != nil {
 		add("%v", err)
@@ -392,6 +405,33 @@ func peers(dst *[]string) func(string) error {
 				return fmt.Errorf("%q: want scheme://host:port only, with no path, query or credentials", p)
 			}
 			*dst = append(*dst, u.Scheme+"://"+u.Host)
+		}
+		return nil
+	}
+}
+
+// prefixes parses a comma-separated list of addresses and CIDRs; "none" is the empty list (an
+// empty value takes the default).
+func prefixes(dst *[]netip.Prefix) func(string) error {
+	return func(v string) error {
+		var raw []string
+		if err := list(&raw)(v); err != nil {
+			return err
+		}
+		*dst = nil
+		if len(raw) == 1 && strings.EqualFold(raw[0], "none") {
+			return nil
+		}
+		for _, p := range raw {
+			if a, err := netip.ParseAddr(p); err == nil {
+				*dst = append(*dst, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+				continue
+			}
+			pf, err := netip.ParsePrefix(p)
+			if err != nil {
+				return fmt.Errorf("%q is neither an address nor a CIDR", p)
+			}
+			*dst = append(*dst, pf.Masked())
 		}
 		return nil
 	}

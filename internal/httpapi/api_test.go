@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -227,20 +228,78 @@ func TestErrorContract(t *testing.T) {
 	}
 }
 
-// TestPerUserLimit: a user beyond the burst gets 429 with Retry-After; other users do not.
-func TestPerUserLimit(t *testing.T) {
-	h := testRouter(t, failWith(sale.ErrSoldOut), Config{PerUserRate: 0.001, PerUserBurst: 2}, io.Discard)
-	var got []int
-	for _, user := range []string{"alice", "alice", "alice", "bob"} {
-		got = append(got, serve(h, "POST", purchasePath, `{"user_id":"`+user+`"}`, nil).Status)
+// fixedLimit refuses the keys in refuse with wait, and records every key it is asked about.
+type fixedLimit struct {
+	mu     sync.Mutex
+	refuse map[string]bool
+	wait   time.Duration
+	asked  []string
+}
+
+func (l *fixedLimit) Allow(_ context.Context, key string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked = append(l.asked, key)
+	if l.refuse[key] {
+		return false, l.wait
 	}
-	if diff := cmp.Diff([]int{409, 409, 429, 409}, got); diff != "" {
-		t.Errorf("statuses (-want +got):\n%s", diff)
+	return true, 0
+}
+
+// TestClientLimit: the per-client limit is asked with the client's address (X-Forwarded-For only
+// from a trusted proxy, an IPv6 client by its /64), never for an exempt client, and its refusal is
+// 429 with the wait in Retry-After, rounded up to whole seconds.
+func TestClientLimit(t *testing.T) {
+	lim := &fixedLimit{refuse: map[string]bool{"203.0.113.7": true}, wait: 2100 * time.Millisecond}
+	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{purchase: failWith(sale.ErrSoldOut)}, Stampedes: noStampedes{}, HTTPMetrics: metrics.New(), ClientLimit: lim}, Config{
+		AdminToken: "test-token", Metrics: http.NotFoundHandler(), Web: fstest.MapFS{"index.html": {Data: []byte("x")}},
+		TrustedProxies: []string{"10.0.0.1"}, RateExempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	res := serve(h, "POST", purchasePath, `{"user_id":"alice"}`, nil, "Retry-After")
-	want := response{429, errorJSON(string(sale.CodeRateLimited), "rate limited"), map[string]string{"Retry-After": "1"}}
-	if diff := cmp.Diff(want, res); diff != "" {
-		t.Errorf("limited response (-want +got):\n%s", diff)
+	send := func(remote, xff string) response {
+		req := httptest.NewRequest("POST", purchasePath, strings.NewReader(`{"user_id":"u"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = remote
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return response{Status: rec.Code, Body: rec.Body.String(), Headers: map[string]string{"Retry-After": rec.Header().Get("Retry-After")}}
+	}
+	for _, tc := range []struct {
+		name, remote, xff string
+		status            int
+		asked             string // "" when the limit must not be asked
+	}{
+		{"a client", "198.51.100.1:1", "", 409, "198.51.100.1"},
+		{"XFF from an untrusted peer is ignored", "198.51.100.1:1", "203.0.113.7", 409, "198.51.100.1"},
+		{"XFF from the trusted proxy names the client", "10.0.0.1:1", "203.0.113.7", 429, "203.0.113.7"},
+		{"the rightmost untrusted address counts", "10.0.0.1:1", "203.0.113.7, 198.51.100.9", 409, "198.51.100.9"},
+		{"an IPv6 client by its /64", "[2001:db8:1:2:3:4:5:6]:1", "", 409, "2001:db8:1:2::/64"},
+		{"an exempt peer", "127.0.0.1:1", "", 409, ""},
+		{"an exempt client named by the proxy", "10.0.0.1:1", "127.0.0.1", 409, ""},
+		{"the proxy itself, not exempt", "10.0.0.1:1", "", 409, "10.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim.asked = nil
+			res := send(tc.remote, tc.xff)
+			if res.Status != tc.status {
+				t.Fatalf("status %d %s, want %d", res.Status, res.Body, tc.status)
+			}
+			var want []string
+			if tc.asked != "" {
+				want = []string{tc.asked}
+			}
+			if diff := cmp.Diff(want, lim.asked); diff != "" {
+				t.Errorf("keys asked (-want +got):\n%s", diff)
+			}
+			if tc.status == 429 && (res.Headers["Retry-After"] != "3" || !strings.Contains(res.Body, `"rate_limited"`)) {
+				t.Errorf("refusal %v, want rate_limited with Retry-After: 3 (2.1 s rounded up)", res)
+			}
+		})
 	}
 }
 

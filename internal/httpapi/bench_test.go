@@ -52,16 +52,14 @@ func (soldOutSales) Purchase(context.Context, sale.PurchaseRequest) (sale.Receip
 
 type noStampedes struct{ Stampedes }
 
-// benchRouter is the real router with the production defaults of the limits (config.go:
-// SECKILL_RATE_PER_USER 5, SECKILL_RATE_BURST 10, SECKILL_MAX_INFLIGHT 2000).
+// benchRouter is the real router with the production defaults of the replica's own limit
+// (config.go: SECKILL_MAX_INFLIGHT 2000); the shared ones are measured by `make bench`.
 func benchRouter(tb testing.TB, sales Sales, logTo io.Writer) http.Handler {
 	tb.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: benchLogLevel}))
 	h, err := New(Deps{Log: log, Sales: sales, Stampedes: noStampedes{}, HTTPMetrics: m}, Config{
 		AdminToken:           "bench",
-		PerUserRate:          5,
-		PerUserBurst:         10,
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),
 		Web:                  fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}},

@@ -4,17 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -94,26 +89,6 @@ func FuzzPurchaseBody(f *testing.F) {
 	})
 }
 
-func TestUserLimiter(t *testing.T) {
-	l := newUserLimiter(2, 2)
-	now := time.Unix(1_800_000_000, 0)
-	got := []bool{l.Allow("a", now), l.Allow("a", now), l.Allow("a", now), l.Allow("b", now), l.Allow("a", now.Add(500*time.Millisecond))}
-	want := []bool{true, true, false, true, true}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("Allow sequence = %v, want %v", got, want)
-		}
-	}
-	l.Allow("c", now.Add(2*limiterSweepEvery))
-	if n := l.tracked(); n != 1 {
-		t.Fatalf("after a sweep %d users are tracked, want 1 (only the active one)", n)
-	}
-	var off *userLimiter = newUserLimiter(0, 0)
-	if !off.Allow("x", now) {
-		t.Fatal("a disabled limiter refused")
-	}
-}
-
 // unmarshalStrictTwoPass is the decoder unmarshalStrict replaced: a pass into a map to name
 // unknown fields exactly, then a pass into dst. FuzzUnmarshalStrict holds the one-pass decoder
 // to its answers. It returns every unknown field, since which one it reported depended on map
@@ -175,34 +150,4 @@ func FuzzUnmarshalStrict(f *testing.F) {
 		check(new(purchaseJSON), new(purchaseJSON))
 		check(new(newProductJSON), new(newProductJSON))
 	})
-}
-
-// TestUserLimiterMatchesRate: the buckets answer as a rate.Limiter per user would, request for
-// request, over random traffic (clock steps back included).
-func TestUserLimiterMatchesRate(t *testing.T) {
-	rnd := mathrand.New(mathrand.NewPCG(1, 2))
-	for _, lim := range []struct {
-		perSecond float64
-		burst     int
-	}{{5, 10}, {2, 2}, {0.5, 1}, {1000, 3}, {3, 0}} {
-		l := newUserLimiter(lim.perSecond, lim.burst)
-		ref := map[string]*rate.Limiter{}
-		now := time.Unix(1_800_000_000, 0)
-		for i := range 20000 {
-			switch r := rnd.IntN(100); {
-			case r < 2:
-				now = now.Add(-time.Duration(rnd.IntN(1000)) * time.Millisecond)
-			case r < 60:
-				now = now.Add(time.Duration(rnd.IntN(400)) * time.Millisecond)
-			}
-			user := "u" + strconv.Itoa(rnd.IntN(5))
-			if ref[user] == nil {
-				ref[user] = rate.NewLimiter(rate.Limit(lim.perSecond), max(lim.burst, 1))
-			}
-			if got, want := l.Allow(user, now), ref[user].AllowN(now, 1); got != want {
-				t.Fatalf("rate %v burst %d, request %d of %s at %v: Allow = %v, rate.Limiter says %v",
-					lim.perSecond, lim.burst, i, user, now, got, want)
-			}
-		}
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -131,6 +132,9 @@ func (h *handlers) respondError(c *gin.Context, err error) {
 		h.logFor(c).Warn("request failed", "status", e.status, "err", err)
 	case e.status == http.StatusTooManyRequests:
 		c.Writer.Header()["Retry-After"] = retryAfter
+		if rl := (*sale.RateLimitedError)(nil); errors.As(err, &rl) && rl.Wait > time.Second {
+			c.Writer.Header()["Retry-After"] = []string{retryAfterSeconds(rl.Wait)}
+		}
 	}
 	if e.status >= 500 || err == e.err {
 		abortJSONBody(c, e.status, e.body)

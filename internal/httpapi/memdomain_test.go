@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-go/seckill-go/internal/metrics"
+	"github.com/seckill-go/seckill-go/internal/ratelimit"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 )
@@ -318,7 +320,8 @@ func memRouter(tb testing.TB) http.Handler {
 			n++
 			return fmt.Sprintf("order-%d", n)
 		},
-		Log: log,
+		Log:       log,
+		Admission: localAdmission{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 5, Burst: 10})},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -341,17 +344,36 @@ func memRouter(tb testing.TB) http.Handler {
 	tb.Cleanup(func() { cancel(); wg.Wait() })
 
 	m := metrics.New()
-	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, HTTPMetrics: m}, Config{
+	// The limits at their defaults, each replica's own (the fuzzers send from a few addresses and
+	// users: the 429s and their Retry-After are fuzzed too).
+	clients := localLimit{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 20, Burst: 40})}
+	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, HTTPMetrics: m, ClientLimit: clients}, Config{
 		AdminToken:           fuzzAdminToken,
-		PerUserRate:          5,
-		PerUserBurst:         10,
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),
 		Web:                  fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}, "app.js": {Data: []byte("export {};")}},
 		TrustedProxies:       []string{"10.0.0.1"},
+		RateExempt:           []netip.Prefix{netip.MustParsePrefix("192.0.2.128/25")},
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return h
+}
+
+// localLimit is Limiter over this process's own limiter.
+type localLimit struct{ l *ratelimit.Local }
+
+func (l localLimit) Allow(_ context.Context, key string) (bool, time.Duration) {
+	return l.l.Allow(key, time.Now())
+}
+
+// localAdmission is sale.Admission over this process's own limiter.
+type localAdmission struct{ l *ratelimit.Local }
+
+func (a localAdmission) Admit(_ context.Context, user string) error {
+	if ok, wait := a.l.Allow(user, time.Now()); !ok {
+		return &sale.RateLimitedError{Wait: wait}
+	}
+	return nil
 }

@@ -1,18 +1,18 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -175,6 +175,38 @@ func (h *handlers) adminOnly(token string, throttle AdminThrottle) gin.HandlerFu
 	}
 }
 
+// Limiter is a rate limit per key; *ratelimit.Shared implements it (a nil one allows all).
+type Limiter interface {
+	// Allow reports whether key may act now, and if not, how long it should wait.
+	Allow(ctx context.Context, key string) (bool, time.Duration)
+}
+
+// clientLimit refuses a purchase from a client over its rate with 429 and the wait in
+// Retry-After. The client is gin's ClientIP: the peer, or the address X-Forwarded-For names when
+// the peer is a trusted proxy; an IPv6 client counts by its /64. Clients in exempt are let through.
+func (h *handlers) clientLimit(l Limiter, exempt []netip.Prefix) gin.HandlerFunc {
+	if l == nil {
+		return func(c *gin.Context) { c.Next() }
+	}
+	return func(c *gin.Context) {
+		ip := c.ClientIP()
+		if a, err := netip.ParseAddr(ip); err == nil {
+			a = a.Unmap()
+			for _, p := range exempt {
+				if p.Contains(a) {
+					c.Next()
+					return
+				}
+			}
+		}
+		if ok, wait := l.Allow(c.Request.Context(), throttleKey(ip)); !ok {
+			h.respondError(c, &sale.RateLimitedError{Wait: wait})
+			return
+		}
+		c.Next()
+	}
+}
+
 // retryAfterSeconds is d in whole seconds, rounded up: Retry-After's unit.
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
@@ -249,114 +281,4 @@ func (h *handlers) inflightLimit(max int) gin.HandlerFunc {
 		defer inflight.Add(-1)
 		c.Next()
 	}
-}
-
-// userLimiter is a token bucket per user id, per replica. Idle buckets are swept so that memory
-// stays bounded by the users active in the last sweep interval.
-//
-// The buckets are golang.org/x/time/rate's arithmetic (AllowN(now, 1): refill since the last
-// allowed request, capped at the burst; TestUserLimiterMatchesRate holds them to it) kept as
-// values in the map: a flash sale brings a new user per request, and a *rate.Limiter each
-// (plus the struct pointing to it) was two allocations and two more objects for the GC to scan.
-// Times are wall-clock nanoseconds.
-//
-// The users are spread over shards, each with its own lock: under a stampede one lock was
-// waited on (a holder preempted, a map growing), and the minute's sweep stopped every purchase
-// for as long as it walked every user; now it holds one shard at a time.
-//
-// A user is known by a 64-bit hash of the id under a seed drawn at start, not by the id: the
-// maps then hold no pointer, so the GC never scans them however many users a sale brings, and
-// they keep no id alive. Two users would share a bucket (and one be refused sooner) only if
-// their hashes collided: less than one chance in 10^7 with a million users tracked at once, and
-// never by a caller's design, since the seed is secret.
-type userLimiter struct {
-	rate  float64 // tokens per second
-	burst float64
-	seed  maphash.Seed
-
-	lastSweep atomic.Int64
-	shards    [limiterShards]limiterShard
-}
-
-const limiterShards = 16
-
-type limiterShard struct {
-	mu    sync.Mutex
-	users map[uint64]userBucket
-	_     [64 - 16]byte // a cache line each: shards locked from two cores do not share one
-}
-
-type userBucket struct {
-	tokens float64
-	last   int64 // when tokens was last taken (and computed)
-	seen   int64 // the last request, allowed or not: the sweep's clock
-}
-
-const limiterSweepEvery = time.Minute
-
-func newUserLimiter(perSecond float64, burst int) *userLimiter {
-	if perSecond <= 0 {
-		return nil
-	}
-	l := &userLimiter{rate: perSecond, burst: float64(max(burst, 1)), seed: maphash.MakeSeed()}
-	for i := range l.shards {
-		l.shards[i].users = map[uint64]userBucket{}
-	}
-	return l
-}
-
-// Allow reports whether user may make a request now. A nil limiter allows everything.
-func (l *userLimiter) Allow(user string, now time.Time) bool {
-	if l == nil {
-		return true
-	}
-	t := now.UnixNano()
-	if last := l.lastSweep.Load(); t-last > int64(limiterSweepEvery) && l.lastSweep.CompareAndSwap(last, t) {
-		l.sweep(t)
-	}
-	key := maphash.String(l.seed, user)
-	sh := &l.shards[key%limiterShards]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	b, ok := sh.users[key]
-	if !ok {
-		b = userBucket{tokens: l.burst, last: t} // a bucket unused for ever is full
-	}
-	b.seen = t
-	last := min(b.last, t) // a clock stepped back refills nothing
-	tokens := min(b.tokens+time.Duration(t-last).Seconds()*l.rate, l.burst) - 1
-	// Short of a token, rate allows the request anyway when the wait it would need rounds
-	// down to 0 ns.
-	allowed := tokens >= 0 || time.Duration(-tokens/l.rate*float64(time.Second)) <= 0
-	if allowed {
-		b.tokens, b.last = tokens, t
-	}
-	sh.users[key] = b
-	return allowed
-}
-
-// sweep forgets the users not seen for limiterSweepEvery, one shard at a time.
-func (l *userLimiter) sweep(now int64) {
-	for i := range l.shards {
-		sh := &l.shards[i]
-		sh.mu.Lock()
-		for id, b := range sh.users {
-			if now-b.seen > int64(limiterSweepEvery) {
-				delete(sh.users, id)
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-// tracked returns how many users have a bucket.
-func (l *userLimiter) tracked() int {
-	n := 0
-	for i := range l.shards {
-		sh := &l.shards[i]
-		sh.mu.Lock()
-		n += len(sh.users)
-		sh.mu.Unlock()
-	}
-	return n
 }

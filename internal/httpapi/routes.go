@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -25,10 +26,6 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes caps request bodies [16 KiB].
 	MaxBodyBytes int64
-	// PerUserRate and PerUserBurst bound each user's purchase attempts per second on one replica;
-	// PerUserRate 0 disables the limit.
-	PerUserRate  float64
-	PerUserBurst int
 	// MaxInflightPurchases sheds purchases beyond this many at once per replica with 429; 0 means
 	// no limit.
 	MaxInflightPurchases int
@@ -41,9 +38,11 @@ type Config struct {
 	// OpsOnly serves /healthz, /readyz and /metrics and nothing else (the worker).
 	OpsOnly bool
 	// TrustedProxies are the addresses or CIDRs (the load balancer's) whose X-Forwarded-For and
-	// X-Real-IP name the client the admin throttle counts; from any other peer the headers are
-	// ignored. Empty: the peer's own address is the client.
+	// X-Real-IP name the client that the per-client limit and the admin throttle count; from any
+	// other peer the headers are ignored. Empty: the peer's own address is the client.
 	TrustedProxies []string
+	// RateExempt are the client addresses the per-client limit lets through.
+	RateExempt []netip.Prefix
 }
 
 // Deps are the router's collaborators.
@@ -56,6 +55,9 @@ type Deps struct {
 	// Live reads the per-second purchase rates shown in the stats; optional (rates then read 0,
 	// with rates_available false).
 	Live LiveRates
+	// ClientLimit is the per-client limit of purchases, keyed by the client's address (an IPv6
+	// /64); optional (no limit).
+	ClientLimit Limiter
 	// AdminThrottle counts wrong admin tokens per client; optional (the default keeps them in
 	// this replica's memory, NewMemoryThrottle with its defaults).
 	AdminThrottle AdminThrottle
@@ -91,7 +93,6 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 		sales:     d.Sales,
 		stampedes: d.Stampedes,
 		live:      d.Live,
-		limiter:   newUserLimiter(cfg.PerUserRate, cfg.PerUserBurst),
 		ready:     cfg.Ready,
 		now:       d.Now,
 	}
@@ -129,7 +130,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	get(v1, "/products", h.listProducts)
 	get(v1, "/products/:id", h.getProduct)
 	get(v1, "/products/:id/stats", h.getStats)
-	v1.POST("/products/:id/purchase", h.requireJSON, h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
+	v1.POST("/products/:id/purchase", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
 	get(v1, "/orders/:order_id", h.getOrder)
 
 	admin := v1.Group("/admin", h.adminOnly(cfg.AdminToken, d.AdminThrottle))
