@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/changefeed"
 	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/httpapi"
@@ -190,6 +191,11 @@ func (r *resources) buildSales(self net.Addr, wake func(), deps *httpapi.Deps, p
 	}
 	if cfg.Buyer.Tokens.Enabled() && token == nil {
 		log.Warn("buyer tokens are verified with a public key: a stampede cannot sign its buyers' tokens, and their purchases will be refused (401)")
+	}
+	if cfg.Buyer.Tokens.Enabled() {
+		if deps.Buyers, err = buyer.NewVerifier(cfg.Buyer.Tokens); err != nil {
+			return err
+		}
 	}
 	runner, err := stampede.New(log.With("component", "stampede"), stampede.Options{
 		Targets:   targets,

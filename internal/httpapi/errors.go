@@ -41,6 +41,8 @@ var statusOf = map[sale.Code]int{
 var errorTable = withBodies(append(domainErrors(),
 	errorMapping{err: errBodyTooLarge, status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge},
 	errorMapping{err: errNotJSON, status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia},
+	errorMapping{err: errBuyerToken, status: http.StatusUnauthorized, code: codeUnauthorized},
+	errorMapping{err: errUserMismatch, status: http.StatusForbidden, code: codeUserMismatch},
 	errorMapping{err: stampede.ErrBusy, status: http.StatusConflict, code: codeStampedeRunning},
 ))
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -36,6 +37,7 @@ type handlers struct {
 	// log is the process's logger; a request logs through logFor, which adds its id.
 	log       *slog.Logger
 	sales     Sales
+	buyers    *buyer.Verifier
 	stampedes Stampedes
 	live      LiveRates
 	ready     map[string]Check
@@ -93,6 +95,10 @@ func (h *handlers) purchase(c *gin.Context) {
 	}
 	var body purchaseJSON
 	if err := decodeJSON(c.Request.Body, &body); err != nil {
+		h.respondError(c, err)
+		return
+	}
+	if body.UserID, err = h.buyerID(c, body.UserID); err != nil {
 		h.respondError(c, err)
 		return
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-go/seckill-go/internal/buyer"
 )
 
 // Config is what the router needs besides the domain.
@@ -55,6 +57,8 @@ type Deps struct {
 	// Live reads the per-second purchase rates shown in the stats; optional (rates then read 0,
 	// with rates_available false).
 	Live LiveRates
+	// Buyers verifies buyer tokens; optional (nil: a purchase's user_id is the client's claim).
+	Buyers *buyer.Verifier
 	// ClientLimit is the per-client limit of purchases, keyed by the client's address (an IPv6
 	// /64); optional (no limit).
 	ClientLimit Limiter
@@ -93,6 +97,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 		sales:     d.Sales,
 		stampedes: d.Stampedes,
 		live:      d.Live,
+		buyers:    d.Buyers,
 		ready:     cfg.Ready,
 		now:       d.Now,
 	}
