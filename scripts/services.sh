@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# services.sh up|down|status — the backing services of the local stack,
-# without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker.
+# services.sh up|down|status|stop NAME|start NAME — the backing services of the
+# local stack, without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker.
 #
-#   up      start whatever does not answer yet (installing it with apt-get if
-#           missing) and wait until each one answers; a service that already
-#           answers is used as it is, so running "up" twice is harmless.
-#   down    stop what "up" started (it has a pid file in .run/pids); a MariaDB
-#           or Redis that was running before is left alone.
-#   status  print each service and whether it answers.
+#   up          start whatever does not answer yet (installing it with apt-get if
+#               missing) and wait until each one answers; a service that already
+#               answers is used as it is, so running "up" twice is harmless.
+#   down        stop what "up" started (it has a pid file in .run/pids); a MariaDB
+#               or Redis that was running before is left alone.
+#   status      print each service and whether it answers.
+#   stop NAME   stop one service (mariadb, redis, zookeeper, kafka), for the chaos
+#               run (make chaos). One that these scripts started stops by its pid
+#               file. A MariaDB or Redis that was already running is stopped too:
+#               how it runs (binary, arguments or settings, user, directory, log)
+#               is written to .run/foreign/NAME first, then MariaDB shuts down
+#               cleanly and Redis with SHUTDOWN NOSAVE (its memory is lost, on
+#               purpose: the locks' fencing must survive that).
+#   start NAME  start one service again and wait until it answers: one stopped by
+#               "stop" the way it ran before (and still not one of ours, so "down"
+#               leaves it alone), any other as "up" would. "up" restarts every
+#               service that "stop" left recorded, so whatever ends a chaos run,
+#               the next "up" puts the machine back as it was.
 #
 # Addresses are fixed (127.0.0.1, default ports) and match scripts/env.sh.
 # ZooKeeper keeps its data in .run/zk, the broker in .run/kafka.
@@ -27,6 +39,7 @@ KAFKA_PORT=9092
 KAFKA_PARTITIONS=6
 ZK_DIR=$RUN_DIR/zk
 KAFKA_DIR=$RUN_DIR/kafka
+FOREIGN_DIR=$RUN_DIR/foreign
 JAVA_LIB=/usr/share/java
 
 # Services in start order; "down" goes in reverse.
@@ -37,18 +50,30 @@ main() {
 	up) services_up ;;
 	down) services_down ;;
 	status) services_status ;;
+	stop | start)
+		is_service "${2:-}" || die "usage: $0 $1 ${SERVICES[*]// /|}"
+		"service_$1" "$2"
+		;;
 	*)
-		echo "usage: $0 up|down|status" >&2
+		echo "usage: $0 up|down|status|stop NAME|start NAME" >&2
 		exit 2
 		;;
 	esac
+}
+
+is_service() {
+	local svc
+	for svc in "${SERVICES[@]}"; do
+		[[ $1 == "$svc" ]] && return 0
+	done
+	return 1
 }
 
 services_up() {
 	ensure_run_dirs
 	local svc
 	for svc in "${SERVICES[@]}"; do
-		ensure_service "$svc"
+		service_start "$svc"
 	done
 	require_cmd mysql mariadb-client
 	mariadb_ensure_root_over_tcp
@@ -75,9 +100,87 @@ services_status() {
 			state+=" (started by these scripts, pid $(read_pid "$svc"))"
 		elif [[ $state == up ]]; then
 			state+=" (not started by these scripts)"
+		elif [[ -f $(foreign_record "$svc") ]]; then
+			state+=" (stopped by services.sh stop: services.sh start $svc or up restarts it as it ran)"
 		fi
 		printf '%-10s %-16s %s\n' "$svc" "$(service_addr "$svc")" "$state"
 	done
+}
+
+# service_stop NAME stops one service and waits until it is gone (see the header).
+service_stop() {
+	local name=$1 start
+	start=$(now_ns)
+	if is_running "$name"; then
+		stop_process "$name" "$(stop_timeout "$name")"
+	elif ! "${name}_answers"; then
+		log "$name: not running"
+		return 0
+	elif declare -F "${name}_stop_foreign" >/dev/null; then
+		"${name}_stop_foreign"
+	else
+		die "$name: not started by these scripts, and they restart only a MariaDB or Redis they did not start"
+	fi
+	log "$name: stopped after $(elapsed_since "$start")"
+}
+
+# service_start NAME starts one service (the way it ran, if "stop" recorded it)
+# and waits until it answers.
+service_start() {
+	local name=$1
+	if [[ -f $(foreign_record "$name") ]]; then
+		if "${name}_answers"; then
+			warn "$name: answers again by itself; forgetting how it ran before the stop"
+		else
+			foreign_restart "$name"
+		fi
+		rm -f "$(foreign_record "$name")" "$FOREIGN_DIR/$name.conf"
+	fi
+	ensure_service "$name"
+}
+
+# ---------------------------------------------------------------- services we did not start
+
+# A service these scripts did not start is restarted from a record of how it ran,
+# .run/foreign/NAME: NUL-separated fields user, working directory, log file, and
+# the command line. It is started in a session of its own, as that user, with no pid
+# file in .run/pids: it stays "not started by these scripts".
+
+foreign_record() { printf '%s/%s' "$FOREIGN_DIR" "$1"; }
+
+# record_foreign NAME PID LOG ARGV... writes NAME's record: PID's user and working
+# directory, where its output goes, and how to start it.
+record_foreign() {
+	local name=$1 pid=$2 logf=$3 uid user cwd
+	shift 3
+	mkdir -p "$FOREIGN_DIR"
+	uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status") || die "$name: pid $pid is gone"
+	user=$(getent passwd "$uid" | cut -d: -f1)
+	[[ -n $user ]] || user=$uid
+	cwd=$(readlink "/proc/$pid/cwd") || cwd=/
+	printf '%s\0' "$user" "$cwd" "$logf" "$@" >"$(foreign_record "$name")"
+	log "$name: not started by these scripts; recorded how it runs (pid $pid, user $user) in $(foreign_record "$name")"
+}
+
+foreign_restart() {
+	local name=$1 fields user cwd logf
+	mapfile -d '' -t fields <"$(foreign_record "$name")"
+	((${#fields[@]} >= 4)) || die "$name: unreadable record $(foreign_record "$name")"
+	user=${fields[0]} cwd=${fields[1]} logf=${fields[2]}
+	fields=("${fields[@]:3}")
+	"${name}_prepare_foreign" "$user"
+	if [[ $user != root && $(id -u) == 0 ]]; then
+		fields=(setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups "${fields[@]}")
+	fi
+	log "$name: starting again as it ran before the stop: ${fields[*]}"
+	# Every file descriptor away from ours: whoever reads this script's output (the
+	# load test) must see it end when the script does, not when the service does.
+	(cd "$cwd" && exec setsid "${fields[@]}") </dev/null >>"$logf" 2>&1 &
+	local start
+	start=$(now_ns)
+	wait_until "$name to answer again" "$(start_timeout "$name")" "${name}_answers" ||
+		die "$name did not answer after its restart (output: $logf)"
+	log "$name: answers again after $(elapsed_since "$start")"
 }
 
 # ensure_service NAME: NAME answers when this returns. It uses a running
@@ -150,6 +253,34 @@ mariadb_start() {
 	start_bg mariadb /usr/sbin/mariadbd --user=mysql --bind-address="$HOST" --port="$MYSQL_PORT"
 }
 
+# mariadb_stop_foreign stops a MariaDB these scripts did not start, cleanly
+# (mysqladmin shutdown, SIGTERM if that is refused), after recording how it ran:
+# the same binary and arguments, as the same user (mariadbd drops to it by
+# itself with --user, as FACTS.md starts it), output to the same file.
+mariadb_stop_foreign() {
+	local pid pidfile exe out args=()
+	pidfile=$(mysql_root -h"$HOST" -P"$MYSQL_PORT" -N -B -e 'SELECT @@pid_file' 2>/dev/null) ||
+		die "mariadb: cannot ask it for its pid file (root over TCP refused?)"
+	read -r pid <"$pidfile" || true
+	[[ $pid =~ ^[0-9]+$ ]] || die "mariadb: no pid in $pidfile"
+	exe=$(readlink "/proc/$pid/exe") || die "mariadb: pid $pid is gone"
+	mapfile -d '' -t args <"/proc/$pid/cmdline"
+	args=("${args[@]:1}")
+	out=$(readlink "/proc/$pid/fd/2") || true
+	[[ $out == /* && -w $out ]] || out=$(log_file mariadb-restarted)
+	record_foreign mariadb "$pid" "$out" "$exe" "${args[@]}"
+	log "mariadb: shutting down pid $pid"
+	mysqladmin -h"$HOST" -P"$MYSQL_PORT" -uroot --connect-timeout=5 shutdown 2>/dev/null || kill -TERM "$pid"
+	wait_until "mariadb (pid $pid) to exit" "$(stop_timeout mariadb)" pid_gone "$pid" ||
+		die "mariadb (pid $pid) still runs $(stop_timeout mariadb)s after its shutdown"
+}
+
+# mariadb_prepare_foreign USER: the directory of its socket and pid file, which
+# does not survive a reboot (no systemd here to make it).
+mariadb_prepare_foreign() {
+	if [[ $1 == root ]]; then install -d /run/mysqld; else install -d -o "$1" -g "$(id -g "$1")" /run/mysqld; fi
+}
+
 mysql_root() { mysql -uroot "$@"; }
 
 mariadb_root_over_tcp() { mysql_root -h"$HOST" -P"$MYSQL_PORT" -e 'SELECT 1' >/dev/null 2>&1; }
@@ -204,6 +335,59 @@ redis_start() {
 	fi
 	start_bg redis "${as_redis[@]}" redis-server --daemonize no --bind "$HOST" --port "$REDIS_PORT" \
 		--dir /run/redis --save "" --appendonly no
+}
+
+# redis_stop_foreign stops a Redis these scripts did not start with SHUTDOWN
+# NOSAVE, after writing its settings that matter to .run/foreign/redis.conf (the
+# command line of a running Redis cannot be read back: it rewrites its process
+# title). It runs again from that file, as the same user: same address, data
+# directory, persistence, log and daemonizing; its data is gone unless it keeps
+# an append-only file.
+redis_stop_foreign() {
+	require_cmd redis-cli redis-tools
+	local pid exe prog conf=$FOREIGN_DIR/redis.conf param value
+	pid=$(redis_cli INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+	[[ $pid =~ ^[0-9]+$ ]] || die "redis: cannot ask it for its pid"
+	exe=$(readlink "/proc/$pid/exe") || die "redis: pid $pid is gone"
+	mkdir -p "$FOREIGN_DIR"
+	(
+		umask 077 # requirepass may be among them
+		printf '# Written by scripts/services.sh stop redis: the settings of the Redis it stopped.\n' >"$conf"
+		for param in bind port unixsocket unixsocketperm protected-mode requirepass dir dbfilename save \
+			appendonly appendfilename appendfsync daemonize pidfile logfile loglevel databases \
+			maxmemory maxmemory-policy maxclients timeout tcp-keepalive; do
+			value=$(redis_cli --raw CONFIG GET "$param" | sed -n 2p)
+			case $param in
+			bind | save) printf '%s %s\n' "$param" "${value:-\"\"}" ;; # several words, each one argument
+			*) printf '%s "%s"\n' "$param" "${value//\"/\\\"}" ;;
+			esac
+		done >>"$conf"
+	)
+	# Debian's redis-server is a link to redis-check-rdb, which serves only when
+	# called by the name redis-server: start it by that name again.
+	prog=$exe
+	if [[ ${exe##*/} != redis-server ]]; then
+		prog=$(dirname -- "$exe")/redis-server
+		[[ -x $prog ]] || prog=$(command -v redis-server) || die "redis: $exe is not redis-server, and no redis-server is on PATH"
+	fi
+	record_foreign redis "$pid" "$(log_file redis-restarted)" "$prog" "$conf"
+	log "redis: SHUTDOWN NOSAVE (pid $pid)"
+	redis_cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+	wait_until "redis (pid $pid) to exit" "$(stop_timeout redis)" pid_gone "$pid" ||
+		die "redis (pid $pid) still runs after SHUTDOWN NOSAVE"
+}
+
+redis_prepare_foreign() {
+	if [[ $1 == root ]]; then install -d /run/redis; else install -d -o "$1" -g "$(id -g "$1")" /run/redis; fi
+}
+
+# redis_cli ARGS... runs redis-cli against the local Redis (with the app's password, if any).
+redis_cli() {
+	if [[ -n ${SECKILL_REDIS_PASSWORD:-} ]]; then
+		REDISCLI_AUTH=$SECKILL_REDIS_PASSWORD redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"
+	else
+		redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"
+	fi
 }
 
 # ---------------------------------------------------------------- ZooKeeper
