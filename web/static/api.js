@@ -63,11 +63,15 @@ export const products = () => call('/api/v1/products').then((d) => d.products);
 /** stats returns a product's stock counters and live rates. */
 export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`);
 
-/** purchase buys one unit as user; key is the Idempotency-Key (reuse it to retry safely). */
-export const purchase = (id, user, key) => call(`/api/v1/products/${enc(id)}/purchase`, {
+/**
+ * purchase buys one unit as user; key is the Idempotency-Key (reuse it to retry safely); token,
+ * if any, is the buyer's token, for a shop that verifies its buyers.
+ */
+export const purchase = (id, user, key, token) => call(`/api/v1/products/${enc(id)}/purchase`, {
   method: 'POST',
   body: { user_id: user, quantity: 1 },
   headers: { 'Idempotency-Key': key },
+  token,
 });
 
 /** order returns an accepted purchase: status "queued" or "confirmed". */

@@ -6,7 +6,9 @@ import { offsetMs, probeDelay, serverNowEarliest, synced, uncertaintyMs } from '
 import { CardView, saleState, setText } from './cards.js';
 import { Drawer } from './drawer.js';
 import { formatSeconds } from './format.js';
-import { currentBuyer, forgetProduct, ordersOf, rememberOrder, setBuyer, validBuyer } from './identity.js';
+import {
+  currentBuyer, forgetProduct, ordersOf, rememberOrder, setBuyer, setBuyerToken, tokenOf, tokenSubject, validBuyer,
+} from './identity.js';
 import { purchaseMessage, retryableCodes } from './messages.js';
 
 const REFRESH_MS = 1000;
@@ -255,7 +257,7 @@ async function purchaseAtOpening(entry, buyer, key) {
   const opened = Date.parse(entry.product.sale_starts_at);
   for (;;) {
     try {
-      return await api.purchase(entry.product.id, buyer, key);
+      return await api.purchase(entry.product.id, buyer, key, tokenOf(buyer) || undefined);
     } catch (err) {
       if (err.code !== 'sale_not_started' || serverNowEarliest() - opened > 2000) throw err;
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -317,7 +319,7 @@ function resumeOrderPolls() {
 // ---------------------------------------------------------------- buyer identity
 
 function showBuyer() {
-  setText($('buyer-id'), state.buyer);
+  setText($('buyer-id'), tokenOf(state.buyer) ? `${state.buyer} (token)` : state.buyer);
 }
 
 function switchBuyer(id) {
@@ -330,6 +332,8 @@ function switchBuyer(id) {
   }
   renderAll();
 }
+
+const HINT = '1–64 letters, digits, “-” or “_”; or a buyer token, where the shop verifies buyers.';
 
 function setupBuyerForm() {
   const form = $('buyer-form');
@@ -345,7 +349,7 @@ function setupBuyerForm() {
       input.value = state.buyer;
       input.removeAttribute('aria-invalid');
       hint.classList.remove('invalid');
-      setText(hint, '1–64 letters, digits, “-” or “_”.');
+      setText(hint, HINT);
       input.focus();
       input.select();
     } else {
@@ -362,15 +366,21 @@ function setupBuyerForm() {
   });
   form.addEventListener('submit', (e) => {
     e.preventDefault();
-    const id = input.value.trim();
-    if (!validBuyer(id)) {
+    const value = input.value.trim();
+    // A buyer token (three dot-separated parts) names its buyer; a name is a claim.
+    const id = value.includes('.') ? tokenSubject(value) : value;
+    if (!id || !validBuyer(id)) {
       input.setAttribute('aria-invalid', 'true');
       hint.classList.add('invalid');
-      setText(hint, 'Not a valid buyer name: use 1–64 letters, digits, “-” or “_”, no spaces.');
+      setText(hint, value.includes('.')
+        ? 'Not a buyer token: it has no valid user id as its subject.'
+        : 'Not a valid buyer name: use 1–64 letters, digits, “-” or “_”, no spaces.');
       input.focus();
       return;
     }
+    if (value.includes('.')) setBuyerToken(value);
     if (id !== state.buyer) switchBuyer(id);
+    else showBuyer();
     open(false);
   });
 }

@@ -1,8 +1,10 @@
 // The buyer's identity: a user id made up on the first visit and kept in localStorage, editable.
-// Also remembers, per buyer, the orders this browser placed, so that a reload still shows them.
+// Also remembers, per buyer, the orders this browser placed, so that a reload still shows them, and
+// the buyer token pasted in place of a name when the shop verifies its buyers (README: buyer identity).
 
 const BUYER_KEY = 'seckill.buyer';
 const ORDERS_KEY = 'seckill.orders';
+const TOKEN_KEY = 'seckill.buyerToken';
 const USER_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** validBuyer reports whether id is a user id the API accepts. */
@@ -61,6 +63,33 @@ export function currentBuyer() {
 export function setBuyer(id) {
   if (!validBuyer(id)) throw new Error('invalid buyer id');
   write(BUYER_KEY, id);
+}
+
+/**
+ * tokenSubject returns the subject (the user id) of a JWT-shaped buyer token, or null. The page
+ * does not verify the token, it cannot: the server does, and refuses a purchase with a bad one.
+ */
+export function tokenSubject(token) {
+  const parts = String(token).split('.');
+  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]+$/.test(p))) return null;
+  try {
+    const b64 = parts[1].replace(/-/g, '+').replace(/_/g, '/');
+    const claims = JSON.parse(atob(b64.padEnd(Math.ceil(b64.length / 4) * 4, '=')));
+    return claims && typeof claims.sub === 'string' && validBuyer(claims.sub) ? claims.sub : null;
+  } catch {
+    return null;
+  }
+}
+
+/** setBuyerToken stores a buyer token (its subject becomes the buyer); "" forgets it. */
+export function setBuyerToken(token) {
+  write(TOKEN_KEY, token);
+}
+
+/** tokenOf returns the stored buyer token if it is the buyer's, else "". */
+export function tokenOf(buyer) {
+  const token = read(TOKEN_KEY) || '';
+  return token && tokenSubject(token) === buyer ? token : '';
 }
 
 function allOrders() {

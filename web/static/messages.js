@@ -13,6 +13,8 @@ const purchase = {
   payload_too_large: 'The request was too large for the shop.',
   method_not_allowed: 'The shop refused this kind of request.',
   unsupported_media_type: 'The shop refused this kind of request.',
+  unauthorized: 'This shop verifies its buyers: choose “Change” and paste your buyer token (a valid, unexpired one). Nothing was bought.',
+  user_mismatch: 'Your buyer token is for another buyer: choose “Change” and paste the token again. Nothing was bought.',
   internal: 'Something went wrong in the shop. Nothing was bought; try again.',
 };
 
