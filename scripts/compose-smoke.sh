@@ -233,8 +233,9 @@ build_go() {
 }
 
 # build_parallel builds the stand-ins and the project's images at once: the stand-ins mostly
-# wait for Debian's mirror, the Go builds for the CPU (cold: about a minute and a half less than
-# one after the other on two cores). Each build's log is shown if it fails.
+# wait for Debian's mirror, the Go builds for the CPU. Measured cold on two busy cores (load
+# average 5 to 8): every image in 5m06s, against 5m34s one after the other. Each build's log is
+# shown if it fails.
 build_parallel() {
 	local -A pids=()
 	local target name failed=''
