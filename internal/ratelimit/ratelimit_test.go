@@ -5,6 +5,7 @@ import (
 	mathrand "math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,18 +57,72 @@ func TestUnlimitedAllowsAll(t *testing.T) {
 	}
 }
 
-// calls counts the commands a go-redis client sends.
-type calls struct{ n atomic.Int64 }
+// calls counts the script calls a go-redis client sends (pipelined or not; not the commands
+// go-redis adds of its own, such as a connection's CLIENT SETINFO), and its pipelines.
+type calls struct{ n, pipelines atomic.Int64 }
+
+func isScript(cmd redis.Cmder) bool { return strings.HasPrefix(cmd.Name(), "eval") }
 
 func (c *calls) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *calls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
+		if isScript(cmd) {
+			c.n.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 func (c *calls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				c.n.Add(1)
+			}
+		}
+		c.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatchesNewKeys: keys asked at once share pipelines, and each gets its own answer: half of
+// them, spent before, are refused; the other half, new, are allowed.
+func TestBatchesNewKeys(t *testing.T) {
+	hook := &calls{}
+	s, err := NewShared(itest.Redis(t, hook), Limit{PerSecond: 0.001, Burst: 1}, Options{Name: "test:" + itest.Suffix(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	// Spent from another replica (so that this one holds no refusal of its own for them).
+	other, err := NewShared(itest.Redis(t), Limit{PerSecond: 0.001, Burst: 1}, Options{Name: s.opts.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i += 2 {
+		if ok, _ := other.Allow(t.Context(), strconv.Itoa(i)); !ok {
+			t.Fatal("a new key refused")
+		}
+	}
+	s.Allow(t.Context(), "warm-up") // the script is loaded
+	before := hook.pipelines.Load()
+	var wrong atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if ok, _ := s.Allow(t.Context(), strconv.Itoa(i)); ok != (i%2 == 1) {
+				wrong.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	p := hook.pipelines.Load() - before
+	t.Logf("%d keys asked at once: %d pipelines", n, p)
+	if wrong.Load() > 0 {
+		t.Errorf("%d keys got another key's answer", wrong.Load())
+	}
+	if p >= n/2 {
+		t.Errorf("%d pipelines for %d keys asked at once: not batched", p, n)
+	}
 }
 
 // TestSharedCapsAKeyAcrossReplicas: three limiters (three replicas) on one Redis let one greedy

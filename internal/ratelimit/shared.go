@@ -129,7 +129,7 @@ func NewShared(rdb *redis.Client, l Limit, o Options) (*Shared, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Shared{rr: redis_rate.NewLimiter(rdb), limit: l.gcra(), opts: o, local: NewLocal(l), seed: maphash.MakeSeed()}
+	s := &Shared{rr: redis_rate.NewLimiter(&batcher{rdb: rdb, timeout: o.Timeout}), limit: l.gcra(), opts: o, local: NewLocal(l), seed: maphash.MakeSeed()}
 	for i := range s.shards {
 		s.shards[i].leases = map[uint64]lease{}
 	}
