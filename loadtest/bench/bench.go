@@ -135,22 +135,24 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 
 // replicaEnv returns the environment of replica i of a configuration: scripts/env.sh's, plus a
 // database, a Kafka topic and a group of the bench's own, the replicas as peers, no per-user
-// rate limit (every buyer is distinct anyway), warnings only, pprof on its own port, and the
-// batch size of the configuration.
+// rate limit unless -limits (every buyer is distinct anyway), warnings only, pprof on its own
+// port, and the batch size of the configuration.
 func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof string, peers []string) []string {
 	return func(i int, addr, pprof string, peers []string) []string {
 		set := map[string]string{
-			"SECKILL_HTTP_ADDR":     addr,
-			"SECKILL_PPROF_ADDR":    pprof,
-			"SECKILL_INSTANCE_ID":   fmt.Sprintf("bench-%d", i+1),
-			"SECKILL_MYSQL_DSN":     b.o.mysqlDSN,
-			"SECKILL_AUTO_MIGRATE":  "true",
-			"SECKILL_KAFKA_TOPIC":   "seckill.bench.orders",
-			"SECKILL_KAFKA_GROUP":   "seckill-bench",
-			"SECKILL_PEERS":         strings.Join(peers, ","),
-			"SECKILL_RATE_PER_USER": "0",
-			"SECKILL_LOG_LEVEL":     "warn",
-			"SECKILL_ADMIN_TOKEN":   b.o.adminToken,
+			"SECKILL_HTTP_ADDR":    addr,
+			"SECKILL_PPROF_ADDR":   pprof,
+			"SECKILL_INSTANCE_ID":  fmt.Sprintf("bench-%d", i+1),
+			"SECKILL_MYSQL_DSN":    b.o.mysqlDSN,
+			"SECKILL_AUTO_MIGRATE": "true",
+			"SECKILL_KAFKA_TOPIC":  "seckill.bench.orders",
+			"SECKILL_KAFKA_GROUP":  "seckill-bench",
+			"SECKILL_PEERS":        strings.Join(peers, ","),
+			"SECKILL_LOG_LEVEL":    "warn",
+			"SECKILL_ADMIN_TOKEN":  b.o.adminToken,
+		}
+		if !b.o.limits {
+			set["SECKILL_RATE_PER_USER"] = "0"
 		}
 		unset := []string{}
 		if batch == batchDefault {

@@ -64,6 +64,7 @@ type options struct {
 	stock        int
 	drainTimeout time.Duration
 	profile      bool
+	limits       bool
 	mysqlDSN     string
 	adminToken   string
 	outDir       string
@@ -105,6 +106,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.batchLinger, "batch-linger", "", "SECKILL_BATCH_LINGER of every configuration (empty: unset)")
 	fs.IntVar(&o.stock, "stock", 100_000_000, "stock of each accept product: enough never to sell out")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "longest wait, after an accept phase, for every reserved unit to be confirmed as an order")
+	fs.BoolVar(&o.limits, "limits", false, "keep the replicas' rate limits (SECKILL_RATE_* of the environment, else the app's defaults) to measure their cost; without it the per-user limit is off. The bench's client is on loopback, which the per-client limit exempts unless SECKILL_RATE_EXEMPT=none")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of replica 1 during each app phase and save it next to the report")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root:@tcp(127.0.0.1:3306)/seckill_bench", "the replicas' database, dropped and recreated each run; R runs on the same server")
 	fs.StringVar(&o.adminToken, "admin-token", envOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
