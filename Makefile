@@ -14,7 +14,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
-.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-chaos k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-chaos chaos k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -90,6 +90,13 @@ loadtest: ## load-test mysql, redis, zk and the `none` control over the 3 replic
 
 loadtest-chaos: ## the same with one replica SIGKILLed and restarted during each attack
 	$(GO) run ./loadtest -strategies mysql,redis,zk -chaos kill $(LOADTEST_FLAGS)
+
+# Flags for `make chaos`, e.g. make chaos CHAOS_FLAGS='-faults redis,kill -step 30s' (.ci/run
+# runs a short form: fewer strategies, shorter steps and stops, every fault).
+CHAOS_FLAGS ?=
+chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; a replica SIGKILLed, one SIGTERMed; the order consumer killed between its commits; each audited; report in loadtest/results/
+	scripts/up.sh
+	$(GO) run ./loadtest -faults all -strategies mysql,redis,zk,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
 
 # `make k6` settings; purchase.js reads more from the environment (BUYERS, PEAK_RATE, RAMP_UP, HOLD,
 # MAX_VUS, ...: see loadtest/k6/purchase.js), e.g. make k6 K6_STRATEGY=zk BUYERS=500 PEAK_RATE=300

@@ -44,19 +44,26 @@ type answer struct {
 	err      string
 }
 
-// outcome names an answer for the report: the API's code (sale.Code) where it has one.
+// outcome names an answer for the report: the API's code (sale.Code) where it has one. A 502 or
+// 504 without one comes from a proxy in front of the replicas (nginx) that lost the replica's
+// answer: for the buyer, a transport error.
 func (a answer) outcome() string {
 	switch code := sale.Code(a.code); {
 	case a.status == http.StatusAccepted && a.replayed:
 		return "replayed" // a 202 with Idempotent-Replayed: the first answer again
 	case a.status == http.StatusAccepted:
 		return string(sale.CodeAccepted)
-	case a.status == 0:
+	case a.status == 0 || a.lostByProxy():
 		return "transport_error"
 	case code == sale.CodeSoldOut || code == sale.CodeLimitReached || code == sale.CodeRateLimited || code == sale.CodeUnavailable:
 		return a.code
 	}
 	return "other"
+}
+
+// lostByProxy reports a proxy's 502 or 504: the replica's answer, if any, never came through.
+func (a answer) lostByProxy() bool {
+	return (a.status == http.StatusBadGateway || a.status == http.StatusGatewayTimeout) && a.code == ""
 }
 
 // definitive reports whether the answer settles the attempt: a transport error or a 5xx leaves
@@ -77,7 +84,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos},
 		Passed: true,
 	}
-	admin := &adminClient{appapi.New(o.targets[0], o.adminToken)}
+	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
 	if o.baselineFor > 0 {
 		ys, err := measureYardsticks(ctx, o, say)
 		if err != nil {
@@ -116,9 +123,26 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	if err != nil {
 		return nil, err
 	}
-	settled := settle(ctx, o, pid, answers)
+	settled, unknown := settle(ctx, o, pid, answers)
 	say("%s: %d answers, %d settled after the attack; waiting for the order queue", strategy, len(answers), len(settled))
-	return judge(ctx, db, o, strategy, pid, answers, settled, events)
+	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events)
+	if err != nil {
+		return nil, err
+	}
+	sr.account(len(plan), unknown)
+	return sr, nil
+}
+
+// account adds to sr's verdict that every planned request was answered and every unknown outcome
+// settled: planned requests, and unknown purchases that settle gave up on.
+func (sr *StrategyReport) account(planned, unknown int) {
+	if sr.Requests != planned {
+		sr.Violations = append(sr.Violations, fmt.Sprintf("%d requests planned, %d answered", planned, sr.Requests))
+	}
+	if unknown > 0 {
+		sr.Violations = append(sr.Violations, fmt.Sprintf("%d purchases still of unknown outcome after %d retries each", unknown, settleTries))
+	}
+	sr.Verdict, sr.Violations = verdict(sr.Strategy, sr.Oversold, sr.Violations)
 }
 
 // planAttempts lays out every request: buyer i on replica i mod n; try 1 and its retry carry one
@@ -157,7 +181,10 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 		return nil
 	}
 	attacker := newAttacker(o)
-	pacer := vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
+	var pacer vegeta.Pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
+	if o.burstEvery > 0 {
+		pacer = burstPacer{every: o.burstEvery, perBurst: max(1, int(float64(o.rate)*o.burstEvery.Seconds()))}
+	}
 
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -185,6 +212,26 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 	events = <-chaosDone
 	return answers, events, ctx.Err()
 }
+
+// burstPacer sends perBurst requests at once at the start of every period of every: the mean
+// rate of a ConstantPacer, in bursts. The fault run paces the unsafe control so, for its race to
+// show (smooth, one at a time, its read-check-write seldom overlaps another and need not oversell).
+type burstPacer struct {
+	every    time.Duration
+	perBurst int
+}
+
+// Pace lets the burst of the current period go at once, then waits for the next period.
+func (p burstPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	period := elapsed / p.every
+	if hits < uint64(period+1)*uint64(p.perBurst) {
+		return 0, false
+	}
+	return (period+1)*p.every - elapsed, false
+}
+
+// Rate is the mean rate, per second.
+func (p burstPacer) Rate(time.Duration) float64 { return float64(p.perBurst) / p.every.Seconds() }
 
 // newAttacker is vegeta as every attack of the harness uses it: o.workers requests in flight
 // on as many keep-alive HTTP/1.1 connections.
@@ -224,10 +271,14 @@ func (a *answer) decode(body []byte, replayed bool) {
 	a.replayed = replayed
 }
 
+// settleTries is how many times settle sends one purchase before it gives up.
+const settleTries = 30
+
 // settle re-sends, with the same Idempotency-Key, every attempt whose answer left it unknown
 // whether the purchase committed (no answer, 5xx, 429), until a replica gives a definitive one:
-// the buyers a real client would retry. Their answers complete what the buyers were told.
-func settle(ctx context.Context, o *options, productID int64, answers []answer) []answer {
+// the buyers a real client would retry. Their answers complete what the buyers were told;
+// unknown counts the purchases it gave up on after settleTries.
+func settle(ctx context.Context, o *options, productID int64, answers []answer) (settled []answer, unknown int) {
 	decided := map[string]bool{} // buyer/key pairs with a definitive answer
 	for _, a := range answers {
 		if a.definitive() {
@@ -243,19 +294,23 @@ func settle(ctx context.Context, o *options, productID int64, answers []answer) 
 		}
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
-	var out []answer
 	for _, at := range open {
-		for try := range 30 {
+		done := false
+		for try := range settleTries {
 			target := o.targets[(at.buyer+try)%len(o.targets)]
 			a := post(ctx, client, target, productID, at)
 			if a.definitive() || ctx.Err() != nil {
-				out = append(out, a)
+				settled = append(settled, a)
+				done = true
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		if !done {
+			unknown++
+		}
 	}
-	return out
+	return settled, unknown
 }
 
 func post(ctx context.Context, client *http.Client, target string, productID int64, at attempt) answer {

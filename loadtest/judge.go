@@ -188,12 +188,17 @@ func dbViolations(e dbEvidence, oversold, buyers int, drainTimeout time.Duration
 // report. A safe strategy PASSes without violations and FAILs with any. The unsafe control must
 // be caught overselling (OVERSOLD: its violations are the evidence); when it was not, it FAILs
 // with one violation more, for then the run could not have caught an oversell.
+const controlMissed = "the unsafe control did not oversell: the run could not have caught an oversell"
+
 func verdict(strategy string, oversold int, violations []string) (string, []string) {
 	switch {
 	case strategy == unsafeStrategy && oversold > 0:
 		return "OVERSOLD", violations
 	case strategy == unsafeStrategy:
-		return "FAIL", append(violations, "the unsafe control did not oversell: the run could not have caught an oversell")
+		if !slices.Contains(violations, controlMissed) { // verdict may be asked again with more violations
+			violations = append(violations, controlMissed)
+		}
+		return "FAIL", violations
 	case len(violations) > 0:
 		return "FAIL", violations
 	}

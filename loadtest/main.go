@@ -13,16 +13,19 @@
 //	go run ./loadtest                                   # mysql, redis, zk over the 3 local replicas
 //	go run ./loadtest -strategies none                  # the negative control (server: SECKILL_ALLOW_UNSAFE_STRATEGIES=true)
 //	go run ./loadtest -chaos kill                       # SIGKILL a replica mid-attack, restart it
+//	go run ./loadtest -faults all -targets http://127.0.0.1:8080   # the fault run of make chaos
 //	go run ./loadtest -audit-only -product-id 7         # only the database audit (used by make k6)
 package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -45,6 +48,7 @@ type options struct {
 	workers      int
 	maxDuration  time.Duration
 	drainTimeout time.Duration
+	adminURL     string
 	adminToken   string
 	mysqlDSN     string
 	outDir       string
@@ -53,10 +57,20 @@ type options struct {
 	chaosAfter   time.Duration
 	chaosReplica int
 	chaosScript  string
-	auditOnly    bool
-	productID    int64
-	k6Summary    string
-	quiet        bool
+	// The fault run (-faults): see faults.go.
+	faults           []string
+	faultAfter       time.Duration
+	burstEvery       time.Duration // set per strategy by the fault run: see burstPacer
+	faultFor         time.Duration
+	stepFor          time.Duration
+	termReplica      int
+	replicas         int
+	servicesScript   string
+	failpointTrigger string
+	auditOnly        bool
+	productID        int64
+	k6Summary        string
+	quiet            bool
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -78,6 +92,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.workers, "workers", 64, "most requests in flight")
 	fs.DurationVar(&o.maxDuration, "duration", 2*time.Minute, "longest attack per strategy")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "longest wait for the order queue to drain")
+	fs.StringVar(&o.adminURL, "admin", "", "base URL of the admin API (default: the first of -targets; a public load balancer may refuse it)")
 	fs.StringVar(&o.adminToken, "admin-token", envOr("SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", envOr("SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit; R runs on the same server, in database "+yardstick.DefaultDatabase)
 	fs.StringVar(&o.outDir, "out", "loadtest/results", "where the report files go (empty: none)")
@@ -85,7 +100,15 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.chaos, "chaos", "", "kill: SIGKILL one replica during each attack and restart it")
 	fs.DurationVar(&o.chaosAfter, "chaos-after", time.Second, "when in the attack the replica is killed")
 	fs.IntVar(&o.chaosReplica, "chaos-replica", 2, "which local replica (N of 127.0.0.1:808N) to kill")
-	fs.StringVar(&o.chaosScript, "chaos-script", "scripts/replica.sh", "script with `kill N` and `start N`")
+	fs.StringVar(&o.chaosScript, "chaos-script", "scripts/replica.sh", "script with `kill N`, `term N`, `alive N` and `start N`")
+	faults := fs.String("faults", "", "the fault run (make chaos): one step per fault, in order, each under its own paced load of every strategy: "+strings.Join(faultNames, ", ")+", or all")
+	fs.DurationVar(&o.faultAfter, "fault-after", 2*time.Second, "with -faults: when in each step the fault begins")
+	fs.DurationVar(&o.faultFor, "fault-for", 5*time.Second, "with -faults: how long a stopped service stays stopped")
+	fs.DurationVar(&o.stepFor, "step", 20*time.Second, "with -faults: the load of one step, at -rate (default 300 req/s with -faults)")
+	fs.IntVar(&o.termReplica, "term-replica", 3, "with -faults: the replica the term fault SIGTERMs (kill takes -chaos-replica)")
+	fs.IntVar(&o.replicas, "replicas", 3, "with -faults: the replicas of the local stack, 1..N (the consumer fault arms them all)")
+	fs.StringVar(&o.servicesScript, "services-script", "scripts/services.sh", "with -faults: script with `stop NAME` and `start NAME`")
+	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT)")
 	fs.BoolVar(&o.auditOnly, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
 	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
@@ -95,6 +118,21 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	o.targets = cli.SplitList(*targets)
 	o.strategies = cli.SplitList(*strategies)
+	if o.adminURL == "" && len(o.targets) > 0 {
+		o.adminURL = o.targets[0]
+	}
+	var err error
+	if o.faults, err = parseFaults(*faults); err != nil {
+		return nil, err
+	}
+	if len(o.faults) > 0 {
+		if o.rate == 0 {
+			o.rate = 300
+		}
+		if o.failpointTrigger, err = filepath.Abs(o.failpointTrigger); err != nil {
+			return nil, err
+		}
+	}
 	if o.buyers == 0 {
 		o.buyers = 20 * o.stock
 	}
@@ -109,6 +147,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-stock, -buyers and -workers must be positive, -attempts 1 to 3, -rate not negative")
 	case o.chaos != "" && o.chaos != "kill":
 		return nil, fmt.Errorf("-chaos %q: only kill is known", o.chaos)
+	case len(o.faults) > 0 && o.chaos != "":
+		return nil, errors.New("-faults and -chaos: one or the other")
+	case len(o.faults) > 0 && (o.replicas < 1 || o.chaosReplica < 1 || o.chaosReplica > o.replicas || o.termReplica < 1 || o.termReplica > o.replicas):
+		return nil, errors.New("-faults: -chaos-replica and -term-replica must be among the -replicas")
+	case len(o.faults) > 0 && (o.stepFor <= 0 || o.faultAfter < 0 || o.faultFor < 0):
+		return nil, errors.New("-faults: -step must be positive, -fault-after and -fault-for not negative")
 	}
 	return o, nil
 }
@@ -126,6 +170,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if o.auditOnly {
 		return auditOnly(ctx, db, o, stdout)
 	}
+	if len(o.faults) > 0 {
+		return faultRun(ctx, db, o, stdout)
+	}
 	rep, err := runAll(ctx, db, o, progress(stdout, o.quiet))
 	if err != nil {
 		return err
@@ -140,6 +187,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if !rep.Passed {
 		return cli.Failure("invariants broken; see the verdicts above")
+	}
+	return nil
+}
+
+// faultRun is run for -faults: the steps, their report, and exit status 1 if one failed.
+func faultRun(ctx context.Context, db *sql.DB, o *options, stdout io.Writer) error {
+	rep, err := runFaults(ctx, db, o, progress(stdout, o.quiet))
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, chaosMarkdown(rep))
+	if o.outDir != "" {
+		files, err := writeChaosReport(o.outDir, rep)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nreport: %s\n", strings.Join(files, ", "))
+	}
+	if !rep.Passed {
+		return cli.Failure("a fault broke an invariant or a promise; see the verdicts above")
 	}
 	return nil
 }

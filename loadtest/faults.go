@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+// The fault run (-faults, what `make chaos` runs) puts the local stack of `make up` under a paced
+// load and breaks one thing at a time: each fault is a step with products of its own, one per
+// strategy, attacked at once. After each step it settles every unknown answer, waits for the
+// order queue to drain and audits every product, and says how long the buyers took to be
+// served again once the broken thing was back.
+
+// fault is one thing done to the stack during a step.
+type fault struct {
+	name string
+	// what says what the step does, for the report.
+	what string
+	// prepare runs before the step's load begins, unmeasured (nil: nothing to prepare).
+	prepare func(ctx context.Context, e *faultEnv) error
+	// inject breaks it and returns once it is broken.
+	inject func(ctx context.Context, e *faultEnv) error
+	// outage says the broken thing stays away for -fault-for before restore begins; otherwise
+	// restore follows inject at once (a crashed replica is restarted as soon as it is gone).
+	outage bool
+	// restore puts it back and returns once it serves again.
+	restore func(ctx context.Context, e *faultEnv) error
+	// unnoticed says the buyers must not notice the fault at all: no 5xx, no lost answer.
+	unnoticed bool
+	// failFast names the strategy that must answer 503 within failFastWithin while the fault lasts.
+	failFast string
+}
+
+// failFastWithin bounds every 503 a fail-fast strategy answers to a request sent while its lock
+// service is away (stopped, not yet started again): a third of the lock wait (SECKILL_LOCK_WAIT,
+// 3 s), which a strategy that waits for its lock service instead of failing fast answers after;
+// far above the milliseconds expected, for the machine may be busy (the report shows the figures).
+// Requests sent while the service is being stopped are not held to it: a server that is shutting
+// down may keep a connection open without answering, which no client can tell from a slow answer
+// until the connection closes.
+const failFastWithin = time.Second
+
+// faultNames lists the faults in the order `-faults all` runs them.
+var faultNames = []string{"redis", "zk", "mysql", "kafka", "kill", "term", "consumer"}
+
+// faultEnv is what the faults act through: the scripts of the local stack, and the replicas.
+type faultEnv struct {
+	o   *options
+	say func(string, ...any)
+	// armed are the replicas started by this run with the consumer failpoint armed.
+	armed map[int]bool
+	// died is the replica the consumer failpoint killed, for restore.
+	died int
+}
+
+func (e *faultEnv) script(ctx context.Context, env []string, path string, args ...string) error {
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", path, strings.Join(args, " "), err, lastLines(string(out), 5))
+	}
+	return nil
+}
+
+func (e *faultEnv) services(ctx context.Context, args ...string) error {
+	return e.script(ctx, nil, e.o.servicesScript, args...)
+}
+
+func (e *faultEnv) replica(ctx context.Context, args ...string) error {
+	return e.script(ctx, nil, e.o.chaosScript, args...)
+}
+
+// startArmed starts replica n with the consumer failpoint armed on the run's trigger file: inert
+// until the consumer fault creates that file.
+func (e *faultEnv) startArmed(ctx context.Context, n int) error {
+	if err := e.script(ctx, []string{"SECKILL_TEST_FAILPOINT=consumer-after-commit:" + e.o.failpointTrigger},
+		e.o.chaosScript, "start", strconv.Itoa(n)); err != nil {
+		return err
+	}
+	e.armed[n] = true
+	return nil
+}
+
+func (e *faultEnv) alive(ctx context.Context, n int) bool {
+	return exec.CommandContext(ctx, e.o.chaosScript, "alive", strconv.Itoa(n)).Run() == nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
+
+// serviceFault stops one backing service (scripts/services.sh stop) and starts it again.
+func serviceFault(name, service, what, failFast string) fault {
+	return fault{
+		name: name, what: what, outage: true, failFast: failFast,
+		inject:  func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "stop", service) },
+		restore: func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "start", service) },
+	}
+}
+
+// faultsByName are the faults -faults knows.
+func faultsByName(o *options) map[string]fault {
+	kill, term := strconv.Itoa(o.chaosReplica), strconv.Itoa(o.termReplica)
+	return map[string]fault{
+		"redis": serviceFault("redis", "redis", "Redis stopped (SHUTDOWN NOSAVE: its memory, the fence counters with it, is lost), started again", "redis"),
+		"zk":    serviceFault("zk", "zookeeper", "ZooKeeper stopped, started again from its data directory", "zk"),
+		"mysql": serviceFault("mysql", "mariadb", "MariaDB shut down cleanly, started again", ""),
+		"kafka": serviceFault("kafka", "kafka", "the Kafka broker stopped, started again from its data directory", ""),
+		"kill": {
+			name: "kill", what: "replica " + kill + " SIGKILLed (a crash), restarted at once",
+			inject: func(ctx context.Context, e *faultEnv) error { return e.replica(ctx, "kill", kill) },
+			restore: func(ctx context.Context, e *faultEnv) error {
+				return e.startArmed(ctx, o.chaosReplica)
+			},
+		},
+		"term": {
+			name: "term", what: "replica " + term + " SIGTERMed (a deployment): unready at once, drained, exited; restarted", unnoticed: true,
+			inject: func(ctx context.Context, e *faultEnv) error { return e.replica(ctx, "term", term) },
+			restore: func(ctx context.Context, e *faultEnv) error {
+				return e.startArmed(ctx, o.termReplica)
+			},
+		},
+		"consumer": {
+			name: "consumer", what: "the replica whose order consumer commits next is SIGKILLed between its database commit and its offset commit (SECKILL_TEST_FAILPOINT), restarted",
+			prepare: armAll,
+			inject:  fireConsumerFailpoint,
+			restore: func(ctx context.Context, e *faultEnv) error {
+				if e.died == 0 {
+					return errors.New("no replica died: nothing to restart")
+				}
+				return e.startArmed(ctx, e.died)
+			},
+		},
+	}
+}
+
+// armAll restarts, one at a time and gracefully, every replica this run has not started with the
+// consumer failpoint armed: whichever consumer holds the step's partitions must be able to fire.
+func armAll(ctx context.Context, e *faultEnv) error {
+	for n := 1; n <= e.o.replicas; n++ {
+		if e.armed[n] {
+			continue
+		}
+		e.say("chaos: arming replica %d's consumer failpoint (SIGTERM, restart)", n)
+		if err := e.replica(ctx, "term", strconv.Itoa(n)); err != nil {
+			return err
+		}
+		if err := e.startArmed(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fireConsumerFailpoint creates the trigger file and waits for the replica whose consumer
+// commits a batch next to kill itself.
+func fireConsumerFailpoint(ctx context.Context, e *faultEnv) error {
+	if err := os.MkdirAll(filepath.Dir(e.o.failpointTrigger), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(e.o.failpointTrigger, nil, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(e.o.failpointTrigger) // if it did not fire, it must not fire later
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for n := 1; n <= e.o.replicas; n++ {
+			if !e.alive(ctx, n) {
+				e.died = n
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("the consumer failpoint did not fire within 30 s (no replica died)")
+}
+
+// faultTimes are the moments of a step's fault, zero where it did not get that far.
+type faultTimes struct {
+	inject, down, restore, up time.Time
+}
+
+// runFaults is the fault run: one step per fault, in order, and its report.
+func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*ChaosReport, error) {
+	now := time.Now()
+	rep := &ChaosReport{
+		RunID: now.UTC().Format("20060102-150405"), StartedAt: now.UTC(), Machine: yardstick.Machine(),
+		Targets: o.targets, Strategies: o.strategies, Rate: o.rate, Step: o.stepFor, FaultAfter: o.faultAfter,
+		FaultFor: o.faultFor, Passed: true,
+	}
+	env := &faultEnv{o: o, say: say, armed: map[int]bool{}}
+	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
+	all := faultsByName(o)
+	defer func() {
+		if err := env.putBack(ctx); err != nil {
+			say("chaos: COULD NOT PUT THE STACK BACK (run scripts/services.sh up, make up): %v", err)
+		}
+	}()
+	for _, name := range o.faults {
+		step, err := runStep(ctx, db, o, admin, env, all[name], rep.RunID, say)
+		if err != nil {
+			return nil, fmt.Errorf("fault %s: %w", name, err)
+		}
+		if step.Verdict != "PASS" {
+			rep.Passed = false
+		}
+		rep.Steps = append(rep.Steps, *step)
+		say("%s: %s — %d requests, %d × 503, %d lost answers, recovered after %s; %s", name, step.Verdict,
+			step.Requests, step.Unavailable, step.TransportErrors, seconds(step.RecoverySeconds), strings.Join(step.Violations, "; "))
+	}
+	return rep, nil
+}
+
+// runStep runs one fault's step: products, the load with the fault in it, settling, the audit.
+func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
+	perStrategy := *o
+	perStrategy.rate = max(1, o.rate/len(o.strategies))
+	perStrategy.buyers = max(2, int(float64(perStrategy.rate)*o.stepFor.Seconds())/o.attempts)
+	// Half as many units as buyers: without the fault the product would sell out mid-step, so
+	// units are left when the broken thing comes back, and every unit is sold by the end.
+	perStrategy.stock = max(1, perStrategy.buyers/2)
+	perStrategy.chaos = ""
+	st := &perStrategy
+
+	products := map[string]int64{}
+	for _, strategy := range o.strategies {
+		pid, err := admin.saleProduct(ctx, "loadtest · chaos · "+f.name+" · "+strategy, strategy, st.stock)
+		if err != nil {
+			return nil, err
+		}
+		products[strategy] = pid
+	}
+	if f.prepare != nil {
+		if err := f.prepare(ctx, env); err != nil {
+			return nil, err
+		}
+	}
+	say("%s: %s; %d units and %d buyers × %d per strategy (%s), %d req/s for %s", f.name, f.what,
+		st.stock, st.buyers, o.attempts, strings.Join(o.strategies, ", "), o.rate, o.stepFor)
+
+	type result struct {
+		answers []answer
+		planned int
+		err     error
+	}
+	results := make([]result, len(o.strategies))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, strategy := range o.strategies {
+		so := *st
+		if strategy == unsafeStrategy {
+			so.burstEvery = controlBurst
+		}
+		wg.Go(func() {
+			plan := planAttempts(&so, runID+f.name, strategy)
+			answers, _, err := attack(ctx, &so, products[strategy], plan, say)
+			results[i] = result{answers, len(plan), err}
+		})
+	}
+	times, events, faultErr, restoreErr := injectFault(ctx, o, env, f, start, say)
+	if restoreErr != nil {
+		wg.Wait()
+		return nil, fmt.Errorf("could not undo the fault: %w", restoreErr)
+	}
+	var caughtUp map[string]float64
+	if !times.up.IsZero() {
+		caughtUp = ordersCaughtUp(ctx, db, products, times.up, o.drainTimeout)
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+
+	step := &StepReport{Fault: f.name, What: f.what, Events: events}
+	if faultErr != nil {
+		step.Violations = append(step.Violations, "the fault could not be played out: "+faultErr.Error())
+	}
+	var all []answer
+	for i, strategy := range o.strategies {
+		settled, unknown := settle(ctx, st, products[strategy], results[i].answers)
+		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", f.name, strategy, len(results[i].answers), len(settled))
+		sr, err := judge(ctx, db, st, strategy, products[strategy], results[i].answers, settled, nil)
+		if err != nil {
+			return nil, err
+		}
+		sr.account(results[i].planned, unknown)
+		step.Strategies = append(step.Strategies, *sr)
+		ss := step.judgeStrategy(sr, results[i].answers, times)
+		ss.CaughtUpSeconds = -1
+		if c, ok := caughtUp[strategy]; ok {
+			ss.CaughtUpSeconds = c
+		}
+		all = append(all, results[i].answers...)
+	}
+	step.summarize(all, times, start, f)
+	return step, nil
+}
+
+// injectFault plays f out during the load that began at start: it waits -fault-after, injects the
+// fault, holds it -fault-for if it is an outage, and restores it. Once begun, it runs to the end
+// even if ctx ends (an interrupted run must not leave a service stopped); what it did is in the
+// events, timed from start.
+func injectFault(ctx context.Context, o *options, e *faultEnv, f fault, start time.Time, say func(string, ...any)) (t faultTimes, events []Event, injectErr, restoreErr error) {
+	note := func(what string) {
+		events = append(events, Event{T: time.Since(start).Seconds(), What: what})
+		say("chaos: %s", what)
+	}
+	select {
+	case <-ctx.Done():
+		return t, nil, ctx.Err(), nil
+	case <-time.After(o.faultAfter):
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
+	t.inject = time.Now()
+	err := f.inject(fctx, e)
+	t.down = time.Now()
+	if err != nil {
+		note("inject failed: " + err.Error())
+	} else {
+		died := ""
+		if e.died != 0 {
+			died = fmt.Sprintf(" (replica %d died)", e.died)
+		}
+		note(fmt.Sprintf("%s: broken after %.2f s%s", f.name, t.down.Sub(t.inject).Seconds(), died))
+	}
+	if f.outage && err == nil {
+		select {
+		case <-ctx.Done(): // restore at once
+		case <-time.After(o.faultFor):
+		}
+	}
+	t.restore = time.Now()
+	if rerr := f.restore(fctx, e); rerr != nil {
+		note("restore failed: " + rerr.Error())
+		return t, events, err, rerr
+	}
+	t.up = time.Now()
+	note(fmt.Sprintf("%s: back after %.2f s", f.name, t.up.Sub(t.restore).Seconds()))
+	return t, events, err, nil
+}
+
+// putBack leaves the stack as the run found it, whatever ended the run: every backing service
+// answering (services.sh up restarts one the run stopped, a MariaDB or Redis as it ran) and every
+// replica running (started again if a fault left it down).
+func (e *faultEnv) putBack(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
+	errs := []error{e.services(ctx, "up")}
+	for n := 1; n <= e.o.replicas; n++ {
+		if !e.alive(ctx, n) {
+			e.say("chaos: replica %d is down: starting it again", n)
+			errs = append(errs, e.replica(ctx, "start", strconv.Itoa(n)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// judgeStrategy adds one strategy's figures to the step: its lost answers and 503s, and how long
+// after the fault was undone the strategy accepted a purchase again.
+func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t faultTimes) *StepStrategy {
+	ss := StepStrategy{Strategy: sr.Strategy, Verdict: sr.Verdict, Requests: sr.Requests, Accepted: sr.Accepted}
+	var firstAfter time.Time
+	var away []time.Duration // the 503s of requests sent while the broken thing was away
+	for _, a := range answers {
+		switch {
+		case a.status == 503:
+			ss.Unavailable++
+			if !t.down.IsZero() && !a.sent.Before(t.down) && (t.restore.IsZero() || a.sent.Before(t.restore)) {
+				away = append(away, a.latency)
+			}
+		case a.outcome() == "transport_error":
+			ss.TransportErrors++
+		}
+		if a.status >= 500 || a.status == 0 {
+			ss.affected = true
+		}
+		if !t.up.IsZero() && !a.sent.Before(t.up) {
+			ss.sentAfter = true
+		}
+		if !t.up.IsZero() && a.outcome() == "accepted" && !a.sent.Before(t.up) && (firstAfter.IsZero() || a.sent.Before(firstAfter)) {
+			firstAfter = a.sent
+		}
+	}
+	ss.RecoverySeconds = -1
+	if ss.affected && !firstAfter.IsZero() {
+		ss.RecoverySeconds = firstAfter.Sub(t.up).Seconds()
+	}
+	ss.Latency503 = sr.Latency["unavailable"]
+	ss.Latency503Away = yardstick.Percentiles(away)
+	if sr.Verdict == "FAIL" { // the unsafe control's OVERSOLD is its pass: its violations are the evidence
+		for _, v := range sr.Violations {
+			s.Violations = append(s.Violations, sr.Strategy+": "+v)
+		}
+	}
+	s.PerStrategy = append(s.PerStrategy, ss)
+	return &s.PerStrategy[len(s.PerStrategy)-1]
+}
+
+// controlBurst is how the fault run paces the unsafe control: its share of the rate in bursts
+// this far apart (burstPacer).
+const controlBurst = 500 * time.Millisecond
+
+// ordersCaughtUp polls, from up (the fault undone), until every reservation made by then of each
+// product has its order, or until timeout, and returns per strategy the seconds from up until
+// then; a strategy whose orders did not catch up within timeout is absent. It marks "by then" with
+// the highest reservation id at its first read, so it needs no clock of the database's.
+func ordersCaughtUp(ctx context.Context, db *sql.DB, products map[string]int64, up time.Time, timeout time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	highest := map[string]int64{}
+	for strategy, pid := range products {
+		var id sql.NullInt64
+		if err := db.QueryRowContext(ctx, `SELECT MAX(id) FROM reservations WHERE product_id = ?`, pid).Scan(&id); err != nil {
+			return out
+		}
+		highest[strategy] = id.Int64
+	}
+	for len(highest) > 0 {
+		for strategy, id := range highest {
+			var waiting int
+			err := db.QueryRowContext(ctx, `
+				SELECT COUNT(*) FROM reservations r LEFT JOIN orders o ON o.reservation_id = r.id
+				WHERE r.product_id = ? AND r.id <= ? AND o.id IS NULL`, products[strategy], id).Scan(&waiting)
+			if err != nil && ctx.Err() != nil {
+				return out
+			}
+			if err == nil && waiting == 0 {
+				out[strategy] = time.Since(up).Seconds()
+				delete(highest, strategy)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return out
+}
+
+// summarize sets the step's totals and verdict.
+func (s *StepReport) summarize(all []answer, t faultTimes, start time.Time, f fault) {
+	s.RecoverySeconds, s.CaughtUpSeconds = -1, -1
+	for _, ss := range s.PerStrategy {
+		s.Requests += ss.Requests
+		s.Unavailable += ss.Unavailable
+		s.TransportErrors += ss.TransportErrors
+		if ss.RecoverySeconds > s.RecoverySeconds {
+			s.RecoverySeconds = ss.RecoverySeconds
+		}
+		s.CaughtUpSeconds = max(s.CaughtUpSeconds, ss.CaughtUpSeconds)
+		if ss.CaughtUpSeconds < 0 && !t.up.IsZero() {
+			s.Violations = append(s.Violations, fmt.Sprintf("%s: the orders did not catch up within the drain timeout", ss.Strategy))
+		}
+		switch {
+		case !ss.affected || t.up.IsZero() || ss.RecoverySeconds >= 0:
+		case !ss.sentAfter:
+			s.Violations = append(s.Violations, fmt.Sprintf("%s: the load ended before the fault was undone, so recovery was not seen (a longer -step)", ss.Strategy))
+		default:
+			s.Violations = append(s.Violations, fmt.Sprintf("%s: no purchase accepted after the fault was undone", ss.Strategy))
+		}
+	}
+	for _, a := range all {
+		if a.status >= 500 && a.status != 503 && !a.lostByProxy() {
+			s.Other5xx++
+		}
+	}
+	if !t.inject.IsZero() && !t.up.IsZero() {
+		s.OutageSeconds = t.up.Sub(t.inject).Seconds()
+		s.InjectAt = t.inject.Sub(start).Seconds()
+		s.RestoredSeconds = t.up.Sub(t.restore).Seconds()
+	}
+	if f.unnoticed && (s.Unavailable+s.TransportErrors+s.Other5xx) > 0 {
+		s.Violations = append(s.Violations, fmt.Sprintf("the buyers noticed: %d × 503, %d lost answers, %d other 5xx (want none)",
+			s.Unavailable, s.TransportErrors, s.Other5xx))
+	}
+	if f.failFast != "" {
+		for _, ss := range s.PerStrategy {
+			if ss.Strategy != f.failFast {
+				continue
+			}
+			switch {
+			case ss.Latency503Away.Count == 0:
+				s.Violations = append(s.Violations, ss.Strategy+": no 503 while its lock service was away")
+			case time.Duration(ss.Latency503Away.Max*float64(time.Millisecond)) > failFastWithin:
+				s.Violations = append(s.Violations, fmt.Sprintf("%s: 503s while its lock service was away are not fast: p99 %.1f ms, max %.1f ms (want every one under %s)",
+					ss.Strategy, ss.Latency503Away.P99, ss.Latency503Away.Max, failFastWithin))
+			}
+		}
+	}
+	s.Verdict = "PASS"
+	if len(s.Violations) > 0 {
+		s.Verdict = "FAIL"
+	}
+}
+
+// parseFaults reads -faults: a comma-separated list of faultNames, or all.
+func parseFaults(s string) ([]string, error) {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		switch name = strings.TrimSpace(name); {
+		case name == "":
+		case name == "all":
+			out = append(out, faultNames...)
+		case slices.Contains(faultNames, name):
+			out = append(out, name)
+		default:
+			return nil, fmt.Errorf("-faults: unknown fault %q (known: %s, all)", name, strings.Join(faultNames, ", "))
+		}
+	}
+	return out, nil
+}
