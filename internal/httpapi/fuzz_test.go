@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/buyer"
 )
 
 // The fuzz targets of the API's input surfaces: the path parameters, the headers the API reads,
@@ -93,13 +96,33 @@ var headerRoutes = []struct {
 	{"GET", "/api/v1/admin/products", ""},
 	{"GET", "/api/v1/products", ""},
 	{"GET", "/api/v1/orders/order-1", ""},
+	// Sent to a router whose purchases need buyer tokens (FuzzHeaders' last route).
+	{"POST", "/api/v1/products/1/purchase", `{"user_id":"header-fuzzer"}`},
 }
 
-// FuzzHeaders: every header the API reads (Idempotency-Key, Authorization, X-Request-ID,
-// Content-Type, X-Forwarded-For from the trusted proxy), a declared Content-Length that may be
-// wrong or unknown, and bodies on both sides of the 16 KiB limit. client picks the caller's
-// address among 256 (0: the trusted proxy, which names the client in X-Forwarded-For), so that
-// the admin throttle sees clients old and new.
+// fuzzBuyerKey signs and verifies the buyer tokens of FuzzHeaders' router with buyer tokens.
+var fuzzBuyerKey = []byte("fuzz-buyer-key-of-at-least-32-bytes!")
+
+// buyerToken returns a token for user, valid for ttl (negative: expired).
+func buyerToken(tb testing.TB, user string, ttl time.Duration) string {
+	tb.Helper()
+	s, err := buyer.NewSigner(buyer.Config{HMACKey: fuzzBuyerKey})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := s.Token(user, ttl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
+// FuzzHeaders: every header the API reads (Idempotency-Key; Authorization: the admin token, and
+// a buyer token on the last route, whose router verifies them; X-Request-ID, Content-Type,
+// X-Forwarded-For from the trusted proxy), a declared Content-Length that may be wrong or
+// unknown, and bodies on both sides of the 16 KiB limit. client picks the caller's address among
+// 256 (0: the trusted proxy, which names the client in X-Forwarded-For), so that the admin
+// throttle and the per-client limit see clients old and new.
 func FuzzHeaders(f *testing.F) {
 	right := "Bearer " + fuzzAdminToken
 	for i := range headerRoutes {
@@ -110,9 +133,26 @@ func FuzzHeaders(f *testing.F) {
 		f.Add(uint8(i), uint8(0), strings.Repeat("k", 129), right+" ", "\x00", "APPLICATION/JSON", "2001:db8::1", int64(5), uint16(16384))
 		f.Add(uint8(i), uint8(4), "\xff", "Bearer", "\r\n", "application/x-www-form-urlencoded", "not an address", int64(3), uint16(17000))
 	}
+	last := uint8(len(headerRoutes) - 1)
+	for _, auth := range []string{
+		"Bearer " + buyerToken(f, "header-fuzzer", time.Hour), "Bearer " + buyerToken(f, "someone-else", time.Hour),
+		"Bearer " + buyerToken(f, "header-fuzzer", -time.Hour), "Bearer " + buyerToken(f, "header-fuzzer", time.Hour) + "x", "Bearer a.b.c",
+	} {
+		f.Add(last, uint8(1), "k-1", auth, "", "application/json", "", int64(0), uint16(0))
+	}
 	h := memRouter(f)
+	verifier, err := buyer.NewVerifier(buyer.Config{HMACKey: fuzzBuyerKey})
+	if err != nil {
+		f.Fatal(err)
+	}
+	withBuyers := memRouterBuyers(f, verifier)
 	f.Fuzz(func(t *testing.T, route, client uint8, idemKey, auth, reqID, contentType, xff string, declared int64, size uint16) {
-		r := headerRoutes[int(route)%len(headerRoutes)]
+		i := int(route) % len(headerRoutes)
+		r := headerRoutes[i]
+		h := h
+		if i == len(headerRoutes)-1 {
+			h = withBuyers
+		}
 		req := fuzzRequest{method: r.method, path: r.path, header: http.Header{}, remote: "192.0.2." + strconv.Itoa(int(client)) + ":4321"}
 		if client == 0 {
 			req.remote = "10.0.0.1:4321"

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/ratelimit"
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -293,7 +294,10 @@ const fuzzAdminToken = "fuzz-admin-token"
 // memRouter is the real router over the memory domain, with the production limits (per-user
 // rate 5/s, burst 10; 2,000 purchases in flight), an admin throttle in memory, and 10.0.0.1
 // as the one trusted proxy. Its background work stops with the test.
-func memRouter(tb testing.TB) http.Handler {
+func memRouter(tb testing.TB) http.Handler { return memRouterBuyers(tb, nil) }
+
+// memRouterBuyers is memRouter whose purchases need buyer tokens verified by buyers (nil: none).
+func memRouterBuyers(tb testing.TB, buyers *buyer.Verifier) http.Handler {
 	tb.Helper()
 	now := time.Now()
 	st := &memStore{products: map[int64]sale.Product{}}
@@ -347,7 +351,7 @@ func memRouter(tb testing.TB) http.Handler {
 	// The limits at their defaults, each replica's own (the fuzzers send from a few addresses and
 	// users: the 429s and their Retry-After are fuzzed too).
 	clients := localLimit{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 20, Burst: 40})}
-	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, HTTPMetrics: m, ClientLimit: clients}, Config{
+	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
 		AdminToken:           fuzzAdminToken,
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),
