@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,8 @@ type faultEnv struct {
 	armed map[int]bool
 	// died is the replica the consumer failpoint killed, for restore.
 	died int
+	// detail is what the last fault saw, for its event (termWatched's times).
+	detail string
 }
 
 func (e *faultEnv) script(ctx context.Context, env []string, path string, args ...string) error {
@@ -130,7 +133,7 @@ func faultsByName(o *options) map[string]fault {
 		},
 		"term": {
 			name: "term", what: "replica " + term + " SIGTERMed (a deployment): unready at once, drained, exited; restarted", unnoticed: true,
-			inject: func(ctx context.Context, e *faultEnv) error { return e.replica(ctx, "term", term) },
+			inject: func(ctx context.Context, e *faultEnv) error { return e.termWatched(ctx, o.termReplica) },
 			restore: func(ctx context.Context, e *faultEnv) error {
 				return e.startArmed(ctx, o.termReplica)
 			},
@@ -147,6 +150,48 @@ func faultsByName(o *options) map[string]fault {
 			},
 		},
 	}
+}
+
+// unreadyWithin is how soon a replica sent SIGTERM must stop saying it is ready (/readyz 200).
+const unreadyWithin = time.Second
+
+// termWatched SIGTERMs replica n (replica.sh term, which waits for it to exit) and meanwhile
+// polls its /readyz: it must stop answering 200 within unreadyWithin, long before it exits.
+// It notes both times.
+func (e *faultEnv) termWatched(ctx context.Context, n int) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", 8080+n)
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	readyNow := func() bool {
+		res, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}
+	if !readyNow() {
+		return fmt.Errorf("replica %d is not ready before its SIGTERM", n)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- e.replica(ctx, "term", strconv.Itoa(n)) }()
+	var unready time.Duration
+	for unready == 0 {
+		select {
+		case err := <-done:
+			return errors.Join(err, fmt.Errorf("replica %d exited after %.2f s still saying it was ready", n, time.Since(start).Seconds()))
+		case <-time.After(5 * time.Millisecond):
+		}
+		if !readyNow() {
+			unready = time.Since(start)
+		}
+	}
+	err := <-done
+	e.detail = fmt.Sprintf("unready after %d ms, exited after %.2f s", unready.Milliseconds(), time.Since(start).Seconds())
+	if err == nil && unready > unreadyWithin {
+		err = fmt.Errorf("replica %d said it was ready %s after its SIGTERM (want under %s)", n, unready.Round(time.Millisecond), unreadyWithin)
+	}
+	return err
 }
 
 // armAll restarts, one at a time and gracefully, every replica this run has not started with the
@@ -249,6 +294,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		}
 		products[strategy] = pid
 	}
+	env.died, env.detail = 0, ""
 	if f.prepare != nil {
 		if err := f.prepare(ctx, env); err != nil {
 			return nil, err
@@ -339,11 +385,14 @@ func injectFault(ctx context.Context, o *options, e *faultEnv, f fault, start ti
 	if err != nil {
 		note("inject failed: " + err.Error())
 	} else {
-		died := ""
+		detail := e.detail
 		if e.died != 0 {
-			died = fmt.Sprintf(" (replica %d died)", e.died)
+			detail = fmt.Sprintf("replica %d died", e.died)
 		}
-		note(fmt.Sprintf("%s: broken after %.2f s%s", f.name, t.down.Sub(t.inject).Seconds(), died))
+		if detail != "" {
+			detail = " (" + detail + ")"
+		}
+		note(fmt.Sprintf("%s: broken after %.2f s%s", f.name, t.down.Sub(t.inject).Seconds(), detail))
 	}
 	if f.outage && err == nil {
 		select {
