@@ -30,6 +30,7 @@ type attempt struct {
 	user   string
 	target string // replica base URL
 	key    string
+	token  string // the buyer's token, when the replicas verify buyers (-buyer-jwt-key)
 }
 
 // answer is what one request got.
@@ -158,7 +159,7 @@ func planAttempts(o *options, runID, strategy string) []attempt {
 			if n == 3 {
 				key = user + "-k2"
 			}
-			plan = append(plan, attempt{buyer: b, n: n, user: user, target: target, key: key})
+			plan = append(plan, attempt{buyer: b, n: n, user: user, target: target, key: key, token: o.buyerToken(user)})
 		}
 	}
 	return plan
@@ -178,6 +179,9 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 		t.URL = fmt.Sprintf("%s/api/v1/products/%d/purchase?lt=%d", a.target, productID, i)
 		t.Body = body
 		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {a.key}}
+		if a.token != "" {
+			t.Header["Authorization"] = []string{"Bearer " + a.token}
+		}
 		return nil
 	}
 	attacker := newAttacker(o)
@@ -323,6 +327,9 @@ func post(ctx context.Context, client *http.Client, target string, productID int
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", at.key)
+	if at.token != "" {
+		req.Header.Set("Authorization", "Bearer "+at.token)
+	}
 	res, err := client.Do(req)
 	a.latency = time.Since(a.sent)
 	if err != nil {

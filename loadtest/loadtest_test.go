@@ -68,3 +68,39 @@ func TestSmoke(t *testing.T) {
 		t.Error("the run did not pass")
 	}
 }
+
+// TestBuyerTokens: against a replica that verifies buyer tokens, the load test with
+// -buyer-jwt-key signs each buyer's token and passes; without it every purchase is refused 401
+// (the control: the tokens are what lets them buy).
+func TestBuyerTokens(t *testing.T) {
+	const key = "the load test's buyer key, 32 bytes or more"
+	stack := apptest.NewStack(t)
+	target := stack.Start(t, map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": key}).URL
+	run := func(extra ...string) *Report {
+		t.Helper()
+		o, err := parseOptions(append([]string{
+			"-targets", target, "-strategies", "mysql", "-stock", "20", "-buyers", "200", "-workers", "16",
+			"-baseline", "0", "-drain-timeout", "60s", "-admin-token", apptest.AdminToken,
+			"-mysql-dsn", stack.DSN, "-out", "", "-quiet",
+		}, extra...), func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := openDB(o.mysqlDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		rep, err := runAll(t.Context(), db, o, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if s := run("-buyer-jwt-key", key).Strategies[0]; s.Verdict != "PASS" || s.Accepted != 20 || s.Facts.Orders != 20 {
+		t.Fatalf("with tokens: %s, accepted %d, orders %d, %q; want PASS, 20, 20", s.Verdict, s.Accepted, s.Facts.Orders, s.Violations)
+	}
+	if s := run().Strategies[0]; s.Accepted != 0 {
+		t.Fatalf("without tokens: %d accepted, want none (every purchase 401)", s.Accepted)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
@@ -71,6 +72,24 @@ type options struct {
 	productID        int64
 	k6Summary        string
 	quiet            bool
+	// signer signs each buyer's token when the replicas verify buyer tokens; nil: user ids are
+	// claims, as the app's default is.
+	signer *buyer.Signer
+	// tokenTTL is how long a buyer's token is valid: the whole run.
+	tokenTTL time.Duration
+}
+
+// buyerToken returns user's token, or "" when the replicas do not verify buyers. A user id of the
+// plan is always valid, so signing cannot fail.
+func (o *options) buyerToken(user string) string {
+	if o.signer == nil {
+		return ""
+	}
+	tok, err := o.signer.Token(user, o.tokenTTL)
+	if err != nil {
+		panic(fmt.Sprintf("loadtest: sign %q: %v", user, err))
+	}
+	return tok
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
@@ -113,10 +132,18 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
 	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	buyerKey := fs.String("buyer-jwt-key", getenv("SECKILL_BUYER_JWT_HMAC_KEY"), "sign each buyer's token with this key, for replicas that verify buyer tokens (SECKILL_BUYER_JWT_HMAC_KEY and its _ISSUER and _AUDIENCE, as the replicas take them; empty: none, user ids are claims)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	o.targets = cli.SplitList(*targets)
+	if *buyerKey != "" {
+		s, err := buyer.NewSigner(buyer.Config{HMACKey: []byte(*buyerKey), Issuer: getenv("SECKILL_BUYER_JWT_ISSUER"), Audience: getenv("SECKILL_BUYER_JWT_AUDIENCE")})
+		if err != nil {
+			return nil, fmt.Errorf("-buyer-jwt-key: %w", err)
+		}
+		o.signer, o.tokenTTL = s, 2*o.maxDuration+o.drainTimeout+10*time.Minute
+	}
 	o.strategies = cli.SplitList(*strategies)
 	if o.adminURL == "" && len(o.targets) > 0 {
 		o.adminURL = o.targets[0]
