@@ -8,7 +8,7 @@
 #      invariant straight from MySQL, with k6's accepted count
 #
 # Settings (environment; the Makefile passes K6_STOCK and K6_STRATEGY):
-#   K6_STOCK (200), K6_STRATEGY (mysql), K6_VERSION (v1.8.1), ADMIN_URL (http://127.0.0.1:8080),
+#   K6_STOCK (200), K6_STRATEGY (mysql), K6_VERSION (v1.8.1), ADMIN_URL (http://127.0.0.1:8079, nginx's operations address: the public one refuses the admin API),
 #   SECKILL_ADMIN_TOKEN (dev-admin-token), RUN_ID (k6-<UTC time>), SUMMARY_FILE
 #   (loadtest/results/<RUN_ID>.k6.json); and purchase.js's own: BASE_URLS, BUYERS, START_RATE,
 #   PEAK_RATE, RAMP_UP, HOLD, RAMP_DOWN, PRE_VUS, MAX_VUS, ACCEPTED_P99_MS, ...
@@ -20,7 +20,7 @@ K6=$REPO_ROOT/bin/k6
 K6_VERSION=${K6_VERSION:-v1.8.1}
 K6_STOCK=${K6_STOCK:-200}
 K6_STRATEGY=${K6_STRATEGY:-mysql}
-ADMIN_URL=${ADMIN_URL:-http://127.0.0.1:8080}
+ADMIN_URL=${ADMIN_URL:-http://127.0.0.1:8079}
 ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}
 RUN_ID=${RUN_ID:-k6-$(date -u +%Y%m%dT%H%M%SZ)}
 SUMMARY_FILE=${SUMMARY_FILE:-loadtest/results/$RUN_ID.k6.json}

@@ -22,7 +22,7 @@ const admin = {
   unauthorized: 'The admin token was refused. Enter the token the server was started with.',
   stampede_running: 'A stampede is already running on this server. Wait for it to finish.',
   rate_limited: 'Too many wrong admin tokens from this address: wait a moment, then enter the right one.',
-  not_found: 'No such product or stampede.',
+  not_found: 'No such product or stampede, or no admin API at this address: the public entry point refuses it (with make up, open the operations address, http://127.0.0.1:8079).',
   network: 'The shop could not be reached. Check your connection and try again.',
   unavailable: 'A service of the shop is down or too slow. Try again in a moment.',
   internal: 'Something went wrong in the shop. Try again.',
