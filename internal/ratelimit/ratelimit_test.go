@@ -274,3 +274,41 @@ func TestLocalForgetsIdleKeys(t *testing.T) {
 		t.Fatalf("%d keys tracked after the sweep, want only the one seen since", n)
 	}
 }
+
+// TestFirstLocal: with FirstLocal a key's first attempt on a replica costs no Redis call, its
+// next ones ask Redis as usual; over three replicas a key gets its burst plus one attempt per
+// replica, not more.
+func TestFirstLocal(t *testing.T) {
+	hook := &calls{}
+	name := "test:" + itest.Suffix(8)
+	var replicas []*Shared
+	for range 3 {
+		s, err := NewShared(itest.Redis(t, hook), Limit{PerSecond: 0.001, Burst: 2}, Options{Name: name, FirstLocal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, s)
+	}
+	for i := range 100 {
+		if ok, _ := replicas[0].Allow(t.Context(), "new-"+strconv.Itoa(i)); !ok {
+			t.Fatal("a new key refused")
+		}
+	}
+	if n := hook.n.Load(); n != 0 {
+		t.Errorf("%d Redis calls for 100 first attempts, want 0", n)
+	}
+	allowed := 0
+	for range 10 {
+		for _, r := range replicas {
+			if ok, _ := r.Allow(t.Context(), "greedy"); ok {
+				allowed++
+			}
+		}
+	}
+	if allowed != 2+3 {
+		t.Errorf("a key over three replicas was allowed %d times, want 5 (its burst of 2, and one first attempt on each replica)", allowed)
+	}
+	if hook.n.Load() == 0 {
+		t.Error("no Redis call for a key's later attempts")
+	}
+}
