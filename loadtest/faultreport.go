@@ -38,6 +38,7 @@ type StepReport struct {
 
 	Requests        int `json:"requests"`
 	Unavailable     int `json:"unavailable_503"`
+	RateLimited     int `json:"rate_limited_429"` // back-pressure: a lock wait run out, a limit
 	TransportErrors int `json:"transport_errors"` // no answer, or a proxy's 502/504
 	Other5xx        int `json:"other_5xx"`
 	// RecoverySeconds is, over the strategies whose buyers noticed the fault, the longest time
@@ -61,6 +62,7 @@ type StepStrategy struct {
 	Requests        int     `json:"requests"`
 	Accepted        int     `json:"accepted"`
 	Unavailable     int     `json:"unavailable_503"`
+	RateLimited     int     `json:"rate_limited_429"`
 	TransportErrors int     `json:"transport_errors"`
 	Latency503      Latency `json:"latency_503"`
 	// Latency503Away is over the 503s of the requests sent while the broken thing was away: from
@@ -82,8 +84,8 @@ func chaosMarkdown(r *ChaosReport) string {
 	fmt.Fprintf(&b, "\n## seckill-go chaos run %s — %s\n\n", r.RunID, verdict)
 	fmt.Fprintf(&b, "%s · %s · %s · %d req/s for %s per fault · fault %s in, services away %s\n\n",
 		r.Machine, strings.Join(r.Targets, ", "), strings.Join(r.Strategies, ", "), r.Rate, r.Step, r.FaultAfter, r.FaultFor)
-	b.WriteString("| fault | down s (restart s) | requests | 503 | 503 p50 / p99 / max ms | lost answers | other 5xx | recovered after s | orders caught up after s | audit |\n")
-	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| fault | down s (restart s) | requests | 503 | 503 p50 / p99 / max ms | 429 | lost answers | other 5xx | recovered after s | orders caught up after s | audit |\n")
+	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
 		var p50, p99, most float64
 		for _, ss := range s.PerStrategy {
@@ -93,13 +95,13 @@ func chaosMarkdown(r *ChaosReport) string {
 		if s.Unavailable > 0 {
 			lat = fmt.Sprintf("%.1f / %.1f / %.1f", p50, p99, most)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %d | %d | %s | %d | %d | %s | %.1f | **%s** %s |\n",
-			s.Fault, s.OutageSeconds, s.RestoredSeconds, s.Requests, s.Unavailable, lat, s.TransportErrors, s.Other5xx,
+		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %d | %d | %s | %d | %d | %d | %s | %.1f | **%s** %s |\n",
+			s.Fault, s.OutageSeconds, s.RestoredSeconds, s.Requests, s.Unavailable, lat, s.RateLimited, s.TransportErrors, s.Other5xx,
 			seconds(s.RecoverySeconds), s.CaughtUpSeconds, s.Verdict, auditSummary(s))
 	}
 	b.WriteString("\nPer strategy (503 latency: the slowest strategy's percentiles above):\n\n" +
-		"| fault | strategy | requests | accepted | 503 | 503 p99 ms | 503 while away: n, p50 / p99 / max ms | lost answers | recovered after s | orders caught up after s | audit |\n" +
-		"|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
+		"| fault | strategy | requests | accepted | 503 | 503 p99 ms | 503 while away: n, p50 / p99 / max ms | 429 | lost answers | recovered after s | orders caught up after s | audit |\n" +
+		"|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
 		for _, ss := range s.PerStrategy {
 			p99, away := "—", "—"
@@ -109,8 +111,8 @@ func chaosMarkdown(r *ChaosReport) string {
 			if l := ss.Latency503Away; l.Count > 0 {
 				away = fmt.Sprintf("%d, %.1f / %.1f / %.1f", l.Count, l.P50, l.P99, l.Max)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %d | %s | %s | %s |\n", s.Fault, ss.Strategy, ss.Requests, ss.Accepted,
-				ss.Unavailable, p99, away, ss.TransportErrors, seconds(ss.RecoverySeconds), seconds(ss.CaughtUpSeconds), ss.Verdict)
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %d | %d | %s | %s | %s |\n", s.Fault, ss.Strategy, ss.Requests, ss.Accepted,
+				ss.Unavailable, p99, away, ss.RateLimited, ss.TransportErrors, seconds(ss.RecoverySeconds), seconds(ss.CaughtUpSeconds), ss.Verdict)
 		}
 	}
 	for _, s := range r.Steps {

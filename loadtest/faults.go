@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -160,17 +161,28 @@ const unreadyWithin = time.Second
 // It notes both times.
 func (e *faultEnv) termWatched(ctx context.Context, n int) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", 8080+n)
-	client := &http.Client{Timeout: 200 * time.Millisecond}
-	readyNow := func() bool {
+	client := &http.Client{Timeout: time.Second}
+	// ready says whether the replica says it is ready; one too busy to answer within the client's
+	// timeout says nothing, and is asked again. A refused connection is a no.
+	ready := func() (yes, known bool) {
 		res, err := client.Get(url)
+		var nerr net.Error
+		if errors.As(err, &nerr) && nerr.Timeout() {
+			return false, false
+		}
 		if err != nil {
-			return false
+			return false, true
 		}
 		res.Body.Close()
-		return res.StatusCode == http.StatusOK
+		return res.StatusCode == http.StatusOK, true
 	}
-	if !readyNow() {
-		return fmt.Errorf("replica %d is not ready before its SIGTERM", n)
+	readyNow := func() bool { yes, known := ready(); return yes || !known }
+	deadline := time.Now().Add(10 * time.Second)
+	for yes, _ := ready(); !yes; yes, _ = ready() { // a replica restarted by the last step may still be getting ready
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %d is not ready before its SIGTERM (its /readyz for 10 s)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	start := time.Now()
 	done := make(chan error, 1)
@@ -429,7 +441,7 @@ func (e *faultEnv) putBack(ctx context.Context) error {
 // judgeStrategy adds one strategy's figures to the step: its lost answers and 503s, and how long
 // after the fault was undone the strategy accepted a purchase again.
 func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t faultTimes) *StepStrategy {
-	ss := StepStrategy{Strategy: sr.Strategy, Verdict: sr.Verdict, Requests: sr.Requests, Accepted: sr.Accepted}
+	ss := StepStrategy{Strategy: sr.Strategy, Verdict: sr.Verdict, Requests: sr.Requests, Accepted: sr.Accepted, RateLimited: sr.Status[http.StatusTooManyRequests]}
 	var firstAfter time.Time
 	var away []time.Duration // the 503s of requests sent while the broken thing was away
 	for _, a := range answers {
@@ -516,6 +528,7 @@ func (s *StepReport) summarize(all []answer, t faultTimes, start time.Time, f fa
 	for _, ss := range s.PerStrategy {
 		s.Requests += ss.Requests
 		s.Unavailable += ss.Unavailable
+		s.RateLimited += ss.RateLimited
 		s.TransportErrors += ss.TransportErrors
 		if ss.RecoverySeconds > s.RecoverySeconds {
 			s.RecoverySeconds = ss.RecoverySeconds
