@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,39 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	}
 	if !strings.Contains(out, "app:*****@tcp(db:3306)/seckill") {
 		t.Errorf("log line lacks the masked DSN: %s", out)
+	}
+}
+
+// TestAddressLists: SECKILL_TRUSTED_PROXIES and SECKILL_RATE_EXEMPT take addresses and CIDRs
+// (an address is its own /32 or /128, an IPv4-mapped one its IPv4 form, a CIDR masked); none is
+// the empty list; anything else is refused at start.
+func TestAddressLists(t *testing.T) {
+	c, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	if diff := cmp.Diff(loopback, c.Limits.TrustedProxies, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("default trusted proxies (-want +got):\n%s", diff)
+	}
+	c, err = Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678",
+		"SECKILL_TRUSTED_PROXIES": " 10.1.2.3, 172.16.9.9/12 ,::ffff:192.0.2.1", "SECKILL_RATE_EXEMPT": "none"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.0.2.1/32")}
+	if diff := cmp.Diff(want, c.Limits.TrustedProxies, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("trusted proxies (-want +got):\n%s", diff)
+	}
+	if len(c.Limits.Exempt) != 0 {
+		t.Errorf("SECKILL_RATE_EXEMPT=none gave %v", c.Limits.Exempt)
+	}
+	for _, bad := range []string{"localhost", "10.0.0.0/33", "1.2.3", "none,10.0.0.1"} {
+		if _, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678", "SECKILL_RATE_EXEMPT": bad}), io.Discard); err == nil {
+			t.Errorf("SECKILL_RATE_EXEMPT=%q accepted", bad)
+		}
+	}
+	if _, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678", "SECKILL_RATE_PER_CLIENT": "-1"}), io.Discard); err == nil {
+		t.Error("a negative SECKILL_RATE_PER_CLIENT accepted")
 	}
 }
