@@ -312,3 +312,33 @@ func TestFirstLocal(t *testing.T) {
 		t.Error("no Redis call for a key's later attempts")
 	}
 }
+
+// TestOneCallPerBusyKey: requests of one key that arrive together while it has no lease share
+// the Redis call of the first (and its lease) instead of each asking Redis.
+func TestOneCallPerBusyKey(t *testing.T) {
+	hook := &calls{}
+	s, err := NewShared(itest.Redis(t, hook), Limit{PerSecond: 1e6, Burst: 40}, Options{Name: "test:" + itest.Suffix(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Allow(t.Context(), "warm-up") // the script is loaded
+	before := hook.n.Load()
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			if ok, _ := s.Allow(t.Context(), "busy"); !ok {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	n := hook.n.Load() - before
+	t.Logf("200 requests of one key at once: %d Redis calls (leases of 10)", n)
+	if refused.Load() > 0 {
+		t.Errorf("%d requests refused under a limit of a million a second", refused.Load())
+	}
+	if n > 60 {
+		t.Errorf("%d Redis calls for 200 requests of one key with leases of 10, want about 20", n)
+	}
+}

@@ -93,7 +93,11 @@ type Shared struct {
 type leaseShard struct {
 	mu     sync.Mutex
 	leases map[uint64]lease
-	_      [64 - 16]byte
+	// asking holds the keys a Redis call is under way for: the key's other requests wait for
+	// its lease instead of asking Redis too (a busy key would otherwise cost as many calls as
+	// it has requests in flight when its lease runs out).
+	asking map[uint64]chan struct{}
+	_      [64 - 24]byte
 }
 
 // lease is what a replica knows of a key: tokens it may spend until expires, or a refusal Redis
@@ -138,12 +142,14 @@ func NewShared(rdb *redis.Client, l Limit, o Options) (*Shared, error) {
 	s := &Shared{rr: redis_rate.NewLimiter(&batcher{rdb: rdb, timeout: o.Timeout}), limit: l.gcra(), opts: o, local: NewLocal(l), seed: maphash.MakeSeed()}
 	for i := range s.shards {
 		s.shards[i].leases = map[uint64]lease{}
+		s.shards[i].asking = map[uint64]chan struct{}{}
 	}
 	return s, nil
 }
 
 // Allow reports whether key may act now, and if not, how long it should wait. It costs a Redis
-// round trip only when the key has no lease left and no standing refusal.
+// round trip only when the key has no lease left and no standing refusal, and no call for the key
+// is under way already (then it waits for that call's lease: twice the timeout at most).
 func (s *Shared) Allow(ctx context.Context, key string) (bool, time.Duration) {
 	if s == nil {
 		return true, 0
@@ -155,26 +161,53 @@ func (s *Shared) Allow(ctx context.Context, key string) (bool, time.Duration) {
 	}
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h%shards]
-	sh.mu.Lock()
-	ls := sh.leases[h]
-	switch {
-	case ls.deniedUntil > t:
+	var asking chan struct{}
+	giveUp := t + int64(2*s.opts.Timeout) // a request waits for others' calls this long at most
+	for {
+		sh.mu.Lock()
+		ls := sh.leases[h]
+		switch {
+		case ls.deniedUntil > t:
+			sh.mu.Unlock()
+			return false, time.Duration(ls.deniedUntil - t)
+		case ls.tokens > 0 && ls.expires > t:
+			ls.tokens--
+			sh.leases[h] = ls
+			sh.mu.Unlock()
+			return true, 0
+		case s.opts.FirstLocal && ls.seenUntil <= t:
+			sh.leases[h] = lease{seenUntil: t + int64(sweepEvery)}
+			sh.mu.Unlock()
+			return true, 0
+		}
+		if t < s.downUntil.Load() {
+			sh.mu.Unlock()
+			return s.local.Allow(key, now)
+		}
+		other, busy := sh.asking[h]
+		if !busy || t >= giveUp {
+			if !busy {
+				asking = make(chan struct{})
+				sh.asking[h] = asking
+			}
+			sh.mu.Unlock()
+			break
+		}
 		sh.mu.Unlock()
-		return false, time.Duration(ls.deniedUntil - t)
-	case ls.tokens > 0 && ls.expires > t:
-		ls.tokens--
-		sh.leases[h] = ls
-		sh.mu.Unlock()
-		return true, 0
-	case s.opts.FirstLocal && ls.seenUntil <= t:
-		sh.leases[h] = lease{seenUntil: t + int64(sweepEvery)}
-		sh.mu.Unlock()
-		return true, 0
+		select {
+		case <-other:
+		case <-time.After(s.opts.Timeout):
+		}
+		now = s.opts.Now()
+		t = now.UnixNano()
 	}
-	sh.mu.Unlock()
-
-	if t < s.downUntil.Load() {
-		return s.local.Allow(key, now)
+	if asking != nil {
+		defer func() {
+			sh.mu.Lock()
+			delete(sh.asking, h)
+			sh.mu.Unlock()
+			close(asking)
+		}()
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	res, err := s.rr.AllowAtMost(rctx, s.opts.Name+":"+key, s.limit, s.opts.Lease)
