@@ -22,8 +22,13 @@
 //   REQUEST_TIMEOUT          per request (default 10s)
 //   ACCEPTED_P99_MS          threshold on the p99 latency of accepted purchases (default 3000)
 //   SUMMARY_FILE             where the JSON summary goes (default loadtest/results/k6-summary.json)
+//   SECKILL_BUYER_JWT_HMAC_KEY  when the replicas verify buyer tokens: each buyer signs its own
+//                 (HS256, with SECKILL_BUYER_JWT_ISSUER and _AUDIENCE if set), as the Go load test
+//                 does with -buyer-jwt-key; empty: user ids are claims
 
 import http from 'k6/http';
+import crypto from 'k6/crypto';
+import encoding from 'k6/encoding';
 import exec from 'k6/execution';
 import { check } from 'k6';
 import { Counter, Trend } from 'k6/metrics';
@@ -145,9 +150,25 @@ function orderId(res) {
   }
 }
 
-function purchase(url, body, key, attempt) {
+const BUYER_JWT_KEY = env('SECKILL_BUYER_JWT_HMAC_KEY', '');
+
+// buyerToken signs user's buyer token (HS256), valid for an hour; '' when buyers are not verified.
+function buyerToken(user) {
+  if (BUYER_JWT_KEY === '') return '';
+  const now = Math.floor(Date.now() / 1000);
+  const claims = { sub: user, iat: now, exp: now + 3600 };
+  if (env('SECKILL_BUYER_JWT_ISSUER', '') !== '') claims.iss = env('SECKILL_BUYER_JWT_ISSUER', '');
+  if (env('SECKILL_BUYER_JWT_AUDIENCE', '') !== '') claims.aud = env('SECKILL_BUYER_JWT_AUDIENCE', '');
+  const part = (v) => encoding.b64encode(JSON.stringify(v), 'rawurl');
+  const signed = `${part({ alg: 'HS256', typ: 'JWT' })}.${part(claims)}`;
+  return `${signed}.${crypto.hmac('sha256', BUYER_JWT_KEY, signed, 'base64rawurl')}`;
+}
+
+function purchase(url, body, key, attempt, token) {
+  const headers = { 'Content-Type': 'application/json', 'Idempotency-Key': key };
+  if (token) headers.Authorization = `Bearer ${token}`;
   return http.post(url, body, {
-    headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+    headers,
     tags: { name: 'purchase', attempt },
     timeout: env('REQUEST_TIMEOUT', '10s'),
   });
@@ -169,13 +190,15 @@ function record(res) {
 export default function (data) {
   const iter = exec.scenario.iterationInTest;
   const buyer = iter % BUYERS;
-  const body = JSON.stringify({ user_id: `${data.runId}-b${buyer}`, quantity: 1 });
+  const user = `${data.runId}-b${buyer}`;
+  const body = JSON.stringify({ user_id: user, quantity: 1 });
+  const token = buyerToken(user);
   const key = `${data.runId}-i${iter}`;
   const path = `/api/v1/products/${PRODUCT_ID}/purchase`;
 
-  const first = purchase(BASE_URLS[iter % BASE_URLS.length] + path, body, key, 'first');
+  const first = purchase(BASE_URLS[iter % BASE_URLS.length] + path, body, key, 'first', token);
   const firstOutcome = record(first);
-  const retry = purchase(BASE_URLS[(iter + 1) % BASE_URLS.length] + path, body, key, 'retry');
+  const retry = purchase(BASE_URLS[(iter + 1) % BASE_URLS.length] + path, body, key, 'retry', token);
   record(retry);
 
   if (firstOutcome === 'accepted') {
