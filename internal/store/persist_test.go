@@ -1,0 +1,119 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+func decided(p sale.Product, user, key string) sale.Reservation {
+	return sale.Reservation{
+		Receipt: sale.Receipt{OrderID: "o-" + user + "-" + itest.Suffix(6), Status: sale.StatusQueued, ProductID: p.ID,
+			UserID: user, Quantity: 1, Strategy: p.Strategy},
+		IdempotencyKey: key, Epoch: p.Epoch, CreatedAt: time.Now().UTC(),
+	}
+}
+
+func stockOf(t *testing.T, st *store.Store, id int64) (stock, reserved int) {
+	t.Helper()
+	s, err := st.Stats(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Stock, s.ReservedUnits
+}
+
+// TestPersistReservations: reservations decided elsewhere are written once, whatever number of
+// times a batch comes, and MySQL's stock goes down by exactly the units written.
+func TestPersistReservations(t *testing.T) {
+	st, _ := itest.Store(t)
+	ctx := context.Background()
+	p := product(t, st, 10, sale.StrategyMySQL)
+	batch := []sale.Reservation{decided(p, "u1", "k1"), decided(p, "u2", ""), decided(p, "u3", "k3")}
+	persist := func(rs []sale.Reservation) int {
+		t.Helper()
+		n, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := persist(batch); n != 3 {
+		t.Fatalf("first write: %d inserted, want 3", n)
+	}
+	if n := persist(batch); n != 0 {
+		t.Fatalf("the same batch again: %d inserted, want 0", n)
+	}
+	if n := persist([]sale.Reservation{batch[1], decided(p, "u4", "k4")}); n != 1 {
+		t.Fatalf("half old, half new: %d inserted, want 1", n)
+	}
+	if s, r := stockOf(t, st, p.ID); s != 6 || r != 4 {
+		t.Fatalf("stock %d, reserved %d; want 6 and 4", s, r)
+	}
+
+	// u5's key is already u5's on another product: the unit is kept, the key is not stored.
+	q := product(t, st, 5, sale.StrategyMySQL)
+	if _, err := st.PersistReservations(ctx, q.ID, q.Strategy, q.Epoch, []sale.Reservation{decided(q, "u5", "shared")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := persist([]sale.Reservation{decided(p, "u5", "shared"), decided(p, "u6", "k6")}); n != 2 {
+		t.Fatalf("with a key held elsewhere: %d inserted, want 2", n)
+	}
+	if s, r := stockOf(t, st, p.ID); s != 4 || r != 6 {
+		t.Fatalf("stock %d, reserved %d; want 4 and 6", s, r)
+	}
+	if rc, err := st.StoredReceipt(ctx, "u6", "k6"); err != nil || rc.ProductID != p.ID {
+		t.Fatalf("u6's key: %+v, %v; want its receipt", rc, err)
+	}
+
+	// Another epoch (a reset in between): nothing written.
+	_, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch+1, []sale.Reservation{decided(p, "u7", "")})
+	if !errors.Is(err, sale.ErrSaleChanged) {
+		t.Fatalf("another epoch: %v, want ErrSaleChanged", err)
+	}
+	if s, r := stockOf(t, st, p.ID); s != 4 || r != 6 {
+		t.Fatalf("after a refused batch: stock %d, reserved %d; want 4 and 6", s, r)
+	}
+}
+
+// TestPersistConcurrently: persisters racing with overlapping batches (one claimed the entries of
+// another that it thought dead) write every reservation once.
+func TestPersistConcurrently(t *testing.T) {
+	st, _ := itest.Store(t)
+	p := product(t, st, 100, sale.StrategyMySQL)
+	var all []sale.Reservation
+	for i := range 60 {
+		all = append(all, decided(p, fmt.Sprintf("c%d", i), fmt.Sprintf("key%d", i)))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inserted := 0
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w * 10; i+20 <= len(all); i += 20 { // windows of 20 that overlap between workers
+				n, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, all[i:i+20])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				inserted += n
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, all); err != nil {
+		t.Fatal(err)
+	}
+	if s, r := stockOf(t, st, p.ID); s != 40 || r != 60 {
+		t.Fatalf("stock %d, reserved %d; want 40 and 60 (inserted by the racers: %d)", s, r, inserted)
+	}
+}
