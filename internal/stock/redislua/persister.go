@@ -1,0 +1,182 @@
+package redislua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// Strategy is the name of the strategy this package decides for.
+const Strategy sale.Strategy = "redis-lua"
+
+// Writer writes reservations that the script decided to MySQL, idempotent on the order id, the
+// stock going down by the units written (*store.Store's PersistReservations). It returns
+// sale.ErrSaleChanged when the product has left that epoch (a reset cleared its sale).
+type Writer interface {
+	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch uint64, rs []sale.Reservation) (int, error)
+}
+
+// PersisterOptions tunes a Persister.
+type PersisterOptions struct {
+	// Consumer names this persister in the stream's consumer group: one per process.
+	Consumer string
+	// Group is the consumer group every persister shares ["persisters"].
+	Group string
+	// Batch is the most entries read at once [256].
+	Batch int64
+	// ClaimAfter is how long an entry read by another persister may stay unacknowledged before
+	// this one takes it over (that one is taken for dead) [30 s].
+	ClaimAfter time.Duration
+	// Strategy is the products' strategy as the Writer checks it [Strategy].
+	Strategy sale.Strategy
+	Log      *slog.Logger
+}
+
+// Persister moves the accepted reservations from a product's stream to MySQL. Any number may run
+// (one per process): a consumer group hands each entry to one of them, an entry is acknowledged
+// and deleted only after its reservation committed, and the entries of a persister that died
+// before acknowledging are claimed by another after ClaimAfter. Writing twice is harmless: the
+// Writer is idempotent on the order id.
+type Persister struct {
+	rdb  redis.Cmdable
+	sale *Sale
+	w    Writer
+	o    PersisterOptions
+}
+
+// NewPersister returns a persister of s's streams into w.
+func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Persister, error) {
+	if rdb == nil || s == nil || w == nil || o.Consumer == "" {
+		return nil, errors.New("redislua: a persister needs Redis, the sale, a writer and a consumer name")
+	}
+	if o.Group == "" {
+		o.Group = "persisters"
+	}
+	if o.Batch <= 0 {
+		o.Batch = 256
+	}
+	if o.ClaimAfter <= 0 {
+		o.ClaimAfter = 30 * time.Second
+	}
+	if o.Strategy == "" {
+		o.Strategy = Strategy
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Persister{rdb: rdb, sale: s, w: w, o: o}, nil
+}
+
+// Drain writes what productID's stream holds for this persister: its own unacknowledged entries
+// (a write that failed earlier), entries of a dead persister, then new ones, until none is left.
+// It returns how many entries it settled (written, found written already, or of a cleared sale).
+func (p *Persister) Drain(ctx context.Context, productID int64) (int, error) {
+	stream := p.sale.Keys(productID).Stream
+	if err := p.rdb.XGroupCreateMkStream(ctx, stream, p.o.Group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return 0, fmt.Errorf("redislua: create group on %s: %w", stream, err)
+	}
+	settled := 0
+	for {
+		msgs, err := p.next(ctx, stream)
+		if err != nil || len(msgs) == 0 {
+			return settled, err
+		}
+		n, err := p.write(ctx, productID, stream, msgs)
+		settled += n
+		if err != nil {
+			return settled, err
+		}
+	}
+}
+
+// next returns the next entries to write: this consumer's pending ones, then a dead consumer's,
+// then new ones.
+func (p *Persister) next(ctx context.Context, stream string) ([]redis.XMessage, error) {
+	for _, id := range []string{"0", ""} {
+		if id == "" {
+			msgs, _, err := p.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: stream, Group: p.o.Group, Consumer: p.o.Consumer, MinIdle: p.o.ClaimAfter, Start: "0-0", Count: p.o.Batch,
+			}).Result()
+			if err != nil {
+				return nil, fmt.Errorf("redislua: XAUTOCLAIM %s: %w", stream, err)
+			}
+			if len(msgs) > 0 {
+				return msgs, nil
+			}
+			id = ">"
+		}
+		streams, err := p.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: p.o.Group, Consumer: p.o.Consumer, Streams: []string{stream, id}, Count: p.o.Batch, Block: -1,
+		}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("redislua: XREADGROUP %s: %w", stream, err)
+		}
+		if len(streams) > 0 && len(streams[0].Messages) > 0 {
+			return streams[0].Messages, nil
+		}
+		if id == ">" {
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// write commits msgs' reservations, grouped by epoch, and acknowledges and deletes each group's
+// entries once it committed (or once its sale turned out to be cleared).
+func (p *Persister) write(ctx context.Context, productID int64, stream string, msgs []redis.XMessage) (int, error) {
+	byEpoch := map[uint64][]sale.Reservation{}
+	ids := map[uint64][]string{}
+	for _, m := range msgs {
+		r, err := reservation(productID, p.o.Strategy, m)
+		if err != nil {
+			// An entry the script did not write: keep it pending, loudly, rather than lose a unit.
+			return 0, err
+		}
+		byEpoch[r.Epoch] = append(byEpoch[r.Epoch], r)
+		ids[r.Epoch] = append(ids[r.Epoch], m.ID)
+	}
+	settled := 0
+	for epoch, rs := range byEpoch {
+		_, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, epoch, rs)
+		if errors.Is(err, sale.ErrSaleChanged) {
+			p.o.Log.Warn("reservations of a cleared sale dropped", "product_id", productID, "epoch", epoch, "entries", len(rs))
+		} else if err != nil {
+			return settled, err
+		}
+		if _, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.XAck(ctx, stream, p.o.Group, ids[epoch]...)
+			pipe.XDel(ctx, stream, ids[epoch]...)
+			return nil
+		}); err != nil {
+			return settled, fmt.Errorf("redislua: acknowledge %d entries of %s: %w", len(rs), stream, err)
+		}
+		settled += len(rs)
+	}
+	return settled, nil
+}
+
+// reservation reads one stream entry as the script wrote it.
+func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Reservation, error) {
+	field := func(k string) string { s, _ := m.Values[k].(string); return s }
+	qty, err1 := strconv.Atoi(field("qty"))
+	epoch, err2 := strconv.ParseUint(field("epoch"), 10, 64)
+	ms, err3 := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil || field("order") == "" || field("user") == "" {
+		return sale.Reservation{}, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
+	}
+	return sale.Reservation{
+		Receipt: sale.Receipt{OrderID: field("order"), Status: sale.StatusQueued, ProductID: productID,
+			UserID: field("user"), Quantity: qty, Strategy: st},
+		IdempotencyKey: field("key"),
+		Epoch:          epoch,
+		CreatedAt:      time.UnixMilli(ms).UTC(),
+	}, nil
+}

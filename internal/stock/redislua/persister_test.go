@@ -1,0 +1,142 @@
+package redislua
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// saleInMySQL creates a product of stock units in the test's own database and loads its Redis
+// state. The product's strategy is mysql: redis-lua is not a product strategy yet, and the
+// persister checks whichever it is given.
+func saleInMySQL(t *testing.T, stock int) (*Sale, *redis.Client, *store.Store, sale.Product) {
+	t.Helper()
+	s, rdb := newSale(t)
+	st, _ := itest.Store(t)
+	now := time.Now().UTC()
+	p, err := st.CreateProduct(t.Context(), sale.NewProduct{Name: "redis-lua", PriceCents: 1, Stock: stock, Strategy: sale.StrategyMySQL,
+		SaleStartsAt: now.Add(-time.Hour), SaleEndsAt: now.Add(time.Hour), PerUserLimit: 1}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), s.Keys(p.ID).all()...).Err() })
+	if err := s.Load(t.Context(), rdb, p.ID, State{Epoch: p.Epoch, Initial: stock, Stock: stock, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb, st, p
+}
+
+func buy(t *testing.T, s *Sale, p sale.Product, n int) {
+	t.Helper()
+	for i := range n {
+		u := "buyer" + strconv.Itoa(i)
+		o, err := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, Key: "k-" + u, OrderID: "o-" + itest.Suffix(8)})
+		if err != nil || o.Result != Accepted {
+			t.Fatalf("purchase %d: %v %v", i, o.Result, err)
+		}
+	}
+}
+
+func persister(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store, consumer string, claimAfter time.Duration) *Persister {
+	t.Helper()
+	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: consumer, ClaimAfter: claimAfter, Batch: 7, Strategy: sale.StrategyMySQL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// check fails t unless MySQL holds want reservations and stock initial-want, and the stream is
+// empty with nothing pending.
+func check(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store, p sale.Product, want int) {
+	t.Helper()
+	stats, err := st.Stats(t.Context(), p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := rdb.XLen(t.Context(), s.Keys(p.ID).Stream).Result()
+	pending, _ := rdb.XPending(t.Context(), s.Keys(p.ID).Stream, "persisters").Result()
+	if stats.ReservedUnits != want || stats.Stock != p.InitialStock-want || n != 0 || pending.Count != 0 {
+		t.Fatalf("MySQL reserved %d, stock %d; stream %d entries, %d pending; want %d, %d, 0, 0",
+			stats.ReservedUnits, stats.Stock, n, pending.Count, want, p.InitialStock-want)
+	}
+}
+
+// TestPersisterDrains: what the script accepted ends in MySQL, each unit once, and leaves the
+// stream.
+func TestPersisterDrains(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 50)
+	buy(t, s, p, 30)
+	n, err := persister(t, rdb, s, st, "a", time.Minute).Drain(t.Context(), p.ID)
+	if err != nil || n != 30 {
+		t.Fatalf("Drain = %d, %v; want 30", n, err)
+	}
+	check(t, rdb, s, st, p, 30)
+}
+
+// TestPersisterTakesOverADeadOne: a persister that read entries, committed them to MySQL and died
+// before acknowledging leaves them pending; another claims them once they are idle for
+// ClaimAfter and writes nothing twice. One that died before committing: the same, and the units
+// are written.
+func TestPersisterTakesOverADeadOne(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 50)
+	buy(t, s, p, 20)
+	dead := persister(t, rdb, s, st, "dead", time.Minute)
+	if _, err := dead.Drain(t.Context(), p.ID); err != nil { // creates the group; everything written
+		t.Fatal(err)
+	}
+	buy2 := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			u := "late" + strconv.Itoa(i)
+			if o, err := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, OrderID: "o-" + itest.Suffix(8)}); err != nil || o.Result != Accepted {
+				t.Fatalf("purchase: %v %v", o.Result, err)
+			}
+		}
+	}
+	buy2(0, 10)
+	// The dead one reads the 10 new entries and commits half of them, then dies: nothing acked.
+	msgs, err := dead.next(t.Context(), s.Keys(p.ID).Stream)
+	if err != nil || len(msgs) != 7 { // Batch is 7
+		t.Fatalf("the dead one read %d entries, %v; want 7", len(msgs), err)
+	}
+	var committed []sale.Reservation
+	for _, m := range msgs[:4] {
+		r, err := reservation(p.ID, sale.StrategyMySQL, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed = append(committed, r)
+	}
+	if _, err := st.PersistReservations(t.Context(), p.ID, p.Strategy, p.Epoch, committed); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another persister, with ClaimAfter 0 for the test (the dead one is known dead).
+	other := persister(t, rdb, s, st, "other", time.Nanosecond)
+	if n, err := other.Drain(t.Context(), p.ID); err != nil || n != 10 {
+		t.Fatalf("the other one settled %d, %v; want 10", n, err)
+	}
+	check(t, rdb, s, st, p, 30)
+}
+
+// TestPersisterDropsAClearedSale: entries of an epoch the product has left (an admin reset
+// cleared that sale) are acknowledged and dropped, not written into the new sale.
+func TestPersisterDropsAClearedSale(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 50)
+	buy(t, s, p, 5)
+	if _, err := st.ResetProduct(t.Context(), p.ID, sale.Reset{Stock: 50}, time.Now().UTC()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := persister(t, rdb, s, st, "a", time.Minute).Drain(t.Context(), p.ID)
+	if err != nil || n != 5 {
+		t.Fatalf("Drain = %d, %v; want the 5 settled by dropping them", n, err)
+	}
+	check(t, rdb, s, st, p, 0)
+}
