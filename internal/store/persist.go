@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+
+	"gorm.io/gorm"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -100,4 +103,34 @@ func (t *PurchaseTx) dropForeignKeys(ctx context.Context, rs []sale.Reservation)
 		}
 	}
 	return nil
+}
+
+// SaleReservations reads, in one consistent snapshot, the product and every reservation of its
+// current sale (a reset deletes the earlier ones), keyed or not: what the redis-lua strategy
+// rebuilds its Redis state from.
+func (s *Store) SaleReservations(ctx context.Context, productID int64) (sale.Product, []sale.KeyedReceipt, error) {
+	var (
+		p   sale.Product
+		out []sale.KeyedReceipt
+	)
+	// REPEATABLE READ: the second statement sees exactly what the first one saw.
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row productRow
+		if err := tx.Take(&row, productID).Error; err != nil {
+			return err
+		}
+		p = row.domain()
+		var rows []keyedRow // idem_key NULL scans as ""
+		err := tx.Raw(`SELECT order_id, product_id, user_id, COALESCE(idem_key, '') AS idem_key, quantity, strategy
+			FROM reservations WHERE product_id = ?`, productID).Scan(&rows).Error
+		if err != nil {
+			return err
+		}
+		out = make([]sale.KeyedReceipt, len(rows))
+		for i, r := range rows {
+			out[i] = sale.KeyedReceipt{Key: r.IdemKey, Receipt: r.receipt()}
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return p, out, classify("sale reservations", err)
 }

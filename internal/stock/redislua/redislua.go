@@ -209,28 +209,30 @@ type Receipt struct {
 // Load replaces productID's state in Redis with st in one transaction, keeping the stream (its
 // entries are reservations not yet in MySQL, or already there: the persister is idempotent).
 func (s *Sale) Load(ctx context.Context, c redis.Cmdable, productID int64, st State) error {
-	k := s.Keys(productID)
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.State, k.Buyers, k.Receipts)
-		p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial)
-		if len(st.Buyers) > 0 {
-			args := make([]any, 0, 2*len(st.Buyers))
-			for u, n := range st.Buyers {
-				args = append(args, u, n)
-			}
-			p.HSet(ctx, k.Buyers, args...)
-		}
-		if len(st.Receipts) > 0 {
-			args := make([]any, 0, 2*len(st.Receipts))
-			for key, r := range st.Receipts {
-				args = append(args, key, r.OrderID+" "+r.UserID+" "+strconv.Itoa(r.Quantity))
-			}
-			p.HSet(ctx, k.Receipts, args...)
-		}
-		return nil
-	})
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.load(ctx, p, s.Keys(productID), st) })
 	if err != nil {
 		return fmt.Errorf("redislua: load product %d: %w", productID, err)
+	}
+	return nil
+}
+
+// load queues the commands that replace k's state with st.
+func (s *Sale) load(ctx context.Context, p redis.Pipeliner, k Keys, st State) error {
+	p.Del(ctx, k.State, k.Buyers, k.Receipts)
+	p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial)
+	if len(st.Buyers) > 0 {
+		args := make([]any, 0, 2*len(st.Buyers))
+		for u, n := range st.Buyers {
+			args = append(args, u, n)
+		}
+		p.HSet(ctx, k.Buyers, args...)
+	}
+	if len(st.Receipts) > 0 {
+		args := make([]any, 0, 2*len(st.Receipts))
+		for key, r := range st.Receipts {
+			args = append(args, key, r.OrderID+" "+r.UserID+" "+strconv.Itoa(r.Quantity))
+		}
+		p.HSet(ctx, k.Receipts, args...)
 	}
 	return nil
 }

@@ -1,0 +1,127 @@
+package redislua
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/store"
+)
+
+// rebuildCase: 12 buyers persisted to MySQL, 8 more still in the stream, then the state lost.
+func rebuildCase(t *testing.T) (*Sale, *redis.Client, *store.Store, sale.Product) {
+	t.Helper()
+	s, rdb, st, p := saleInMySQL(t, 50)
+	buy(t, s, p, 12)
+	if _, err := persister(t, rdb, s, st, "a", 0).Drain(t.Context(), p.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := 12; i < 20; i++ {
+		u := "buyer" + strconv.Itoa(i)
+		if o, err := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, Key: "k-" + u, OrderID: "o-" + u}); err != nil || o.Result != Accepted {
+			t.Fatalf("purchase: %v %v", o.Result, err)
+		}
+	}
+	k := s.Keys(p.ID)
+	if err := rdb.Del(t.Context(), k.State, k.Buyers, k.Receipts).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: "x", Quantity: 1, OrderID: "ox"}); o.Result != NotLoaded {
+		t.Fatalf("with the state lost: %v, want not_loaded", o.Result)
+	}
+	return s, rdb, st, p
+}
+
+func left(t *testing.T, rdb *redis.Client, s *Sale, p sale.Product) int {
+	t.Helper()
+	n, err := rdb.HGet(t.Context(), s.Keys(p.ID).State, "stock").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRebuild: the rebuilt stock is initial − units in MySQL − units still only in the stream, and
+// the buyers and keys of both are known again.
+func TestRebuild(t *testing.T) {
+	s, rdb, st, p := rebuildCase(t)
+	if err := s.Rebuild(t.Context(), rdb, p.ID, st.SaleReservations); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(t, rdb, s, p); got != 30 {
+		t.Fatalf("rebuilt stock %d, want 50 − 12 − 8 = 30", got)
+	}
+	for _, tc := range []struct {
+		name string
+		a    Attempt
+		want Result
+	}{
+		{"a persisted key replays", Attempt{Epoch: p.Epoch, UserID: "buyer3", Quantity: 1, Key: "k-buyer3", OrderID: "n1"}, Replayed},
+		{"a key only in the stream replays", Attempt{Epoch: p.Epoch, UserID: "buyer15", Quantity: 1, Key: "k-buyer15", OrderID: "n2"}, Replayed},
+		{"a buyer only in the stream bought", Attempt{Epoch: p.Epoch, UserID: "buyer17", Quantity: 1, OrderID: "n3"}, LimitReached},
+		{"a new buyer buys", Attempt{Epoch: p.Epoch, UserID: "new", Quantity: 1, OrderID: "n4"}, Accepted},
+	} {
+		if o, err := s.Purchase(t.Context(), p.ID, tc.a); err != nil || o.Result != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.name, o.Result, err, tc.want)
+		}
+	}
+	// And everything ends in MySQL once.
+	if _, err := persister(t, rdb, s, st, "b", 0).Drain(t.Context(), p.ID); err != nil {
+		t.Fatal(err)
+	}
+	check(t, rdb, s, st, p, 21)
+}
+
+// TestRebuildOnce: replicas that find the state missing at once rebuild it once; the others are
+// told ErrRebuilding (their purchases answer 503), and a rebuild never overwrites a state that is
+// back (its purchases since would be forgotten).
+func TestRebuildOnce(t *testing.T) {
+	s, rdb, st, p := rebuildCase(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = s.Rebuild(t.Context(), rdb, p.ID, st.SaleReservations) })
+	}
+	wg.Wait()
+	rebuilt := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			rebuilt++
+		case !errors.Is(err, ErrRebuilding):
+			t.Fatalf("rebuild: %v", err)
+		}
+	}
+	if rebuilt == 0 || left(t, rdb, s, p) != 30 {
+		t.Fatalf("%d rebuilds returned nil, stock %d; want at least one and 30", rebuilt, left(t, rdb, s, p))
+	}
+	if o, err := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: "after", Quantity: 1, OrderID: "o-after"}); err != nil || o.Result != Accepted {
+		t.Fatal(o.Result, err)
+	}
+	if err := s.Rebuild(t.Context(), rdb, p.ID, st.SaleReservations); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(t, rdb, s, p); got != 29 {
+		t.Fatalf("a rebuild over a loaded state changed its stock to %d, want 29", got)
+	}
+}
+
+// TestRebuildAfterFlushAll: with the stream gone too (FLUSHALL, or a Redis restarted without its
+// data), the purchases not yet in MySQL are lost to the rebuild: it restores what MySQL holds. This
+// is the durability gap the Redis persistence setting decides (appendonly, appendfsync).
+func TestRebuildAfterFlushAll(t *testing.T) {
+	s, rdb, st, p := rebuildCase(t)
+	if err := rdb.Del(t.Context(), s.Keys(p.ID).Stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rebuild(t.Context(), rdb, p.ID, st.SaleReservations); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(t, rdb, s, p); got != 38 {
+		t.Fatalf("rebuilt stock %d, want 50 − 12 = 38 (the 8 in the lost stream are lost)", got)
+	}
+}
