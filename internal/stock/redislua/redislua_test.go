@@ -206,3 +206,30 @@ func TestInvalidAttempt(t *testing.T) {
 		t.Error("New with a brace in the namespace")
 	}
 }
+
+// BenchmarkPurchase: decisions per second of the script alone, from parallel clients (the whole
+// purchase of a redis-lua sale in Redis: key, limit, decrement, stream append), stock never out.
+func BenchmarkPurchase(b *testing.B) {
+	rdb := itest.Redis(b)
+	s, err := New(rdb, "bench-"+itest.Suffix(6))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rdb.Del(context.Background(), s.Keys(1).all()...).Err() })
+	if err := s.Load(b.Context(), rdb, 1, State{Epoch: 1, Initial: 1 << 30, Stock: 1 << 30, Limit: 1}); err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := strconv.FormatInt(n.Add(1), 10)
+			o, err := s.Purchase(context.Background(), 1, Attempt{Epoch: 1, UserID: "u" + i, Quantity: 1, Key: "k" + i, OrderID: "o" + i})
+			if err != nil || o.Result != Accepted {
+				b.Fatal(o.Result, err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
