@@ -180,3 +180,27 @@ func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Rese
 		CreatedAt:      time.UnixMilli(ms).UTC(),
 	}, nil
 }
+
+// Run drains the streams of the products that products names (those on sale with redis-lua),
+// every interval, until ctx ends. A product's failure is logged and tried again at the next
+// round: its entries stay in the stream meanwhile, nothing is lost.
+func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) ([]int64, error), every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		ids, err := products(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.o.Log.Warn("redis-lua products unknown; trying again", "err", err)
+		}
+		for _, id := range ids {
+			if _, err := p.Drain(ctx, id); err != nil && ctx.Err() == nil {
+				p.o.Log.Warn("persisting redis-lua reservations failed; trying again", "product_id", id, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

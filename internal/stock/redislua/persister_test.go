@@ -140,3 +140,29 @@ func TestPersisterDropsAClearedSale(t *testing.T) {
 	}
 	check(t, rdb, s, st, p, 0)
 }
+
+// TestPersisterRun: running persisters (two, as two replicas would) keep every product's stream
+// flowing into MySQL until they are stopped, and stop when their context ends.
+func TestPersisterRun(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 100)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 2)
+	for _, name := range []string{"r1", "r2"} {
+		ps := persister(t, rdb, s, st, name, time.Minute)
+		go func() {
+			done <- ps.Run(ctx, func(context.Context) ([]int64, error) { return []int64{p.ID}, nil }, 20*time.Millisecond)
+		}()
+	}
+	buy(t, s, p, 40)
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		stats, err := st.Stats(t.Context(), p.ID)
+		return err == nil && stats.ReservedUnits == 40, "reservations in MySQL: " + strconv.Itoa(stats.ReservedUnits)
+	})
+	cancel()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, rdb, s, st, p, 40)
+}
