@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,8 +37,7 @@ const rebuildLease = 10 * time.Second
 // its lease cannot overwrite a newer one.
 func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, snapshot Snapshot) error {
 	k := s.Keys(productID)
-	lease := "seckill:{" + s.ns + ":" + fmt.Sprint(productID) + "}:rebuild"
-	owner := fmt.Sprintf("%d", time.Now().UnixNano())
+	lease, owner := k.Rebuild, strconv.FormatInt(time.Now().UnixNano(), 10)
 	ok, err := rdb.SetNX(ctx, lease, owner, rebuildLease).Result()
 	if err != nil {
 		return fmt.Errorf("redislua: rebuild lease: %w", err)

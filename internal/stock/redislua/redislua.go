@@ -35,16 +35,21 @@ type Keys struct {
 	Receipts string
 	// Stream holds the accepted reservations, in order, until the persister has written them.
 	Stream string
+	// Rebuild is the lease of the one process rebuilding a lost state (see Sale.Rebuild).
+	Rebuild string
 }
 
 // KeysFor returns the keys of productID's sale. ns separates deployments (and tests) sharing a
 // Redis; the app uses its database name. The hash tag is {ns:id}.
 func KeysFor(ns string, productID int64) Keys {
 	tag := "seckill:{" + ns + ":" + strconv.FormatInt(productID, 10) + "}:"
-	return Keys{State: tag + "state", Buyers: tag + "buyers", Receipts: tag + "receipts", Stream: tag + "stream"}
+	return Keys{State: tag + "state", Buyers: tag + "buyers", Receipts: tag + "receipts", Stream: tag + "stream", Rebuild: tag + "rebuild"}
 }
 
-func (k Keys) all() []string { return []string{k.State, k.Buyers, k.Receipts, k.Stream} }
+// script are the keys the purchase script touches, in its KEYS order.
+func (k Keys) script() []string { return []string{k.State, k.Buyers, k.Receipts, k.Stream} }
+
+func (k Keys) all() []string { return append(k.script(), k.Rebuild) }
 
 // Result is what the script decided.
 type Result int
@@ -128,7 +133,7 @@ func (s *Sale) Purchase(ctx context.Context, productID int64, a Attempt) (Outcom
 		return Outcome{}, fmt.Errorf("redislua: invalid attempt %+v", a)
 	}
 	k := s.Keys(productID)
-	res, err := purchaseScript.Run(ctx, s.rdb, k.all(),
+	res, err := purchaseScript.Run(ctx, s.rdb, k.script(),
 		a.Epoch, a.UserID, a.Quantity, a.Key, a.OrderID).StringSlice()
 	if err != nil {
 		return Outcome{}, fmt.Errorf("redislua: purchase script: %w", err)
