@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
+	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
@@ -33,8 +34,12 @@ type resources struct {
 	rdb, liveRDB *redis.Client
 	redisLocks   *redislock.Client
 	zk           *zklock.Client
-	kafka        order.KafkaConfig
-	metrics      *metrics.Metrics
+	// luaSales are the redis-lua sales in Redis; persister moves their accepted purchases to
+	// MySQL (nil when this process runs none).
+	luaSales  *redislua.Sale
+	persister *redislua.Persister
+	kafka     order.KafkaConfig
+	metrics   *metrics.Metrics
 
 	closers []func()
 }
@@ -70,6 +75,19 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config) (_
 		return nil, err
 	}
 	r.onClose(r.redisLocks.Close)
+	if r.luaSales, err = redislua.New(r.rdb, cfg.DatabaseName()); err != nil {
+		return nil, err
+	}
+	if cfg.Run.Persister {
+		r.persister, err = redislua.NewPersister(r.rdb, r.luaSales, r.store, redislua.PersisterOptions{
+			Consumer:   cfg.InstanceID,
+			ClaimAfter: cfg.Persist.ClaimAfter,
+			Log:        log.With("component", "persister"),
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 
 	r.zk, err = zklock.Connect(ctx, cfg.ZK.Servers, zklock.Options{
 		SessionTimeout: cfg.ZK.SessionTimeout,
@@ -145,6 +163,14 @@ var strategyTable = []strategyDef{
 	}},
 	{strategy: sale.StrategyZK, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Locker(), r.cfg.Sale.LockWait, r.metrics)
+	}},
+	// One script decides each purchase: nothing to combine.
+	{strategy: sale.StrategyRedisLua, single: func(r *resources) (sale.Deductor, error) {
+		var wake func(int64)
+		if r.persister != nil {
+			wake = r.persister.Wake
+		}
+		return redislua.NewDeductor(r.rdb, r.luaSales, r.store.SaleReservations, wake)
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.

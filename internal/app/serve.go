@@ -101,6 +101,13 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		}
 		p.back = append(p.back, c.Run)
 	}
+	if r.persister != nil {
+		p.back = append(p.back, func(ctx context.Context) error {
+			return r.persister.Run(ctx, func(ctx context.Context) ([]int64, error) {
+				return r.store.ProductIDsWithStrategy(ctx, sale.StrategyRedisLua)
+			}, cfg.Persist.Every)
+		})
+	}
 	deps := httpapi.Deps{Log: log, HTTPMetrics: r.metrics}
 	if cfg.Run.API {
 		if err := r.buildSales(self, wake, &deps, p); err != nil {

@@ -96,6 +96,17 @@ type Config struct {
 		API      bool
 		Relay    bool
 		Consumer bool
+		// Persister moves redis-lua's accepted purchases from their Redis Streams to MySQL.
+		Persister bool
+	}
+	// Persist tunes the redis-lua persister.
+	Persist struct {
+		// Every is the interval of the sweep over every redis-lua product's stream (a replica's
+		// own purchases are persisted as soon as they are accepted).
+		Every time.Duration
+		// ClaimAfter is how long an entry may stay read and unacknowledged by a persister before
+		// another takes it over, taking the first for dead.
+		ClaimAfter time.Duration
 	}
 	// Buyer says how a buyer's identity is verified: unset, a purchase's user_id is the client's
 	// claim; set, it comes from a signed bearer token.
@@ -169,6 +180,9 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_STAMPEDE_MAX_BUYERS", flag: "stampede-max-buyers", def: "5000", usage: "most simulated buyers in one stampede", set: integer(&c.Stampede.MaxBuyers)},
 		{env: "SECKILL_API", flag: "api", def: "true", usage: "serve the HTTP API (serve only; the worker never does)", set: boolean(&c.Run.API)},
 		{env: "SECKILL_RELAY", flag: "relay", def: "true", usage: "run the outbox relay", set: boolean(&c.Run.Relay)},
+		{env: "SECKILL_PERSISTER", flag: "persister", def: "true", usage: "run the redis-lua persister (Redis Streams → MySQL)", set: boolean(&c.Run.Persister)},
+		{env: "SECKILL_PERSIST_EVERY", flag: "persist-every", def: "1s", usage: "how often the persister sweeps every redis-lua product's stream", set: dur(&c.Persist.Every)},
+		{env: "SECKILL_PERSIST_CLAIM_AFTER", flag: "persist-claim-after", def: "5s", usage: "how long a persister's unacknowledged entries wait before another persister takes them over", set: dur(&c.Persist.ClaimAfter)},
 		{env: "SECKILL_CONSUMER", flag: "consumer", def: "true", usage: "run the order consumer", set: boolean(&c.Run.Consumer)},
 		{env: "SECKILL_INSTANCE_ID", flag: "instance-id", def: fmt.Sprintf("%s-%d", host, os.Getpid()), usage: "name of this process in logs and outbox claims", set: str(&c.InstanceID)},
 		{env: "SECKILL_AUTO_MIGRATE", flag: "auto-migrate", def: "false", usage: "apply pending migrations at start (dev)", set: boolean(&c.AutoMigrate)},
@@ -245,7 +259,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}

@@ -19,13 +19,17 @@ const (
 	StrategyRedis Strategy = "redis"
 	// StrategyZK serialises the read-check-write under a ZooKeeper lock with a fencing token.
 	StrategyZK Strategy = "zk"
+	// StrategyRedisLua decides each purchase with one Lua script over the sale's state in Redis
+	// (stock, buyers, receipts) and appends it to a Redis Stream, from which persisters write it
+	// to MySQL: no lock, no database round trip on the purchase path.
+	StrategyRedisLua Strategy = "redis-lua"
 	// StrategyNone runs the same read-check-write with no lock and no condition. It oversells under
 	// concurrency and exists only to prove that the tests and the load test catch an oversell.
 	StrategyNone Strategy = "none"
 )
 
 // Strategies lists every strategy the code knows, safe ones first.
-var Strategies = []Strategy{StrategyMySQL, StrategyRedis, StrategyZK, StrategyNone}
+var Strategies = []Strategy{StrategyMySQL, StrategyRedis, StrategyZK, StrategyRedisLua, StrategyNone}
 
 // Safe reports whether the strategy guarantees no oversell.
 func (s Strategy) Safe() bool { return s != StrategyNone }

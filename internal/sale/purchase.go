@@ -138,6 +138,22 @@ type Deductor interface {
 	Deduct(ctx context.Context, r Reservation) error
 }
 
+// ReceiptKeeper is a Deductor that keeps the receipts of keyed purchases itself before the store
+// has them (redis-lua keeps them in Redis until a persister writes them to MySQL). A replay asks
+// it first, then the store.
+type ReceiptKeeper interface {
+	// Receipt returns the receipt of the user's purchase of the product with key, or ErrNotFound.
+	Receipt(ctx context.Context, productID int64, userID, key string) (Receipt, error)
+}
+
+// Preparer is a Deductor that needs to know of a new sale epoch before its first purchase
+// (redis-lua loads the sale's state into Redis). Prepare is called after a create or reset; a
+// Preparer must also cope, on its own, with a purchase that arrives unprepared (a failed Prepare,
+// or a state lost later).
+type Preparer interface {
+	Prepare(ctx context.Context, p Product) error
+}
+
 // Store is the persistence the sale domain needs.
 type Store interface {
 	Product(ctx context.Context, id int64) (Product, error)
@@ -209,6 +225,7 @@ type Service struct {
 	newID     func() string
 	onReserve func()
 	defStrat  Strategy
+	log       *slog.Logger
 }
 
 // Options configures a Service. Store, Deductors and NewOrderID are required.
@@ -287,6 +304,7 @@ func NewService(o Options) (*Service, error) {
 	if refresh == 0 {
 		refresh = time.Second
 	}
+	s.log = log
 	s.cache = newSaleCache(o.Store, s.feed, log, refresh, s.now)
 	return s, nil
 }
@@ -371,7 +389,7 @@ func (s *Service) purchase(ctx context.Context, req PurchaseRequest) (Receipt, S
 		if req.IdempotencyKey != "" && (errors.Is(err, ErrSoldOut) || errors.Is(err, ErrIdempotencyKeyInUse) || errors.Is(err, ErrAlreadyPurchased)) {
 			// A purchase with the same key may have committed first (a lock strategy decides
 			// "sold out" before it looks at keys): answer as it did.
-			if replayed, rerr := s.replay(ctx, req); !errors.Is(rerr, ErrNotFound) {
+			if replayed, rerr := s.replay(ctx, p.Strategy, req); !errors.Is(rerr, ErrNotFound) {
 				return replayed, p.Strategy, rerr
 			}
 		}
@@ -393,7 +411,7 @@ func (s *Service) refuse(ctx context.Context, st *saleState, req PurchaseRequest
 		// say), and a key reused for a different purchase is told so. A sale that has not
 		// started has no purchases to replay.
 		if req.IdempotencyKey != "" && !errors.Is(err, ErrSaleNotStarted) {
-			if r, rerr := s.replay(ctx, req); !errors.Is(rerr, ErrNotFound) {
+			if r, rerr := s.replay(ctx, p.Strategy, req); !errors.Is(rerr, ErrNotFound) {
 				return r, rerr
 			}
 		}
@@ -410,7 +428,7 @@ func (s *Service) refuse(ctx context.Context, st *saleState, req PurchaseRequest
 			return replayOf(r, req)
 		}
 	default:
-		if r, err := s.replay(ctx, req); !errors.Is(err, ErrNotFound) {
+		if r, err := s.replay(ctx, p.Strategy, req); !errors.Is(err, ErrNotFound) {
 			return r, err
 		}
 	}
@@ -432,8 +450,18 @@ func (s *Service) rules(p Product, req PurchaseRequest) error {
 }
 
 // replay returns the stored receipt for the request's key, ErrNotFound when there is none, or
-// ErrInvalid when the key was used for a different purchase.
-func (s *Service) replay(ctx context.Context, req PurchaseRequest) (Receipt, error) {
+// ErrInvalid when the key was used for a different purchase. The deductor of the product's
+// strategy st is asked first when it keeps receipts itself.
+func (s *Service) replay(ctx context.Context, st Strategy, req PurchaseRequest) (Receipt, error) {
+	if k, ok := s.deductors[st].(ReceiptKeeper); ok {
+		r, err := k.Receipt(ctx, req.ProductID, req.UserID, req.IdempotencyKey)
+		if !errors.Is(err, ErrNotFound) {
+			if err != nil {
+				return Receipt{}, err
+			}
+			return replayOf(r, req)
+		}
+	}
 	r, err := s.store.StoredReceipt(ctx, req.UserID, req.IdempotencyKey)
 	if err != nil {
 		return Receipt{}, err
@@ -525,8 +553,17 @@ func (s *Service) CreateProduct(ctx context.Context, np NewProduct) (Product, er
 	return p, nil
 }
 
-// changed tells this replica's cache, then every replica, that p has a new sale epoch.
+// changed tells the strategies that need to know (Preparer: the product's new one, and one it may
+// have left), then this replica's cache and every replica, that p has a new sale epoch. A failed
+// Prepare is only logged: the strategy copes with an unprepared sale at its first purchase.
 func (s *Service) changed(ctx context.Context, p Product) {
+	for st, d := range s.deductors {
+		if pr, ok := d.(Preparer); ok {
+			if err := pr.Prepare(context.WithoutCancel(ctx), p); err != nil {
+				s.log.Warn("could not prepare a strategy for the new sale", "product_id", p.ID, "strategy", st, "err", err)
+			}
+		}
+	}
 	c := Change{Kind: ChangeReset, ProductID: p.ID, Epoch: p.Epoch}
 	s.cache.apply(c)
 	s.feed.Publish(context.WithoutCancel(ctx), c)

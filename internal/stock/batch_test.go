@@ -23,7 +23,7 @@ import (
 func batchCases() []deductorCase {
 	var out []deductorCase
 	for _, dc := range deductorCases() {
-		if dc.safe {
+		if dc.safe && dc.strategy != sale.StrategyRedisLua { // one script per purchase: nothing to combine
 			out = append(out, dc)
 		}
 	}

@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -8,18 +9,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
+	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
 // deductorCase is one strategy under the contract. safe=false marks the negative control.
+// keysPerProduct marks a strategy whose Idempotency-Keys are scoped per buyer and product rather
+// than per buyer (redis-lua: a key lives in its sale's Redis slot).
 type deductorCase struct {
-	strategy sale.Strategy
-	safe     bool
-	build    func(tb testing.TB, st *store.Store) sale.Deductor
+	strategy       sale.Strategy
+	safe           bool
+	build          func(tb testing.TB, st *store.Store) sale.Deductor
+	keysPerProduct bool
 }
 
 func deductorCases() []deductorCase {
@@ -30,20 +37,23 @@ func deductorCases() []deductorCase {
 				tb.Fatal(err)
 			}
 			return d
-		}},
+		}, false},
 		{sale.StrategyRedis, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newLocked(tb, st, sale.StrategyRedis, redisLocker(tb, itest.RedisAddr, 5*time.Second), 30*time.Second)
-		}},
+		}, false},
 		{sale.StrategyZK, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newLocked(tb, st, sale.StrategyZK, zkLocker(tb, itest.ZKServers), 30*time.Second)
-		}},
+		}, false},
+		{sale.StrategyRedisLua, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newPersisted(tb, st)
+		}, true},
 		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			d, err := stock.NewNone(st)
 			if err != nil {
 				tb.Fatal(err)
 			}
 			return d
-		}},
+		}, false},
 	}
 }
 
@@ -92,6 +102,18 @@ func TestDeductorContract(t *testing.T) {
 				q := newProduct(t, st, dc.strategy, 5)
 				user := "u-" + itest.Suffix(8) // keys are scoped per user, and other tests run at once
 				mustDeduct(t, d, reservation(p, user, 1, "key-1"))
+				assertErr(t, d.Deduct(t.Context(), reservation(p, user, 1, "key-1")), sale.ErrIdempotencyKeyInUse)
+				assertStock(t, st, p.ID, 4)
+				if dc.keysPerProduct {
+					// Another product's sale does not know the key: the purchase is its own, and
+					// MySQL keeps the key with the first product's reservation.
+					mustDeduct(t, d, reservation(q, user, 1, "key-1"))
+					assertStock(t, st, q.ID, 4)
+					if r, err := st.StoredReceipt(t.Context(), user, "key-1"); err != nil || r.ProductID != p.ID {
+						t.Fatalf("stored receipt of key-1: %+v %v, want product %d's", r, err, p.ID)
+					}
+					return
+				}
 				assertErr(t, d.Deduct(t.Context(), reservation(q, user, 1, "key-1")), sale.ErrIdempotencyKeyInUse)
 				assertStock(t, st, q.ID, 5)
 			})
@@ -218,4 +240,39 @@ func mustAudit(tb testing.TB, st *store.Store, id int64) audit.Facts {
 		tb.Fatal(err)
 	}
 	return f
+}
+
+// persisted is the redis-lua strategy with its persister run after each deduction, so that the
+// contract's checks of MySQL see what the script decided: the real script on the real Redis, the
+// real persister on the real MariaDB, only the persister's schedule made synchronous.
+type persisted struct {
+	d  *redislua.Deductor
+	ps *redislua.Persister
+}
+
+func newPersisted(tb testing.TB, st *store.Store) *persisted {
+	tb.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+	tb.Cleanup(func() { rdb.Close() })
+	s, err := redislua.New(rdb, "contract-"+itest.Suffix(8))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := redislua.NewDeductor(rdb, s, st.SaleReservations, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ps, err := redislua.NewPersister(rdb, s, st, redislua.PersisterOptions{Consumer: "contract"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &persisted{d: d, ps: ps}
+}
+
+func (p *persisted) Deduct(ctx context.Context, r sale.Reservation) error {
+	if err := p.d.Deduct(ctx, r); err != nil {
+		return err
+	}
+	_, err := p.ps.Drain(ctx, r.ProductID)
+	return err
 }

@@ -65,6 +65,15 @@ func (s *Store) ListedProducts(ctx context.Context) ([]sale.Product, error) {
 	return s.products(ctx, s.db.WithContext(ctx).Where("listed"))
 }
 
+// ProductIDsWithStrategy returns the ids of the products sold with strategy st, in order.
+func (s *Store) ProductIDsWithStrategy(ctx context.Context, st sale.Strategy) ([]int64, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Model(&productRow{}).Where("strategy = ?", string(st)).Order("id").Pluck("id", &ids).Error; err != nil {
+		return nil, classify("products by strategy", err)
+	}
+	return ids, nil
+}
+
 func (s *Store) products(_ context.Context, q *gorm.DB) ([]sale.Product, error) {
 	var rows []productRow
 	if err := q.Order("id").Find(&rows).Error; err != nil {

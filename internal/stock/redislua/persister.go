@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,7 +18,7 @@ import (
 )
 
 // Strategy is the name of the strategy this package decides for.
-const Strategy sale.Strategy = "redis-lua"
+const Strategy = sale.StrategyRedisLua
 
 // Writer writes reservations that the script decided to MySQL, idempotent on the order id, the
 // stock going down by the units written (*store.Store's PersistReservations). It returns
@@ -50,6 +53,10 @@ type Persister struct {
 	sale *Sale
 	w    Writer
 	o    PersisterOptions
+
+	wake  chan struct{}
+	mu    sync.Mutex
+	woken map[int64]struct{}
 }
 
 // NewPersister returns a persister of s's streams into w.
@@ -72,7 +79,7 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Persister{rdb: rdb, sale: s, w: w, o: o}, nil
+	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
 }
 
 // Drain writes what productID's stream holds for this persister: its own unacknowledged entries
@@ -181,26 +188,89 @@ func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Rese
 	}, nil
 }
 
-// Run drains the streams of the products that products names (those on sale with redis-lua),
-// every interval, until ctx ends. A product's failure is logged and tried again at the next
-// round: its entries stay in the stream meanwhile, nothing is lost.
+// Wake asks a running persister to drain productID's stream now rather than at its next round:
+// the deductor calls it for each accepted purchase. It never blocks; wakes that arrive while a
+// drain runs are served by the next one, so under load a persister drains back to back, each
+// round writing everything that arrived during the last.
+func (p *Persister) Wake(productID int64) {
+	p.mu.Lock()
+	p.woken[productID] = struct{}{}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run drains, until ctx ends, the streams of the products woken (Wake) as soon as they are, and
+// every interval the streams of all the products that products names (those on sale with
+// redis-lua: this round takes over the entries of a dead persister and of a replica that died
+// before its own persister ran). A failure is logged and tried again at the next round: the
+// entries stay in the stream meanwhile, nothing is lost.
 func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) ([]int64, error), every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	sweep := true
 	for {
-		ids, err := products(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.o.Log.Warn("redis-lua products unknown; trying again", "err", err)
-		}
-		for _, id := range ids {
-			if _, err := p.Drain(ctx, id); err != nil && ctx.Err() == nil {
-				p.o.Log.Warn("persisting redis-lua reservations failed; trying again", "product_id", id, "err", err)
+		var ids []int64
+		if sweep {
+			all, err := products(ctx)
+			if err != nil && ctx.Err() == nil {
+				p.o.Log.Warn("redis-lua products unknown; trying again", "err", err)
 			}
+			ids = all
 		}
+		p.mu.Lock()
+		for id := range p.woken {
+			ids = append(ids, id)
+		}
+		clear(p.woken)
+		p.mu.Unlock()
+		p.drainAll(ctx, ids)
 		select {
 		case <-ctx.Done():
+			// Stopping: persist what this process accepted last, briefly, rather than leave it
+			// for another persister's sweep.
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			p.mu.Lock()
+			ids = slices.Collect(maps.Keys(p.woken))
+			p.mu.Unlock()
+			p.drainAll(last, ids)
 			return nil
 		case <-t.C:
+			sweep = true
+		case <-p.wake:
+			sweep = false
+		}
+	}
+}
+
+// drainAll drains the streams of ids that hold entries, asking Redis their lengths in one round
+// trip first: most products' streams are empty most of the time.
+func (p *Persister) drainAll(ctx context.Context, ids []int64) {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return
+	}
+	lens := make([]*redis.IntCmd, len(ids))
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, id := range ids {
+			lens[i] = pipe.XLen(ctx, p.sale.Keys(id).Stream)
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		p.o.Log.Warn("redis-lua streams unreadable; trying again", "err", err)
+		return
+	}
+	for i, id := range ids {
+		if lens[i].Val() == 0 {
+			continue
+		}
+		if _, err := p.Drain(ctx, id); err != nil && ctx.Err() == nil {
+			p.o.Log.Warn("persisting redis-lua reservations failed; trying again", "product_id", id, "err", err)
 		}
 	}
 }

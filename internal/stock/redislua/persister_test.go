@@ -13,15 +13,14 @@ import (
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
-// saleInMySQL creates a product of stock units in the test's own database and loads its Redis
-// state. The product's strategy is mysql: redis-lua is not a product strategy yet, and the
-// persister checks whichever it is given.
+// saleInMySQL creates a redis-lua product of stock units in the test's own database and loads its
+// Redis state.
 func saleInMySQL(t *testing.T, stock int) (*Sale, *redis.Client, *store.Store, sale.Product) {
 	t.Helper()
 	s, rdb := newSale(t)
 	st, _ := itest.Store(t)
 	now := time.Now().UTC()
-	p, err := st.CreateProduct(t.Context(), sale.NewProduct{Name: "redis-lua", PriceCents: 1, Stock: stock, Strategy: sale.StrategyMySQL,
+	p, err := st.CreateProduct(t.Context(), sale.NewProduct{Name: "redis-lua", PriceCents: 1, Stock: stock, Strategy: Strategy,
 		SaleStartsAt: now.Add(-time.Hour), SaleEndsAt: now.Add(time.Hour), PerUserLimit: 1}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +45,7 @@ func buy(t *testing.T, s *Sale, p sale.Product, n int) {
 
 func persister(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store, consumer string, claimAfter time.Duration) *Persister {
 	t.Helper()
-	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: consumer, ClaimAfter: claimAfter, Batch: 7, Strategy: sale.StrategyMySQL})
+	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: consumer, ClaimAfter: claimAfter, Batch: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +107,7 @@ func TestPersisterTakesOverADeadOne(t *testing.T) {
 	}
 	var committed []sale.Reservation
 	for _, m := range msgs[:4] {
-		r, err := reservation(p.ID, sale.StrategyMySQL, m)
+		r, err := reservation(p.ID, Strategy, m)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,8 @@
 --
 -- KEYS[1] state    hash: epoch, stock, limit, initial
 -- KEYS[2] buyers   hash: user id -> units bought in this epoch
--- KEYS[3] receipts hash: Idempotency-Key -> "order_id user_id quantity"
+-- KEYS[3] receipts hash: "user_id Idempotency-Key" -> "order_id user_id quantity" (a key is
+--                         scoped per buyer, as in MySQL)
 -- KEYS[4] stream   the accepted reservations, for the persister
 -- ARGV    epoch, user id, quantity, Idempotency-Key ("" for none), new order id
 --
@@ -21,7 +22,7 @@ local user, key, order = ARGV[2], ARGV[4], ARGV[5]
 local qty = tonumber(ARGV[3])
 
 if key ~= '' then
-	local receipt = redis.call('HGET', KEYS[3], key)
+	local receipt = redis.call('HGET', KEYS[3], user .. ' ' .. key)
 	if receipt then
 		return { 'replayed', receipt }
 	end
@@ -40,7 +41,7 @@ end
 left = redis.call('HINCRBY', KEYS[1], 'stock', -qty)
 redis.call('HSET', KEYS[2], user, qty)
 if key ~= '' then
-	redis.call('HSET', KEYS[3], key, order .. ' ' .. user .. ' ' .. qty)
+	redis.call('HSET', KEYS[3], user .. ' ' .. key, order .. ' ' .. user .. ' ' .. qty)
 end
 redis.call('XADD', KEYS[4], '*', 'order', order, 'user', user, 'qty', qty, 'key', key, 'epoch', epoch)
 return { 'accepted', tostring(left) }

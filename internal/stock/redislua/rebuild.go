@@ -25,17 +25,20 @@ type Snapshot func(ctx context.Context, productID int64) (sale.Product, []sale.K
 // longer than this.
 const rebuildLease = 10 * time.Second
 
-// Rebuild restores productID's state in Redis after it was lost (Redis restarted empty, flushed,
-// or failed over to an empty replica), once however many processes try at once: the first takes
-// a lease in the sale's slot and the others get ErrRebuilding until the state is back.
+// Rebuild loads productID's state into Redis from MySQL when Redis has none, or has one of an
+// epoch older than want (a reset's new sale not loaded yet): after Redis lost it (restarted empty,
+// flushed, failed over to an empty replica) or at a create or reset. It does it once however many
+// processes try at once: the first takes a lease in the sale's slot and the others get
+// ErrRebuilding until the state is back. want 0 rebuilds only a missing state. A product no longer
+// sold with redis-lua is not loaded: sale.ErrStrategyChanged.
 //
 // Stock = MySQL's stock (initial − units the persisters wrote) − the units of stream entries of
 // this epoch not yet in MySQL; the buyers and keys are those of both. The stream is read before
 // MySQL: an entry a persister writes and deletes between the two reads is then seen in MySQL, never
-// in neither. No entry can be added meanwhile, since the script refuses while the state is
-// missing. The state is written only if it is still missing (WATCH), so a rebuild that outlived
-// its lease cannot overwrite a newer one.
-func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, snapshot Snapshot) error {
+// in neither. No entry of the epoch can be added meanwhile, since the script refuses while the
+// state is missing or of another epoch. The state is written only if it has not changed since it
+// was read (WATCH), so a rebuild that outlived its lease cannot overwrite a newer one.
+func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, want uint64, snapshot Snapshot) error {
 	k := s.Keys(productID)
 	lease, owner := k.Rebuild, strconv.FormatInt(time.Now().UnixNano(), 10)
 	ok, err := rdb.SetNX(ctx, lease, owner, rebuildLease).Result()
@@ -48,16 +51,27 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 	defer releaseLease(context.WithoutCancel(ctx), rdb, lease, owner)
 
 	err = rdb.Watch(ctx, func(tx *redis.Tx) error {
-		if n, err := tx.Exists(ctx, k.State).Result(); err != nil || n == 1 {
-			return err // loaded meanwhile: nothing to do
+		cur, err := tx.HGet(ctx, k.State, "epoch").Uint64()
+		switch {
+		case errors.Is(err, redis.Nil):
+			cur = 0
+		case err != nil:
+			return err
+		case cur >= want:
+			return nil // loaded meanwhile, or never stale: nothing to do
 		}
 		entries, err := tx.XRange(ctx, k.Stream, "-", "+").Result()
 		if err != nil {
 			return err
 		}
 		p, rs, err := snapshot(ctx, productID)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
+		case p.Strategy != Strategy:
+			return sale.ErrStrategyChanged
+		case cur != 0 && cur >= p.Epoch:
+			return nil
 		}
 		st := State{Epoch: p.Epoch, Initial: p.InitialStock, Stock: p.Stock, Limit: p.PerUserLimit,
 			Buyers: map[string]int{}, Receipts: map[string]Receipt{}}
@@ -66,7 +80,7 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 			stored[r.OrderID] = true
 			st.Buyers[r.UserID] += r.Quantity
 			if r.Key != "" {
-				st.Receipts[r.Key] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
+				st.Receipts[ReceiptField(r.UserID, r.Key)] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
 			}
 		}
 		for _, m := range entries {
@@ -80,7 +94,7 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 			st.Stock -= r.Quantity
 			st.Buyers[r.UserID] += r.Quantity
 			if r.IdempotencyKey != "" {
-				st.Receipts[r.IdempotencyKey] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
+				st.Receipts[ReceiptField(r.UserID, r.IdempotencyKey)] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
 			}
 		}
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error { return s.load(ctx, pipe, k, st) })

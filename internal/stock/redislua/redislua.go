@@ -31,7 +31,7 @@ type Keys struct {
 	State string
 	// Buyers is a hash: user id → units bought in this epoch.
 	Buyers string
-	// Receipts is a hash: Idempotency-Key → "order_id user_id quantity".
+	// Receipts is a hash: "user_id Idempotency-Key" → "order_id user_id quantity".
 	Receipts string
 	// Stream holds the accepted reservations, in order, until the persister has written them.
 	Stream string
@@ -57,10 +57,10 @@ type Result int
 const (
 	// Accepted: the units were deducted and the reservation appended to the stream.
 	Accepted Result = iota + 1
-	// Replayed: the key was used before by the same buyer for the same quantity; Outcome holds the
-	// first purchase's order id, and nothing was deducted now.
+	// Replayed: the buyer used the key before for the same quantity; Outcome holds the first
+	// purchase's order id, and nothing was deducted now.
 	Replayed
-	// KeyInUse: the key was used before for another buyer or quantity.
+	// KeyInUse: the buyer used the key before for another quantity.
 	KeyInUse
 	// LimitReached: the buyer already bought in this epoch, or asks for more than the limit.
 	LimitReached
@@ -200,9 +200,12 @@ type State struct {
 	Limit int
 	// Buyers are the units each buyer bought in this epoch.
 	Buyers map[string]int
-	// Receipts are the keyed purchases of this epoch, by key.
+	// Receipts are the keyed purchases of this epoch, by ReceiptField.
 	Receipts map[string]Receipt
 }
+
+// ReceiptField is the field of the Receipts hash that holds userID's purchase with key.
+func ReceiptField(userID, key string) string { return userID + " " + key }
 
 // Receipt is a keyed purchase as the script stores it.
 type Receipt struct {
@@ -234,10 +237,24 @@ func (s *Sale) load(ctx context.Context, p redis.Pipeliner, k Keys, st State) er
 	}
 	if len(st.Receipts) > 0 {
 		args := make([]any, 0, 2*len(st.Receipts))
-		for key, r := range st.Receipts {
-			args = append(args, key, r.OrderID+" "+r.UserID+" "+strconv.Itoa(r.Quantity))
+		for field, r := range st.Receipts {
+			args = append(args, field, r.OrderID+" "+r.UserID+" "+strconv.Itoa(r.Quantity))
 		}
 		p.HSet(ctx, k.Receipts, args...)
 	}
 	return nil
 }
+
+// Drop deletes productID's sale from Redis if its state is of an epoch before epoch: the product
+// left redis-lua at a reset, whose clearing covers the entries still in the stream too.
+func (s *Sale) Drop(ctx context.Context, rdb redis.Scripter, productID int64, epoch uint64) error {
+	if err := dropScript.Run(ctx, rdb, s.Keys(productID).script(), epoch).Err(); err != nil {
+		return fmt.Errorf("redislua: drop product %d: %w", productID, err)
+	}
+	return nil
+}
+
+var dropScript = redis.NewScript(strings.TrimSpace(`
+local e = redis.call('HGET', KEYS[1], 'epoch')
+if e and tonumber(e) < tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) end
+return 0`))

@@ -48,7 +48,7 @@ func TestDecisions(t *testing.T) {
 	s, rdb := newSale(t)
 	if err := s.Load(ctx, rdb, 1, State{Epoch: 3, Initial: 5, Stock: 3, Limit: 2,
 		Buyers:   map[string]int{"old": 2},
-		Receipts: map[string]Receipt{"k-old": {OrderID: "o-old", UserID: "old", Quantity: 2}},
+		Receipts: map[string]Receipt{ReceiptField("old", "k-old"): {OrderID: "o-old", UserID: "old", Quantity: 2}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestDecisions(t *testing.T) {
 		{"accepted", Attempt{Epoch: 3, UserID: "alice", Quantity: 2, Key: "k1", OrderID: "o1"}, Outcome{Result: Accepted, OrderID: "o1", Left: 1}},
 		{"same key, same buyer: replayed", Attempt{Epoch: 3, UserID: "alice", Quantity: 2, Key: "k1", OrderID: "o2"}, Outcome{Result: Replayed, OrderID: "o1"}},
 		{"loaded receipt replayed", Attempt{Epoch: 3, UserID: "old", Quantity: 2, Key: "k-old", OrderID: "o3"}, Outcome{Result: Replayed, OrderID: "o-old"}},
-		{"same key, another buyer", Attempt{Epoch: 3, UserID: "bob", Quantity: 2, Key: "k1", OrderID: "o4"}, Outcome{Result: KeyInUse}},
+		{"same key, another buyer: a purchase of its own", Attempt{Epoch: 3, UserID: "bob", Quantity: 2, Key: "k1", OrderID: "o4"}, Outcome{Result: SoldOut, Left: 1}},
 		{"same key, another quantity", Attempt{Epoch: 3, UserID: "alice", Quantity: 1, Key: "k1", OrderID: "o5"}, Outcome{Result: KeyInUse}},
 		{"bought already, new key", Attempt{Epoch: 3, UserID: "alice", Quantity: 1, Key: "k2", OrderID: "o6"}, Outcome{Result: LimitReached}},
 		{"loaded buyer", Attempt{Epoch: 3, UserID: "old", Quantity: 1, OrderID: "o7"}, Outcome{Result: LimitReached}},

@@ -1,0 +1,132 @@
+package redislua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// Deductor is the `redis-lua` strategy as the sale service sees it (a sale.Deductor, a
+// sale.ReceiptKeeper and a sale.Preparer): a purchase is decided by the script alone, and
+// accepted once it is in the sale's stream; a persister takes it to MySQL afterwards.
+type Deductor struct {
+	sale     *Sale
+	rdb      *redis.Client
+	snapshot Snapshot
+	accepted func(productID int64)
+}
+
+// NewDeductor returns the strategy over s's sales in rdb. snapshot reads a sale from MySQL to
+// rebuild a lost state; accepted, optional, is told of every accepted purchase (the persister's
+// Wake).
+func NewDeductor(rdb *redis.Client, s *Sale, snapshot Snapshot, accepted func(productID int64)) (*Deductor, error) {
+	if rdb == nil || s == nil || snapshot == nil {
+		return nil, errors.New("redislua: a deductor needs Redis, the sale and a snapshot of MySQL")
+	}
+	if accepted == nil {
+		accepted = func(int64) {}
+	}
+	return &Deductor{sale: s, rdb: rdb, snapshot: snapshot, accepted: accepted}, nil
+}
+
+// Deduct runs the script for r. A state missing from Redis, or left from an older epoch, is
+// rebuilt from MySQL first (see Sale.Rebuild). While another process rebuilds it the purchase
+// waits for it a little (rebuildWait: a rebuild is one MySQL read and one Redis write), then is
+// refused as unavailable (503), deducting nothing. A replayed or conflicting key is reported as
+// sale.ErrIdempotencyKeyInUse: the service then reads the receipt (Receipt) and answers as the
+// first purchase was answered.
+func (d *Deductor) Deduct(ctx context.Context, r sale.Reservation) error {
+	a := Attempt{Epoch: r.Epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID}
+	var waited time.Duration
+	for rebuilt := false; ; {
+		o, err := d.sale.Purchase(ctx, r.ProductID, a)
+		if err != nil {
+			return fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+		}
+		switch o.Result {
+		case Accepted:
+			d.accepted(r.ProductID)
+			return nil
+		case Replayed, KeyInUse:
+			return sale.ErrIdempotencyKeyInUse
+		case LimitReached:
+			return sale.ErrAlreadyPurchased
+		case SoldOut:
+			return sale.ErrSoldOut
+		case StaleEpoch:
+			if o.Epoch > r.Epoch {
+				return sale.ErrSaleChanged // admitted under rules that are gone
+			}
+		}
+		// Not loaded, or loaded for an epoch before r's.
+		if rebuilt {
+			return fmt.Errorf("%w: the sale's state in Redis is not loaded", sale.ErrUnavailable)
+		}
+		err = d.sale.Rebuild(ctx, d.rdb, r.ProductID, r.Epoch, d.snapshot)
+		switch {
+		case err == nil:
+			rebuilt = true
+		case errors.Is(err, ErrRebuilding) && waited < rebuildWait:
+			pause := min(rebuildPoll<<min(waited/rebuildPoll, 4), rebuildWait-waited)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", sale.ErrUnavailable, ctx.Err())
+			case <-time.After(pause):
+			}
+			waited += pause
+		case errors.Is(err, sale.ErrSaleChanged) || errors.Is(err, sale.ErrNotFound):
+			return err
+		default:
+			return fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+		}
+	}
+}
+
+// A purchase that finds its sale being rebuilt by another process polls for the state from
+// rebuildPoll, doubling, for rebuildWait in all.
+const (
+	rebuildPoll = 2 * time.Millisecond
+	rebuildWait = 100 * time.Millisecond
+)
+
+// Receipt returns the receipt the script keeps for userID's purchase of productID with key, or
+// sale.ErrNotFound (none, or the state is not loaded: the store may have it).
+func (d *Deductor) Receipt(ctx context.Context, productID int64, userID, key string) (sale.Receipt, error) {
+	v, err := d.rdb.HGet(ctx, d.sale.Keys(productID).Receipts, ReceiptField(userID, key)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return sale.Receipt{}, sale.ErrNotFound
+	case err != nil:
+		return sale.Receipt{}, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+	}
+	f := strings.Fields(v)
+	if len(f) != 3 {
+		return sale.Receipt{}, fmt.Errorf("%w: redislua: receipt %q", sale.ErrUnavailable, v)
+	}
+	qty, err := strconv.Atoi(f[2])
+	if err != nil {
+		return sale.Receipt{}, fmt.Errorf("%w: redislua: receipt %q", sale.ErrUnavailable, v)
+	}
+	return sale.Receipt{OrderID: f[0], Status: sale.StatusQueued, ProductID: productID, UserID: f[1], Quantity: qty, Strategy: Strategy}, nil
+}
+
+// Prepare is told of a product's new sale epoch (a create or a reset). Sold with redis-lua, its
+// state is loaded now rather than at its first purchase. Sold otherwise, a state an earlier epoch
+// left in Redis is dropped, so that a replica still holding the old rules cannot sell from it.
+func (d *Deductor) Prepare(ctx context.Context, p sale.Product) error {
+	if p.Strategy == Strategy {
+		err := d.sale.Rebuild(ctx, d.rdb, p.ID, p.Epoch, d.snapshot)
+		if errors.Is(err, ErrRebuilding) {
+			return nil // another process is loading it
+		}
+		return err
+	}
+	return d.sale.Drop(ctx, d.rdb, p.ID, p.Epoch)
+}
