@@ -85,11 +85,11 @@ bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) ag
 # Flags for `make loadtest`, e.g. make loadtest LOADTEST_FLAGS='-stock 1000 -workers 128'
 LOADTEST_FLAGS ?=
 
-loadtest: ## load-test mysql, redis, zk and the `none` control over the 3 replicas of `make up`; audit; report
-	$(GO) run ./loadtest -strategies mysql,redis,zk,none $(LOADTEST_FLAGS)
+loadtest: ## load-test mysql, redis, zk, redis-lua and the `none` control over the 3 replicas of `make up`; audit; report
+	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none $(LOADTEST_FLAGS)
 
 loadtest-chaos: ## the same with one replica SIGKILLed and restarted during each attack
-	$(GO) run ./loadtest -strategies mysql,redis,zk -chaos kill $(LOADTEST_FLAGS)
+	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua -chaos kill $(LOADTEST_FLAGS)
 
 # Flags for `make chaos`, e.g. make chaos CHAOS_FLAGS='-faults redis,kill -step 30s' (.ci/run
 # runs a short form: fewer strategies, shorter steps and stops, every fault).

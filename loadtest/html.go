@@ -166,7 +166,7 @@ func stockOf(r *Report, s *StrategyReport) int {
 const warnColor = "#D55E00"
 
 var (
-	fixedColors = map[string]string{"mysql": "#0072B2", "redis": "#CC79A7", "zk": "#009E73", unsafeStrategy: warnColor}
+	fixedColors = map[string]string{"mysql": "#0072B2", "redis": "#CC79A7", "zk": "#009E73", "redis-lua": "#E69F00", unsafeStrategy: warnColor}
 	spareColors = []string{"#56B4E9", "#882255", "#44AA99", "#999933", "#332288", "#AA4499"}
 )
 

@@ -14,7 +14,7 @@ import (
 // TestMain lets the test binary be the bare gin child of the yardsticks.
 func TestMain(m *testing.M) { yardstick.Main(m.Run) }
 
-// TestSmoke is the load test in small, inside `make test`: the three safe strategies and the
+// TestSmoke is the load test in small, inside `make test`: the four safe strategies and the
 // unsafe control over three replicas, 50 units, 1,000 buyers each. The safe ones must pass every
 // check; the control must be caught overselling — the proof that the auditor catches one.
 func TestSmoke(t *testing.T) {
@@ -26,7 +26,7 @@ func TestSmoke(t *testing.T) {
 	}
 	o, err := parseOptions([]string{
 		"-targets", strings.Join(targets, ","),
-		"-strategies", "mysql,redis,zk,none",
+		"-strategies", "mysql,redis,zk,redis-lua,none",
 		"-stock", "50", "-buyers", "1000", "-workers", "32",
 		"-baseline", "500ms", "-drain-timeout", "90s",
 		"-admin-token", apptest.AdminToken,

@@ -32,7 +32,7 @@
 # where only that exists.
 #
 # Settings (environment):
-#   SMOKE_LOADTEST_FLAGS  flags of the load test (default: -strategies mysql,redis,zk,none, with
+#   SMOKE_LOADTEST_FLAGS  flags of the load test (default: -strategies mysql,redis,zk,redis-lua,none, with
 #                         the load test's own defaults: 500 units, 10,000 buyers × 3 attempts)
 #   SMOKE_KILL            the replica to kill during the first attack (default app2; empty: none)
 #   SECKILL_HOST_PORT     nginx's public port on 127.0.0.1 (default: the first free one from 18080)
@@ -45,7 +45,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 . "$SCRIPT_DIR/lib.sh"
 
 PROJECT=seckill-smoke
-LOADTEST_FLAGS=${SMOKE_LOADTEST_FLAGS:--strategies mysql,redis,zk,none}
+LOADTEST_FLAGS=${SMOKE_LOADTEST_FLAGS:--strategies mysql,redis,zk,redis-lua,none}
 KILL=${SMOKE_KILL-app2}
 DEBIAN_MIRROR=http://deb.debian.org/debian
 # deploy/compose.env's (a public dev default), for the admin API through the operations server.

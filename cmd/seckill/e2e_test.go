@@ -37,6 +37,7 @@ func TestStampede(t *testing.T) {
 		{"mysql", true},
 		{"redis", true},
 		{"zk", true},
+		{"redis-lua", true},
 		{"none", false},
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
