@@ -44,8 +44,9 @@ type resources struct {
 	closers []func()
 }
 
-// openResources opens every resource, or none: on an error it closes what it had opened.
-func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config) (_ *resources, err error) {
+// openResources opens every resource, or none: on an error it closes what it had opened. The
+// persister gets its test failpoints from fp.
+func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp failpoints) (_ *resources, err error) {
 	r := &resources{log: log, cfg: cfg}
 	defer func() {
 		if err != nil {
@@ -80,9 +81,11 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config) (_
 	}
 	if cfg.Run.Persister {
 		r.persister, err = redislua.NewPersister(r.rdb, r.luaSales, r.store, redislua.PersisterOptions{
-			Consumer:   cfg.InstanceID,
-			ClaimAfter: cfg.Persist.ClaimAfter,
-			Log:        log.With("component", "persister"),
+			Consumer:     cfg.InstanceID,
+			ClaimAfter:   cfg.Persist.ClaimAfter,
+			Log:          log.With("component", "persister"),
+			BeforeCommit: fp.persisterBeforeCommit,
+			AfterCommit:  fp.persisterAfterCommit,
 		})
 		if err != nil {
 			return nil, err

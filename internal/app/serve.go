@@ -34,7 +34,7 @@ import (
 func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, opts Options, fp failpoints) error {
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	res, err := openResources(startCtx, log, cfg)
+	res, err := openResources(startCtx, log, cfg, fp)
 	if err != nil {
 		return err
 	}

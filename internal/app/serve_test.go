@@ -102,22 +102,29 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
-// TestParseFailpoints: the chaos run's test hook is off by default, refuses what it does not
-// know, and stays inert while its trigger file does not exist. (That it kills the process is
-// what make chaos shows; a test cannot survive it.)
+// TestParseFailpoints: the chaos run's test hooks are off by default, refuse what they do not
+// know (or one named twice), and stay inert while their trigger file does not exist. (That they
+// kill the process is what make chaos shows; a test cannot survive it.)
 func TestParseFailpoints(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	if fp, err := parseFailpoints(log, ""); err != nil || fp.consumerAfterCommit != nil {
+	if fp, err := parseFailpoints(log, ""); err != nil || fp.consumerAfterCommit != nil || fp.persisterBeforeCommit != nil || fp.persisterAfterCommit != nil {
 		t.Errorf("unset: %+v, %v; want no hook", fp, err)
 	}
-	for _, bad := range []string{"consumer-after-comit", "relay-after-publish", ":x"} {
+	for _, bad := range []string{"consumer-after-comit", "relay-after-publish", ":x", "persister-after-commit,", "persister-before-commit,persister-before-commit:x"} {
 		if _, err := parseFailpoints(log, bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	fp, err := parseFailpoints(log, failpointConsumerAfterCommit+":"+t.TempDir()+"/never-created")
-	if err != nil || fp.consumerAfterCommit == nil {
+	never := t.TempDir() + "/never-created"
+	fp, err := parseFailpoints(log, failpointConsumerAfterCommit+":"+never+","+failpointPersisterBeforeCommit+":"+never+","+failpointPersisterAfterCommit+":"+never)
+	if err != nil || fp.consumerAfterCommit == nil || fp.persisterBeforeCommit == nil || fp.persisterAfterCommit == nil {
 		t.Fatalf("armed with a trigger: %+v, %v", fp, err)
 	}
-	fp.consumerAfterCommit() // no trigger file: returns, and the test lives on
+	// No trigger file: each returns, and the test lives on.
+	fp.consumerAfterCommit()
+	fp.persisterBeforeCommit()
+	fp.persisterAfterCommit()
+	if fp, err := parseFailpoints(log, failpointPersisterAfterCommit+":"+never); err != nil || fp.persisterAfterCommit == nil || fp.consumerAfterCommit != nil {
+		t.Errorf("one alone: %+v, %v; want only persisterAfterCommit", fp, err)
+	}
 }

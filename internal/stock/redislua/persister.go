@@ -41,6 +41,10 @@ type PersisterOptions struct {
 	// Strategy is the products' strategy as the Writer checks it [Strategy].
 	Strategy sale.Strategy
 	Log      *slog.Logger
+	// BeforeCommit and AfterCommit, optional, are test hooks (the chaos run's failpoints): called
+	// with a batch read from the stream but not yet written to MySQL, and with one written but
+	// not yet acknowledged, the two places where a crash leaves entries pending.
+	BeforeCommit, AfterCommit func()
 }
 
 // Persister moves the accepted reservations from a product's stream to MySQL. Any number may run
@@ -78,6 +82,11 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	for _, h := range []*func(){&o.BeforeCommit, &o.AfterCommit} {
+		if *h == nil {
+			*h = func() {}
+		}
 	}
 	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
 }
@@ -152,12 +161,14 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 	}
 	settled := 0
 	for epoch, rs := range byEpoch {
+		p.o.BeforeCommit()
 		_, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, epoch, rs)
 		if errors.Is(err, sale.ErrSaleChanged) {
 			p.o.Log.Warn("reservations of a cleared sale dropped", "product_id", productID, "epoch", epoch, "entries", len(rs))
 		} else if err != nil {
 			return settled, err
 		}
+		p.o.AfterCommit()
 		if _, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			pipe.XAck(ctx, stream, p.o.Group, ids[epoch]...)
 			pipe.XDel(ctx, stream, ids[epoch]...)

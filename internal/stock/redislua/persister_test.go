@@ -2,10 +2,12 @@ package redislua
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
@@ -78,6 +80,36 @@ func TestPersisterDrains(t *testing.T) {
 		t.Fatalf("Drain = %d, %v; want 30", n, err)
 	}
 	check(t, rdb, s, st, p, 30)
+}
+
+// TestPersisterHooks: the test hooks (the chaos run's failpoints) run where a crash leaves a batch
+// pending in the stream: read but not in MySQL, then in MySQL but not acknowledged.
+func TestPersisterHooks(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 50)
+	buy(t, s, p, 5)
+	var seen []string
+	at := func(when string) func() {
+		return func() {
+			stats, err := st.Stats(t.Context(), p.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			pending, _ := rdb.XPending(t.Context(), s.Keys(p.ID).Stream, "persisters").Result()
+			seen = append(seen, fmt.Sprintf("%s: %d in MySQL, %d pending", when, stats.ReservedUnits, pending.Count))
+		}
+	}
+	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: "a", BeforeCommit: at("before"), AfterCommit: at("after")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ps.Drain(t.Context(), p.ID); err != nil || n != 5 {
+		t.Fatalf("Drain = %d, %v; want 5", n, err)
+	}
+	want := []string{"before: 0 in MySQL, 5 pending", "after: 5 in MySQL, 5 pending"}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("hooks saw (-want +got):\n%s", diff)
+	}
+	check(t, rdb, s, st, p, 5)
 }
 
 // TestPersisterTakesOverADeadOne: a persister that read entries, committed them to MySQL and died
