@@ -167,8 +167,8 @@ var strategyTable = []strategyDef{
 	{strategy: sale.StrategyZK, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Locker(), r.cfg.Sale.LockWait, r.metrics)
 	}},
-	// One script decides each purchase: nothing to combine.
-	{strategy: sale.StrategyRedisLua, single: func(r *resources) (sale.Deductor, error) {
+	// One script run decides a batch: one Redis round trip for the purchases that queued up.
+	{strategy: sale.StrategyRedisLua, batch: func(r *resources) (sale.BatchDeductor, error) {
 		var wake func(int64)
 		if r.persister != nil {
 			wake = r.persister.Wake
@@ -230,6 +230,22 @@ func (r *resources) deductors() (map[sale.Strategy]sale.Deductor, error) {
 		}
 		r.onClose(c.Close)
 		out[d.strategy] = c
+		if k, ok := b.(keeperPreparer); ok {
+			out[d.strategy] = combinedKeeper{c, k}
+		}
 	}
 	return out, nil
+}
+
+// keeperPreparer is a strategy that keeps receipts and prepares sales itself (redis-lua).
+type keeperPreparer interface {
+	sale.ReceiptKeeper
+	sale.Preparer
+}
+
+// combinedKeeper is such a strategy behind its Combiner: the purchases combined, the receipts
+// and the preparing still its own.
+type combinedKeeper struct {
+	sale.Deductor
+	keeperPreparer
 }

@@ -89,6 +89,9 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 			return nil, err
 		}
 		wake = relay.Wake
+		if r.persister != nil {
+			r.persister.SetPersisted(relay.Wake)
+		}
 		p.back = append(p.back, relay.Run)
 	}
 	if cfg.Run.Consumer {

@@ -254,7 +254,8 @@ func newPersisted(tb testing.TB, st *store.Store) *persisted {
 	tb.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
 	tb.Cleanup(func() { rdb.Close() })
-	s, err := redislua.New(rdb, "contract-"+itest.Suffix(8))
+	// One namespace per database, as the app has: every deductor built on st shares the sales.
+	s, err := redislua.New(rdb, fmt.Sprintf("contract-%p", st))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -275,4 +276,13 @@ func (p *persisted) Deduct(ctx context.Context, r sale.Reservation) error {
 	}
 	_, err := p.ps.Drain(ctx, r.ProductID)
 	return err
+}
+
+func (p *persisted) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
+	errs, err := p.d.DeductBatch(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	_, err = p.ps.Drain(ctx, batch[0].ProductID)
+	return errs, err
 }

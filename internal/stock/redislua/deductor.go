@@ -13,9 +13,10 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// Deductor is the `redis-lua` strategy as the sale service sees it (a sale.Deductor, a
-// sale.ReceiptKeeper and a sale.Preparer): a purchase is decided by the script alone, and
-// accepted once it is in the sale's stream; a persister takes it to MySQL afterwards.
+// Deductor is the `redis-lua` strategy as the sale service sees it (a sale.Deductor and
+// sale.BatchDeductor, a sale.ReceiptKeeper and a sale.Preparer): a purchase is decided by the
+// script alone, and accepted once it is in the sale's stream; a persister takes it to MySQL
+// afterwards.
 type Deductor struct {
 	sale     *Sale
 	rdb      *redis.Client
@@ -36,40 +37,53 @@ func NewDeductor(rdb *redis.Client, s *Sale, snapshot Snapshot, accepted func(pr
 	return &Deductor{sale: s, rdb: rdb, snapshot: snapshot, accepted: accepted}, nil
 }
 
-// Deduct runs the script for r. A state missing from Redis, or left from an older epoch, is
-// rebuilt from MySQL first (see Sale.Rebuild). While another process rebuilds it the purchase
-// waits for it a little (rebuildWait: a rebuild is one MySQL read and one Redis write), then is
-// refused as unavailable (503), deducting nothing. A replayed or conflicting key is reported as
-// sale.ErrIdempotencyKeyInUse: the service then reads the receipt (Receipt) and answers as the
-// first purchase was answered.
+// Deduct decides one purchase: a batch of its own.
 func (d *Deductor) Deduct(ctx context.Context, r sale.Reservation) error {
-	a := Attempt{Epoch: r.Epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID}
+	errs, err := d.DeductBatch(ctx, []sale.Reservation{r})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// DeductBatch runs the script once for the batch (a sale.BatchDeductor: the purchases of one
+// product and epoch that queued up together, each of another buyer), deciding each in order. A
+// state missing from Redis, or left from an older epoch, is rebuilt from MySQL first (see
+// Sale.Rebuild). While another process rebuilds it the batch waits for it a little (rebuildWait:
+// a rebuild is one MySQL read and one Redis write), then is refused as unavailable (503),
+// deducting nothing. A replayed or conflicting key is reported as sale.ErrIdempotencyKeyInUse:
+// the service then reads the receipt (Receipt) and answers as the first purchase was answered.
+func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	id, epoch := batch[0].ProductID, batch[0].Epoch
+	as := make([]Attempt, len(batch))
+	users := make(map[string]bool, len(batch))
+	for i, r := range batch {
+		if r.ProductID != id || r.Epoch != epoch || users[r.UserID] {
+			return nil, errors.New("redislua: a batch spans products or epochs, or holds two purchases of one buyer")
+		}
+		users[r.UserID] = true
+		as[i] = Attempt{Epoch: epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID}
+	}
 	var waited time.Duration
 	for rebuilt := false; ; {
-		o, err := d.sale.Purchase(ctx, r.ProductID, a)
+		out, err := d.sale.PurchaseBatch(ctx, id, epoch, as)
 		if err != nil {
-			return fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
 		}
-		switch o.Result {
-		case Accepted:
-			d.accepted(r.ProductID)
-			return nil
-		case Replayed, KeyInUse:
-			return sale.ErrIdempotencyKeyInUse
-		case LimitReached:
-			return sale.ErrAlreadyPurchased
-		case SoldOut:
-			return sale.ErrSoldOut
-		case StaleEpoch:
-			if o.Epoch > r.Epoch {
-				return sale.ErrSaleChanged // admitted under rules that are gone
-			}
+		switch o := out[0]; {
+		case o.Result == StaleEpoch && o.Epoch > epoch:
+			return nil, sale.ErrSaleChanged // admitted under rules that are gone
+		case o.Result != NotLoaded && o.Result != StaleEpoch:
+			return d.decided(id, out), nil
 		}
-		// Not loaded, or loaded for an epoch before r's.
+		// Not loaded, or loaded for an epoch before the batch's.
 		if rebuilt {
-			return fmt.Errorf("%w: the sale's state in Redis is not loaded", sale.ErrUnavailable)
+			return nil, fmt.Errorf("%w: the sale's state in Redis is not loaded", sale.ErrUnavailable)
 		}
-		err = d.sale.Rebuild(ctx, d.rdb, r.ProductID, r.Epoch, d.snapshot)
+		err = d.sale.Rebuild(ctx, d.rdb, id, epoch, d.snapshot)
 		switch {
 		case err == nil:
 			rebuilt = true
@@ -77,16 +91,38 @@ func (d *Deductor) Deduct(ctx context.Context, r sale.Reservation) error {
 			pause := min(rebuildPoll<<min(waited/rebuildPoll, 4), rebuildWait-waited)
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("%w: %w", sale.ErrUnavailable, ctx.Err())
+				return nil, fmt.Errorf("%w: %w", sale.ErrUnavailable, ctx.Err())
 			case <-time.After(pause):
 			}
 			waited += pause
 		case errors.Is(err, sale.ErrSaleChanged) || errors.Is(err, sale.ErrNotFound):
-			return err
+			return nil, err
 		default:
-			return fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
 		}
 	}
+}
+
+// decided turns the script's outcomes into the batch's answers.
+func (d *Deductor) decided(productID int64, out []Outcome) []error {
+	errs := make([]error, len(out))
+	accepted := false
+	for i, o := range out {
+		switch o.Result {
+		case Accepted:
+			accepted = true
+		case Replayed, KeyInUse:
+			errs[i] = sale.ErrIdempotencyKeyInUse
+		case LimitReached:
+			errs[i] = sale.ErrAlreadyPurchased
+		default:
+			errs[i] = sale.ErrSoldOut
+		}
+	}
+	if accepted {
+		d.accepted(productID)
+	}
+	return errs
 }
 
 // A purchase that finds its sale being rebuilt by another process polls for the state from

@@ -33,8 +33,11 @@ type PersisterOptions struct {
 	Consumer string
 	// Group is the consumer group every persister shares ["persisters"].
 	Group string
-	// Batch is the most entries read at once [256].
+	// Batch is the most entries read at once [512].
 	Batch int64
+	// Linger is how long a woken persister lets purchases gather before it reads them: a burst
+	// is then written in a few large transactions rather than many small ones [20 ms].
+	Linger time.Duration
 	// ClaimAfter is how long an entry read by another persister may stay unacknowledged before
 	// this one takes it over (that one is taken for dead) [30 s].
 	ClaimAfter time.Duration
@@ -58,10 +61,15 @@ type Persister struct {
 	w    Writer
 	o    PersisterOptions
 
-	wake  chan struct{}
-	mu    sync.Mutex
-	woken map[int64]struct{}
+	wake      chan struct{}
+	mu        sync.Mutex
+	woken     map[int64]struct{}
+	persisted func()
 }
+
+// SetPersisted makes f be called after each commit of new reservations (the outbox relay's Wake:
+// they are in the outbox now). Call it before Run.
+func (p *Persister) SetPersisted(f func()) { p.persisted = f }
 
 // NewPersister returns a persister of s's streams into w.
 func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Persister, error) {
@@ -72,7 +80,10 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 		o.Group = "persisters"
 	}
 	if o.Batch <= 0 {
-		o.Batch = 256
+		o.Batch = 512
+	}
+	if o.Linger <= 0 {
+		o.Linger = 20 * time.Millisecond
 	}
 	if o.ClaimAfter <= 0 {
 		o.ClaimAfter = 30 * time.Second
@@ -95,13 +106,30 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 // (a write that failed earlier), entries of a dead persister, then new ones, until none is left.
 // It returns how many entries it settled (written, found written already, or of a cleared sale).
 func (p *Persister) Drain(ctx context.Context, productID int64) (int, error) {
+	return p.drain(ctx, productID, p.next)
+}
+
+// drainNew writes the entries of productID's stream that no persister has read yet, until none
+// is left: a woken persister's round (the others' pending entries wait for a sweep).
+func (p *Persister) drainNew(ctx context.Context, productID int64) (int, error) {
+	return p.drain(ctx, productID, func(ctx context.Context, stream string) ([]redis.XMessage, error) {
+		return p.read(ctx, stream, ">")
+	})
+}
+
+func (p *Persister) drain(ctx context.Context, productID int64, next func(context.Context, string) ([]redis.XMessage, error)) (int, error) {
 	stream := p.sale.Keys(productID).Stream
-	if err := p.rdb.XGroupCreateMkStream(ctx, stream, p.o.Group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return 0, fmt.Errorf("redislua: create group on %s: %w", stream, err)
-	}
 	settled := 0
-	for {
-		msgs, err := p.next(ctx, stream)
+	for created := false; ; {
+		msgs, err := next(ctx, stream)
+		if err != nil && !created && strings.Contains(err.Error(), "NOGROUP") {
+			// The group is made on first use (and again after Redis lost it).
+			if err := p.rdb.XGroupCreateMkStream(ctx, stream, p.o.Group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+				return settled, fmt.Errorf("redislua: create group on %s: %w", stream, err)
+			}
+			created = true
+			continue
+		}
 		if err != nil || len(msgs) == 0 {
 			return settled, err
 		}
@@ -129,18 +157,25 @@ func (p *Persister) next(ctx context.Context, stream string) ([]redis.XMessage, 
 			}
 			id = ">"
 		}
-		streams, err := p.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: p.o.Group, Consumer: p.o.Consumer, Streams: []string{stream, id}, Count: p.o.Batch, Block: -1,
-		}).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("redislua: XREADGROUP %s: %w", stream, err)
+		msgs, err := p.read(ctx, stream, id)
+		if err != nil || len(msgs) > 0 || id == ">" {
+			return msgs, err
 		}
-		if len(streams) > 0 && len(streams[0].Messages) > 0 {
-			return streams[0].Messages, nil
-		}
-		if id == ">" {
-			return nil, nil
-		}
+	}
+	return nil, nil
+}
+
+// read reads up to Batch entries of the stream for this consumer: its pending ones from id "0",
+// new ones with ">".
+func (p *Persister) read(ctx context.Context, stream, id string) ([]redis.XMessage, error) {
+	streams, err := p.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: p.o.Group, Consumer: p.o.Consumer, Streams: []string{stream, id}, Count: p.o.Batch, Block: -1,
+	}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redislua: XREADGROUP %s: %w", stream, err)
+	}
+	if len(streams) > 0 {
+		return streams[0].Messages, nil
 	}
 	return nil, nil
 }
@@ -162,11 +197,14 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 	settled := 0
 	for epoch, rs := range byEpoch {
 		p.o.BeforeCommit()
-		_, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, epoch, rs)
-		if errors.Is(err, sale.ErrSaleChanged) {
+		n, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, epoch, rs)
+		switch {
+		case errors.Is(err, sale.ErrSaleChanged):
 			p.o.Log.Warn("reservations of a cleared sale dropped", "product_id", productID, "epoch", epoch, "entries", len(rs))
-		} else if err != nil {
+		case err != nil:
 			return settled, err
+		case n > 0 && p.persisted != nil:
+			p.persisted()
 		}
 		p.o.AfterCommit()
 		if _, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
@@ -213,53 +251,70 @@ func (p *Persister) Wake(productID int64) {
 	}
 }
 
-// Run drains, until ctx ends, the streams of the products woken (Wake) as soon as they are, and
-// every interval the streams of all the products that products names (those on sale with
-// redis-lua: this round takes over the entries of a dead persister and of a replica that died
-// before its own persister ran). A failure is logged and tried again at the next round: the
-// entries stay in the stream meanwhile, nothing is lost.
+// Run drains, until ctx ends, the new entries of the products woken (Wake), a Linger after they
+// are, and every interval everything in the streams of all the products that products names
+// (those on sale with redis-lua): the sweep writes this persister's entries left pending by a
+// failure, takes over those of a dead persister, and those of a replica that died before its
+// own persister ran. A failure is logged and tried again at the next round: the entries stay in
+// the stream meanwhile, nothing is lost.
 func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) ([]int64, error), every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	sweep := true
-	for {
-		var ids []int64
+	linger := time.NewTimer(0)
+	defer linger.Stop()
+	<-linger.C
+	for sweep := true; ; {
 		if sweep {
-			all, err := products(ctx)
+			ids, err := products(ctx)
 			if err != nil && ctx.Err() == nil {
 				p.o.Log.Warn("redis-lua products unknown; trying again", "err", err)
 			}
-			ids = all
+			p.sweep(ctx, append(ids, p.takeWoken()...))
+		} else {
+			p.drainWoken(ctx, p.takeWoken())
 		}
-		p.mu.Lock()
-		for id := range p.woken {
-			ids = append(ids, id)
-		}
-		clear(p.woken)
-		p.mu.Unlock()
-		p.drainAll(ctx, ids)
 		select {
 		case <-ctx.Done():
 			// Stopping: persist what this process accepted last, briefly, rather than leave it
 			// for another persister's sweep.
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			p.mu.Lock()
-			ids = slices.Collect(maps.Keys(p.woken))
-			p.mu.Unlock()
-			p.drainAll(last, ids)
+			p.drainWoken(last, p.takeWoken())
 			return nil
 		case <-t.C:
 			sweep = true
 		case <-p.wake:
+			linger.Reset(p.o.Linger)
+			select {
+			case <-ctx.Done():
+			case <-linger.C:
+			}
 			sweep = false
 		}
 	}
 }
 
-// drainAll drains the streams of ids that hold entries, asking Redis their lengths in one round
-// trip first: most products' streams are empty most of the time.
-func (p *Persister) drainAll(ctx context.Context, ids []int64) {
+// takeWoken returns the products woken since it was last called.
+func (p *Persister) takeWoken() []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := slices.Collect(maps.Keys(p.woken))
+	clear(p.woken)
+	return ids
+}
+
+// drainWoken writes the new entries of the streams of ids.
+func (p *Persister) drainWoken(ctx context.Context, ids []int64) {
+	for _, id := range ids {
+		if _, err := p.drainNew(ctx, id); err != nil && ctx.Err() == nil {
+			p.o.Log.Warn("persisting redis-lua reservations failed; trying again", "product_id", id, "err", err)
+		}
+	}
+}
+
+// sweep drains the streams of ids that hold entries, asking Redis their lengths in one round trip
+// first: most products' streams are empty most of the time.
+func (p *Persister) sweep(ctx context.Context, ids []int64) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	if len(ids) == 0 {

@@ -129,62 +129,94 @@ func (s *Sale) Keys(productID int64) Keys { return KeysFor(s.ns, productID) }
 
 // Purchase runs the decision script for one attempt on productID.
 func (s *Sale) Purchase(ctx context.Context, productID int64, a Attempt) (Outcome, error) {
-	if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsRune(a.UserID, ' ') || strings.ContainsRune(a.OrderID, ' ') {
-		return Outcome{}, fmt.Errorf("redislua: invalid attempt %+v", a)
-	}
-	k := s.Keys(productID)
-	res, err := purchaseScript.Run(ctx, s.rdb, k.script(),
-		a.Epoch, a.UserID, a.Quantity, a.Key, a.OrderID).StringSlice()
+	out, err := s.PurchaseBatch(ctx, productID, a.Epoch, []Attempt{a})
 	if err != nil {
-		return Outcome{}, fmt.Errorf("redislua: purchase script: %w", err)
+		return Outcome{}, err
 	}
-	return parseOutcome(res, a)
+	return out[0], nil
 }
 
-// parseOutcome reads the script's reply: the result's name, then a field that depends on it.
-func parseOutcome(res []string, a Attempt) (Outcome, error) {
-	if len(res) == 0 {
-		return Outcome{}, errors.New("redislua: empty reply")
+// PurchaseBatch decides the attempts on productID in epoch, in order, in one run of the script:
+// exactly as many separate runs would, in one round trip. The attempts' own Epoch is ignored. When
+// the sale is not loaded, or loaded in another epoch, every outcome says so.
+func (s *Sale) PurchaseBatch(ctx context.Context, productID int64, epoch uint64, as []Attempt) ([]Outcome, error) {
+	args := make([]any, 1, 1+4*len(as))
+	args[0] = epoch
+	for _, a := range as {
+		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsRune(a.UserID, ' ') || strings.ContainsRune(a.OrderID, ' ') {
+			return nil, fmt.Errorf("redislua: invalid attempt %+v", a)
+		}
+		args = append(args, a.UserID, a.Quantity, a.Key, a.OrderID)
 	}
-	r, ok := resultNames[res[0]]
+	res, err := purchaseScript.Run(ctx, s.rdb, s.Keys(productID).script(), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redislua: purchase script: %w", err)
+	}
+	return parseOutcomes(res, as)
+}
+
+// parseOutcomes reads the script's reply to attempts as.
+func parseOutcomes(res []string, as []Attempt) ([]Outcome, error) {
+	out := make([]Outcome, len(as))
+	switch {
+	case len(res) == 1 && res[0] == "not_loaded":
+		for i := range out {
+			out[i].Result = NotLoaded
+		}
+		return out, nil
+	case len(res) == 2 && res[0] == "stale_epoch":
+		e, err := strconv.ParseUint(res[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redislua: reply %q: %w", res, err)
+		}
+		for i := range out {
+			out[i] = Outcome{Result: StaleEpoch, Epoch: e}
+		}
+		return out, nil
+	case len(res) != 1+len(as) || res[0] != "decided":
+		return nil, fmt.Errorf("redislua: reply %q to %d attempts", res, len(as))
+	}
+	for i, a := range as {
+		o, err := parseOutcome(res[1+i], a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+// parseOutcome reads the script's decision of one attempt: the result's name, then a detail that
+// depends on it.
+func parseOutcome(reply string, a Attempt) (Outcome, error) {
+	name, detail, _ := strings.Cut(reply, " ")
+	r, ok := resultNames[name]
 	if !ok {
-		return Outcome{}, fmt.Errorf("redislua: unknown reply %q", res)
+		return Outcome{}, fmt.Errorf("redislua: unknown reply %q", reply)
 	}
 	o := Outcome{Result: r}
 	switch r {
 	case Accepted, SoldOut:
-		if len(res) != 2 {
-			return Outcome{}, fmt.Errorf("redislua: reply %q", res)
-		}
-		left, err := strconv.Atoi(res[1])
+		left, err := strconv.Atoi(detail)
 		if err != nil {
-			return Outcome{}, fmt.Errorf("redislua: reply %q: %w", res, err)
+			return Outcome{}, fmt.Errorf("redislua: reply %q: %w", reply, err)
 		}
 		o.Left = left
 		if r == Accepted {
 			o.OrderID = a.OrderID
 		}
 	case Replayed: // the stored receipt: "order_id user_id quantity"
-		if len(res) != 2 {
-			return Outcome{}, fmt.Errorf("redislua: reply %q", res)
-		}
-		f := strings.Fields(res[1])
+		f := strings.Fields(detail)
 		if len(f) != 3 {
-			return Outcome{}, fmt.Errorf("redislua: receipt %q", res[1])
+			return Outcome{}, fmt.Errorf("redislua: receipt %q", detail)
 		}
 		if f[1] != a.UserID || f[2] != strconv.Itoa(a.Quantity) {
 			return Outcome{Result: KeyInUse}, nil
 		}
 		o.OrderID = f[0]
-	case StaleEpoch:
-		if len(res) != 2 {
-			return Outcome{}, fmt.Errorf("redislua: reply %q", res)
-		}
-		e, err := strconv.ParseUint(res[1], 10, 64)
-		if err != nil {
-			return Outcome{}, fmt.Errorf("redislua: reply %q: %w", res, err)
-		}
-		o.Epoch = e
+	case LimitReached:
+	default:
+		return Outcome{}, fmt.Errorf("redislua: reply %q", reply)
 	}
 	return o, nil
 }
