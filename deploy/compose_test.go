@@ -579,10 +579,25 @@ func TestComposeVolumes(t *testing.T) {
 			t.Errorf("volume %s is declared and never used", v)
 		}
 	}
-	for _, want := range []string{"mysql:/var/lib/mysql", "kafka:/var/lib/kafka/data", "zookeeper:/data"} {
+	for _, want := range []string{"mysql:/var/lib/mysql", "kafka:/var/lib/kafka/data", "zookeeper:/data", "redis:/data"} {
 		if src := mounts[want]; src == "" || strings.HasPrefix(src, "./") {
 			t.Errorf("%s: want a named volume there, got %q", want, src)
 		}
+	}
+}
+
+// TestComposeRedisDurable: Redis keeps redis-lua's accepted purchases across its own crash, as
+// the local stack does: the append-only file on, fsynced before each answer, in its volume.
+func TestComposeRedisDurable(t *testing.T) {
+	c := loadCompose(t)
+	args := map[string]string{}
+	cmd := c.services["redis"].command
+	for i := 1; i+1 < len(cmd); i += 2 {
+		args[cmd[i]] = cmd[i+1]
+	}
+	want := map[string]string{"--appendonly": "yes", "--appendfsync": "always", "--dir": "/data", "--save": ""}
+	if diff := cmp.Diff(want, args); diff != "" || len(cmd) == 0 || cmd[0] != "redis-server" {
+		t.Errorf("redis's command %q (-want +got):\n%s", cmd, diff)
 	}
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# services.sh up|down|status|stop NAME|start NAME — the backing services of the
-# local stack, without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker.
+# services.sh up|down|status|stop NAME|kill NAME|start NAME — the backing services
+# of the local stack, without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker.
 #
 #   up          start whatever does not answer yet (installing it with apt-get if
 #               missing) and wait until each one answers; a service that already
@@ -13,8 +13,11 @@
 #               file. A MariaDB or Redis that was already running is stopped too:
 #               how it runs (binary, arguments or settings, user, directory, log)
 #               is written to .run/foreign/NAME first, then MariaDB shuts down
-#               cleanly and Redis with SHUTDOWN NOSAVE (its memory is lost, on
-#               purpose: the locks' fencing must survive that).
+#               cleanly and Redis with SHUTDOWN NOSAVE (no RDB snapshot: what it
+#               keeps is what its append-only file has, see below).
+#   kill NAME   SIGKILL one service, as a crash would (no shutdown, no flush): one
+#               these scripts started by its pid file; a Redis that was already
+#               running after recording how it runs, as "stop" does.
 #   start NAME  start one service again and wait until it answers: one stopped by
 #               "stop" the way it ran before (and still not one of ours, so "down"
 #               leaves it alone), any other as "up" would. "up" restarts every
@@ -22,7 +25,14 @@
 #               the next "up" puts the machine back as it was.
 #
 # Addresses are fixed (127.0.0.1, default ports) and match scripts/env.sh.
-# ZooKeeper keeps its data in .run/zk, the broker in .run/kafka.
+# ZooKeeper keeps its data in .run/zk, the broker in .run/kafka, Redis in .run/redis.
+#
+# Redis runs with its append-only file on (appendonly yes), fsynced as
+# SECKILL_REDIS_APPENDFSYNC says (default always: Redis answers a write only once
+# it is on disk): the redis-lua strategy keeps accepted purchases in Redis until its
+# persister has written them to MySQL, and they must survive a crash of Redis
+# (README, Failure modes). "up" turns it on in a Redis that was already running too,
+# with CONFIG SET (see redis_ensure_aof).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +49,8 @@ KAFKA_PORT=9092
 KAFKA_PARTITIONS=6
 ZK_DIR=$RUN_DIR/zk
 KAFKA_DIR=$RUN_DIR/kafka
+REDIS_DIR=$RUN_DIR/redis
+REDIS_APPENDFSYNC=${SECKILL_REDIS_APPENDFSYNC:-always}
 FOREIGN_DIR=$RUN_DIR/foreign
 JAVA_LIB=/usr/share/java
 
@@ -50,12 +62,12 @@ main() {
 	up) services_up ;;
 	down) services_down ;;
 	status) services_status ;;
-	stop | start)
+	stop | kill | start)
 		is_service "${2:-}" || die "usage: $0 $1 ${SERVICES[*]// /|}"
 		"service_$1" "$2"
 		;;
 	*)
-		echo "usage: $0 up|down|status|stop NAME|start NAME" >&2
+		echo "usage: $0 up|down|status|stop NAME|kill NAME|start NAME" >&2
 		exit 2
 		;;
 	esac
@@ -75,6 +87,7 @@ services_up() {
 	for svc in "${SERVICES[@]}"; do
 		service_start "$svc"
 	done
+	redis_ensure_aof
 	require_cmd mysql mariadb-client
 	mariadb_ensure_root_over_tcp
 	mariadb_ensure_database
@@ -122,6 +135,25 @@ service_stop() {
 		die "$name: not started by these scripts, and they restart only a MariaDB or Redis they did not start"
 	fi
 	log "$name: stopped after $(elapsed_since "$start")"
+}
+
+# service_kill NAME SIGKILLs one service and waits until it is gone (see the header).
+service_kill() {
+	local name=$1 pid
+	if is_running "$name"; then
+		pid=$(read_pid "$name")
+		signal_process "$name" KILL
+		wait_until "$name (pid $pid) to die" 5 pid_gone "$pid" || die "$name (pid $pid) survived SIGKILL"
+		rm -f "$(pid_file "$name")"
+	elif ! "${name}_answers"; then
+		log "$name: not running"
+		return 0
+	elif declare -F "${name}_kill_foreign" >/dev/null; then
+		"${name}_kill_foreign"
+	else
+		die "$name: not started by these scripts, and they crash only a Redis they did not start"
+	fi
+	log "$name: SIGKILLed"
 }
 
 # service_start NAME starts one service (the way it ran, if "stop" recorded it)
@@ -324,26 +356,76 @@ redis_install() {
 	command -v redis-server >/dev/null || apt_install redis-server
 }
 
-# No persistence: the dev stack re-seeds Redis from MySQL.
+# Persistence is the append-only file alone, in .run/redis (which survives a
+# reboot, unlike /run), replayed at every start; no RDB snapshots.
 redis_start() {
 	local as_redis=()
 	if id redis >/dev/null 2>&1; then
-		install -d -o redis -g redis /run/redis
+		install -d -o redis -g redis "$REDIS_DIR"
 		as_redis=(setpriv --reuid=redis --regid=redis --init-groups)
 	else
-		install -d /run/redis
+		install -d "$REDIS_DIR"
 	fi
 	start_bg redis "${as_redis[@]}" redis-server --daemonize no --bind "$HOST" --port "$REDIS_PORT" \
-		--dir /run/redis --save "" --appendonly no
+		--dir "$REDIS_DIR" --save "" --appendonly yes --appendfsync "$REDIS_APPENDFSYNC"
+}
+
+# redis_ensure_aof turns the append-only file on, fsynced as REDIS_APPENDFSYNC
+# says, in the Redis on 127.0.0.1:6379 if it is not yet: one these scripts
+# started earlier without it, or one that was already running (a Debian package's
+# redis-server, a developer's own). CONFIG SET rather than a restart, because that
+# Redis may be serving others (tests, a CI job) that a restart would interrupt and
+# whose data it would lose; Redis writes its data to a new append-only file in its
+# own directory in the background and appends from then on. Nothing is written to
+# its configuration file (no CONFIG REWRITE): restarted by its owner, it runs as its
+# owner set it again, and the next "up" turns the file on again. What it costs
+# everyone sharing it is an fsync per batch of writes (README: Failure modes).
+redis_ensure_aof() {
+	local on fsync
+	redis_answers || return 0
+	if ! command -v redis-cli >/dev/null; then
+		warn "redis: no redis-cli to check its append-only file (apt-get install redis-tools)"
+		return 0
+	fi
+	on=$(redis_cli --raw CONFIG GET appendonly 2>/dev/null | sed -n 2p)
+	fsync=$(redis_cli --raw CONFIG GET appendfsync 2>/dev/null | sed -n 2p)
+	[[ $on == yes && $fsync == "$REDIS_APPENDFSYNC" ]] && return 0
+	log "redis: appendonly $on, appendfsync $fsync: setting appendonly yes, appendfsync $REDIS_APPENDFSYNC (CONFIG SET, not saved to its config file)"
+	if ! redis_cli CONFIG SET appendfsync "$REDIS_APPENDFSYNC" appendonly yes | grep -q '^OK'; then
+		warn "redis: CONFIG SET refused: accepted redis-lua purchases do not survive a crash of this Redis"
+	fi
 }
 
 # redis_stop_foreign stops a Redis these scripts did not start with SHUTDOWN
-# NOSAVE, after writing its settings that matter to .run/foreign/redis.conf (the
-# command line of a running Redis cannot be read back: it rewrites its process
-# title). It runs again from that file, as the same user: same address, data
-# directory, persistence, log and daemonizing; its data is gone unless it keeps
-# an append-only file.
+# NOSAVE, after recording how it runs (redis_record_foreign). It runs again from
+# that record with the same data directory and persistence: its data is gone
+# unless it keeps an append-only file, which "up" turns on.
 redis_stop_foreign() {
+	local pid
+	pid=$(redis_record_foreign)
+	log "redis: SHUTDOWN NOSAVE (pid $pid)"
+	redis_cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+	wait_until "redis (pid $pid) to exit" "$(stop_timeout redis)" pid_gone "$pid" ||
+		die "redis (pid $pid) still runs after SHUTDOWN NOSAVE"
+}
+
+# redis_kill_foreign SIGKILLs a Redis these scripts did not start, after
+# recording how it runs: a crash, after which it keeps what its append-only file
+# had on disk.
+redis_kill_foreign() {
+	local pid
+	pid=$(redis_record_foreign)
+	log "redis: SIGKILL (pid $pid)"
+	kill -KILL "$pid"
+	wait_until "redis (pid $pid) to die" 5 pid_gone "$pid" || die "redis (pid $pid) survived SIGKILL"
+}
+
+# redis_record_foreign writes the settings that matter of a Redis these scripts
+# did not start to .run/foreign/redis.conf (the command line of a running Redis
+# cannot be read back: it rewrites its process title) and records that it runs
+# from that file, as the same user: same address, data directory, persistence,
+# log and daemonizing. It prints the Redis's pid.
+redis_record_foreign() {
 	require_cmd redis-cli redis-tools
 	local pid exe prog conf=$FOREIGN_DIR/redis.conf param value
 	pid=$(redis_cli INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
@@ -352,11 +434,13 @@ redis_stop_foreign() {
 	mkdir -p "$FOREIGN_DIR"
 	(
 		umask 077 # requirepass may be among them
-		printf '# Written by scripts/services.sh stop redis: the settings of the Redis it stopped.\n' >"$conf"
+		printf '# Written by scripts/services.sh stop/kill redis: the settings of the Redis it stopped.\n' >"$conf"
 		for param in bind port unixsocket unixsocketperm protected-mode requirepass dir dbfilename save \
-			appendonly appendfilename appendfsync daemonize pidfile logfile loglevel databases \
+			appendonly appendfilename appenddirname appendfsync daemonize pidfile logfile loglevel databases \
 			maxmemory maxmemory-policy maxclients timeout tcp-keepalive; do
-			value=$(redis_cli --raw CONFIG GET "$param" | sed -n 2p)
+			value=$(redis_cli --raw CONFIG GET "$param")
+			[[ -n $value ]] || continue # unknown to this Redis (appenddirname before 7.0)
+			value=$(sed -n 2p <<<"$value")
 			case $param in
 			bind | save) printf '%s %s\n' "$param" "${value:-\"\"}" ;; # several words, each one argument
 			*) printf '%s "%s"\n' "$param" "${value//\"/\\\"}" ;;
@@ -371,10 +455,7 @@ redis_stop_foreign() {
 		[[ -x $prog ]] || prog=$(command -v redis-server) || die "redis: $exe is not redis-server, and no redis-server is on PATH"
 	fi
 	record_foreign redis "$pid" "$(log_file redis-restarted)" "$prog" "$conf"
-	log "redis: SHUTDOWN NOSAVE (pid $pid)"
-	redis_cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
-	wait_until "redis (pid $pid) to exit" "$(stop_timeout redis)" pid_gone "$pid" ||
-		die "redis (pid $pid) still runs after SHUTDOWN NOSAVE"
+	printf '%s' "$pid"
 }
 
 redis_prepare_foreign() {
