@@ -94,9 +94,9 @@ loadtest-chaos: ## the same with one replica SIGKILLed and restarted during each
 # Flags for `make chaos`, e.g. make chaos CHAOS_FLAGS='-faults redis,kill -step 30s' (.ci/run
 # runs a short form: fewer strategies, shorter steps and stops, every fault).
 CHAOS_FLAGS ?=
-chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; a replica SIGKILLed, one SIGTERMed; the order consumer killed between its commits; each audited; report in loadtest/results/
+chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; Redis SIGKILLed, emptied; a replica SIGKILLed, one SIGTERMed; the order consumer and the redis-lua persister killed between their commits; each audited; report in loadtest/results/
 	scripts/up.sh
-	$(GO) run ./loadtest -faults all -strategies mysql,redis,zk,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
+	$(GO) run ./loadtest -faults all -strategies mysql,redis,zk,redis-lua,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
 
 # `make k6` settings; purchase.js reads more from the environment (BUYERS, PEAK_RATE, RAMP_UP, HOLD,
 # MAX_VUS, ...: see loadtest/k6/purchase.js), e.g. make k6 K6_STRATEGY=zk BUYERS=500 PEAK_RATE=300

@@ -126,7 +126,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	}
 	settled, unknown := settle(ctx, o, pid, answers)
 	say("%s: %d answers, %d settled after the attack; waiting for the order queue", strategy, len(answers), len(settled))
-	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events)
+	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
@@ -44,6 +48,9 @@ type fault struct {
 	unnoticed bool
 	// failFast names the strategy that must answer 503 within failFastWithin while the fault lasts.
 	failFast string
+	// needs names a strategy without which the fault cannot happen (a persister's failpoint needs
+	// redis-lua purchases to persist): the run skips the fault when it does not attack that one.
+	needs string
 }
 
 // failFastWithin bounds every 503 a fail-fast strategy answers to a request sent while its lock
@@ -56,7 +63,22 @@ type fault struct {
 const failFastWithin = time.Second
 
 // faultNames lists the faults in the order `-faults all` runs them.
-var faultNames = []string{"redis", "zk", "mysql", "kafka", "kill", "term", "consumer"}
+var faultNames = []string{"redis", "redis-kill", "redis-flush", "zk", "mysql", "kafka", "kill", "term", "consumer",
+	failpointPersisterBefore, failpointPersisterAfter}
+
+// The test failpoints of the replicas (SECKILL_TEST_FAILPOINT), each fired by a trigger file of
+// its name, in the directory of -failpoint-trigger (the consumer's): a fault of the same name.
+const (
+	failpointConsumer        = "consumer-after-commit"
+	failpointPersisterBefore = "persister-before-commit"
+	failpointPersisterAfter  = "persister-after-commit"
+)
+
+var failpoints = []string{failpointConsumer, failpointPersisterBefore, failpointPersisterAfter}
+
+// luaStrategy is the strategy whose accepted purchases live in Redis until a persister writes
+// them to MySQL.
+const luaStrategy = "redis-lua"
 
 // faultEnv is what the faults act through: the scripts of the local stack, and the replicas.
 type faultEnv struct {
@@ -68,6 +90,11 @@ type faultEnv struct {
 	died int
 	// detail is what the last fault saw, for its event (termWatched's times).
 	detail string
+	// products are the step's, by strategy.
+	products map[string]int64
+	// lostMay are, by strategy, the order ids the step's fault may have destroyed (redis-flush:
+	// redis-lua's stream when Redis was emptied).
+	lostMay map[string]map[string]bool
 }
 
 func (e *faultEnv) script(ctx context.Context, env []string, path string, args ...string) error {
@@ -88,10 +115,22 @@ func (e *faultEnv) replica(ctx context.Context, args ...string) error {
 	return e.script(ctx, nil, e.o.chaosScript, args...)
 }
 
-// startArmed starts replica n with the consumer failpoint armed on the run's trigger file: inert
-// until the consumer fault creates that file.
+// trigger is the trigger file of failpoint name.
+func (e *faultEnv) trigger(name string) string {
+	if name == failpointConsumer {
+		return e.o.failpointTrigger
+	}
+	return filepath.Join(filepath.Dir(e.o.failpointTrigger), name)
+}
+
+// startArmed starts replica n with every failpoint armed on its trigger file: each inert until
+// its fault creates that file.
 func (e *faultEnv) startArmed(ctx context.Context, n int) error {
-	if err := e.script(ctx, []string{"SECKILL_TEST_FAILPOINT=consumer-after-commit:" + e.o.failpointTrigger},
+	specs := make([]string, len(failpoints))
+	for i, name := range failpoints {
+		specs[i] = name + ":" + e.trigger(name)
+	}
+	if err := e.script(ctx, []string{"SECKILL_TEST_FAILPOINT=" + strings.Join(specs, ",")},
 		e.o.chaosScript, "start", strconv.Itoa(n)); err != nil {
 		return err
 	}
@@ -121,7 +160,20 @@ func serviceFault(name, service, what, failFast string) fault {
 func faultsByName(o *options) map[string]fault {
 	kill, term := strconv.Itoa(o.chaosReplica), strconv.Itoa(o.termReplica)
 	return map[string]fault{
-		"redis": serviceFault("redis", "redis", "Redis stopped (SHUTDOWN NOSAVE: its memory, the fence counters with it, is lost), started again", "redis"),
+		"redis": serviceFault("redis", "redis", "Redis stopped (SHUTDOWN NOSAVE: no snapshot; its append-only file is flushed and replayed), started again", "redis"),
+		"redis-kill": {
+			name: "redis-kill", what: "Redis SIGKILLed (a crash: it keeps what its append-only file had on disk, with appendfsync always every write it answered), started again",
+			outage: true, failFast: "redis",
+			inject:  func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "kill", "redis") },
+			restore: func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "start", "redis") },
+		},
+		"redis-flush": {
+			name: "redis-flush", what: "Redis emptied (FLUSHALL, as a failover to an empty replica): the locks' fence counters, the sales' states and " +
+				"the redis-lua purchases not yet persisted are lost; a sale's state is rebuilt from MySQL at its next purchase. " +
+				"redis-lua's purchases then only in its stream are lost (the known gap): each must be among them",
+			inject:  flushRedis,
+			restore: func(context.Context, *faultEnv) error { return nil },
+		},
 		"zk":    serviceFault("zk", "zookeeper", "ZooKeeper stopped, started again from its data directory", "zk"),
 		"mysql": serviceFault("mysql", "mariadb", "MariaDB shut down cleanly, started again", ""),
 		"kafka": serviceFault("kafka", "kafka", "the Kafka broker stopped, started again from its data directory", ""),
@@ -150,7 +202,60 @@ func faultsByName(o *options) map[string]fault {
 				return e.startArmed(ctx, e.died)
 			},
 		},
+		failpointPersisterBefore: persisterFault(failpointPersisterBefore, "the replica whose redis-lua persister writes next is SIGKILLed between its read of the stream "+
+			"and its MySQL commit (SECKILL_TEST_FAILPOINT): its entries stay pending, then are written by it restarted or by another after SECKILL_PERSIST_CLAIM_AFTER; restarted"),
+		failpointPersisterAfter: persisterFault(failpointPersisterAfter, "the replica whose redis-lua persister writes next is SIGKILLed between its MySQL commit "+
+			"and its XACK+XDEL (SECKILL_TEST_FAILPOINT): its entries stay pending, are written again and found written; restarted"),
 	}
+}
+
+// persisterFault fires the persister failpoint name in whichever armed replica persists next.
+func persisterFault(name, what string) fault {
+	return fault{
+		name: name, what: what, needs: luaStrategy,
+		prepare: armAll,
+		inject:  func(ctx context.Context, e *faultEnv) error { return fireFailpoint(ctx, e, name) },
+		restore: func(ctx context.Context, e *faultEnv) error {
+			if e.died == 0 {
+				return errors.New("no replica died: nothing to restart")
+			}
+			return e.startArmed(ctx, e.died)
+		},
+	}
+}
+
+// flushRedis empties Redis and, in the same transaction, reads the step's redis-lua stream: its
+// entries are the accepted purchases not yet in MySQL, the most the flush may lose.
+func flushRedis(ctx context.Context, e *faultEnv) error {
+	dsn, err := mysql.ParseDSN(e.o.mysqlDSN)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: e.o.redisAddr, Password: e.o.redisPassword})
+	defer rdb.Close()
+	var entries *redis.XMessageSliceCmd
+	pid, lua := e.products[luaStrategy]
+	_, err = rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		if lua { // the app's namespace in Redis is its database's name (config.DatabaseName)
+			entries = pipe.XRange(ctx, redislua.KeysFor(dsn.DBName, pid).Stream, "-", "+")
+		}
+		pipe.FlushAll(ctx)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("FLUSHALL: %w", err)
+	}
+	if lua {
+		lostMay := map[string]bool{}
+		for _, m := range entries.Val() {
+			if id, _ := m.Values["order"].(string); id != "" {
+				lostMay[id] = true
+			}
+		}
+		e.lostMay = map[string]map[string]bool{luaStrategy: lostMay}
+		e.detail = fmt.Sprintf("%d redis-lua purchases were in the stream, not yet in MySQL", len(lostMay))
+	}
+	return nil
 }
 
 // unreadyWithin is how soon a replica sent SIGTERM must stop saying it is ready (/readyz 200).
@@ -224,16 +329,23 @@ func armAll(ctx context.Context, e *faultEnv) error {
 	return nil
 }
 
-// fireConsumerFailpoint creates the trigger file and waits for the replica whose consumer
-// commits a batch next to kill itself.
+// fireConsumerFailpoint creates the consumer failpoint's trigger file and waits for the replica
+// whose consumer commits a batch next to kill itself.
 func fireConsumerFailpoint(ctx context.Context, e *faultEnv) error {
-	if err := os.MkdirAll(filepath.Dir(e.o.failpointTrigger), 0o755); err != nil {
+	return fireFailpoint(ctx, e, failpointConsumer)
+}
+
+// fireFailpoint creates failpoint name's trigger file and waits for the armed replica that
+// reaches that point next to kill itself.
+func fireFailpoint(ctx context.Context, e *faultEnv, name string) error {
+	trigger := e.trigger(name)
+	if err := os.MkdirAll(filepath.Dir(trigger), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(e.o.failpointTrigger, nil, 0o644); err != nil {
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
 		return err
 	}
-	defer os.Remove(e.o.failpointTrigger) // if it did not fire, it must not fire later
+	defer os.Remove(trigger) // if it did not fire, it must not fire later
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for n := 1; n <= e.o.replicas; n++ {
@@ -248,7 +360,7 @@ func fireConsumerFailpoint(ctx context.Context, e *faultEnv) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return errors.New("the consumer failpoint did not fire within 30 s (no replica died)")
+	return fmt.Errorf("the %s failpoint did not fire within 30 s (no replica died)", name)
 }
 
 // faultTimes are the moments of a step's fault, zero where it did not get that far.
@@ -273,6 +385,10 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 		}
 	}()
 	for _, name := range o.faults {
+		if f := all[name]; f.needs != "" && !slices.Contains(o.strategies, f.needs) {
+			say("%s: skipped: it needs the %s strategy, which this run does not attack", name, f.needs)
+			continue
+		}
 		step, err := runStep(ctx, db, o, admin, env, all[name], rep.RunID, say)
 		if err != nil {
 			return nil, fmt.Errorf("fault %s: %w", name, err)
@@ -306,7 +422,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		}
 		products[strategy] = pid
 	}
-	env.died, env.detail = 0, ""
+	env.died, env.detail, env.products, env.lostMay = 0, "", products, nil
 	if f.prepare != nil {
 		if err := f.prepare(ctx, env); err != nil {
 			return nil, err
@@ -358,13 +474,16 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	for i, strategy := range o.strategies {
 		settled, unknown := settle(ctx, st, products[strategy], results[i].answers)
 		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", f.name, strategy, len(results[i].answers), len(settled))
-		sr, err := judge(ctx, db, st, strategy, products[strategy], results[i].answers, settled, nil)
+		sr, err := judge(ctx, db, st, strategy, products[strategy], results[i].answers, settled, nil, env.lostMay[strategy])
 		if err != nil {
 			return nil, err
 		}
 		sr.account(results[i].planned, unknown)
 		step.Strategies = append(step.Strategies, *sr)
 		ss := step.judgeStrategy(sr, results[i].answers, times)
+		if lostMay, ok := env.lostMay[strategy]; ok {
+			ss.InReach = len(lostMay)
+		}
 		ss.CaughtUpSeconds = -1
 		if c, ok := caughtUp[strategy]; ok {
 			ss.CaughtUpSeconds = c
@@ -441,7 +560,8 @@ func (e *faultEnv) putBack(ctx context.Context) error {
 // judgeStrategy adds one strategy's figures to the step: its lost answers and 503s, and how long
 // after the fault was undone the strategy accepted a purchase again.
 func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t faultTimes) *StepStrategy {
-	ss := StepStrategy{Strategy: sr.Strategy, Verdict: sr.Verdict, Requests: sr.Requests, Accepted: sr.Accepted, RateLimited: sr.Status[http.StatusTooManyRequests]}
+	ss := StepStrategy{Strategy: sr.Strategy, Verdict: sr.Verdict, Requests: sr.Requests, Accepted: sr.Accepted, Lost: sr.Lost,
+		RateLimited: sr.Status[http.StatusTooManyRequests]}
 	var firstAfter time.Time
 	var away []time.Duration // the 503s of requests sent while the broken thing was away
 	for _, a := range answers {

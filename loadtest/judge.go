@@ -32,8 +32,15 @@ func openDB(dsn string) (*sql.DB, error) {
 
 // judge audits one attack from both sides — what the buyers were told and what the database
 // holds — and computes the figures of the report: tallyAnswers, then auditDatabase, then verdict.
-func judge(ctx context.Context, db *sql.DB, o *options, strategy string, productID int64, answers, settled []answer, events []Event) (*StrategyReport, error) {
-	sr, accepted := tallyAnswers(answers, settled, o.stock)
+// lostMay, nil but in a fault that destroys accepted purchases on purpose (redis-flush), are the
+// order ids the fault could have destroyed: those of them acknowledged and not in the database
+// are lost as that fault promises (lostOrders), and the audit holds the rest to every invariant.
+func judge(ctx context.Context, db *sql.DB, o *options, strategy string, productID int64, answers, settled []answer, events []Event, lostMay map[string]bool) (*StrategyReport, error) {
+	lost, err := lostOrders(ctx, db, o, productID, answers, settled, lostMay)
+	if err != nil {
+		return nil, err
+	}
+	sr, accepted := tallyAnswers(answers, settled, o.stock, lost)
 	sr.Strategy, sr.ProductID, sr.Events = strategy, productID, events
 	found, err := auditDatabase(ctx, db, o, sr, accepted)
 	if err != nil {
@@ -44,14 +51,44 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 	return sr, nil
 }
 
+// lostOrders returns the order ids among lostMay that a buyer was told were accepted and that
+// the database does not hold once its order queue drained: the purchases the fault destroyed.
+// Nothing when lostMay is empty, or when the queue did not drain (every missing order is then a
+// violation, as without the fault).
+func lostOrders(ctx context.Context, db *sql.DB, o *options, productID int64, answers, settled []answer, lostMay map[string]bool) (map[string]bool, error) {
+	if len(lostMay) == 0 {
+		return nil, nil
+	}
+	var candidates []string
+	for _, a := range append(slices.Clone(answers), settled...) {
+		if a.status == http.StatusAccepted && lostMay[a.orderID] && !slices.Contains(candidates, a.orderID) {
+			candidates = append(candidates, a.orderID)
+		}
+	}
+	if _, drained, err := waitDrained(ctx, db, productID, o.drainTimeout); err != nil || !drained {
+		return nil, err
+	}
+	missing, _, err := audit.CompareAccepted(ctx, db, productID, candidates)
+	if err != nil {
+		return nil, err
+	}
+	lost := make(map[string]bool, len(missing))
+	for _, id := range missing {
+		lost[id] = true
+	}
+	return lost, nil
+}
+
 // tallyAnswers is the buyers' side of an attack: what answers (the attack's) and settled (the
 // retries that settled an unknown outcome after it) told them. It returns a report with the
 // figures the answers alone give — counts by outcome and status, latencies, the timeline, the
 // rates — and the violations they show (a 500, an unexpected answer, a retry told of another
 // order, a buyer accepted twice, more purchases accepted than the stock of the product), and the
 // distinct order ids acknowledged with a 202, in the order they were first seen. It sorts answers
-// by the time they were sent.
-func tallyAnswers(answers, settled []answer, stock int) (*StrategyReport, []string) {
+// by the time they were sent. The 202s of lost orders (lostOrders) count as accepted and lost
+// (sr.Lost) and are left out of the rest: their buyers' later purchases and retries, which Redis
+// no longer remembered, are judged as first ones, and the units they had are sold again.
+func tallyAnswers(answers, settled []answer, stock int, lost map[string]bool) (*StrategyReport, []string) {
 	sr := &StrategyReport{
 		Requests: len(answers),
 		Outcomes: map[string]int{},
@@ -71,6 +108,13 @@ func tallyAnswers(answers, settled []answer, stock int) (*StrategyReport, []stri
 	orderOfKey := map[string]string{}
 	var accepted []string
 	for _, a := range append(slices.Clone(answers), settled...) {
+		if a.status == http.StatusAccepted && lost[a.orderID] {
+			if !firstSeen[a.orderID] {
+				firstSeen[a.orderID] = true
+				sr.Lost++
+			}
+			continue
+		}
 		if a.status == http.StatusAccepted {
 			if prev, ok := orderOfKey[a.key]; ok && prev != a.orderID {
 				add("buyer %d's retry with the same Idempotency-Key got order %s, the first answer was %s", a.buyer, a.orderID, prev)
@@ -109,7 +153,7 @@ func tallyAnswers(answers, settled []answer, stock int) (*StrategyReport, []stri
 		sr.Latency[out] = yardstick.Percentiles(lat)
 	}
 	sr.Timeline = timeline(answers, start)
-	sr.Accepted = len(accepted)
+	sr.Accepted = len(accepted) + sr.Lost
 	sr.Outcomes["settled_after_attack"] = len(settled)
 	if !start.IsZero() {
 		sr.Seconds = end.Sub(start).Seconds()
@@ -125,7 +169,10 @@ func tallyAnswers(answers, settled []answer, stock int) (*StrategyReport, []stri
 			add("buyer %d was accepted %d times (limit 1)", b, n)
 		}
 	}
-	if sr.Accepted > stock {
+	switch {
+	case sr.Accepted-sr.Lost > stock && sr.Lost > 0:
+		add("OVERSOLD: %d purchases accepted for %d units, beyond the %d lost", sr.Accepted, stock, sr.Lost)
+	case sr.Accepted > stock && sr.Lost == 0:
 		add("OVERSOLD: %d purchases accepted for %d units", sr.Accepted, stock)
 	}
 	return sr, accepted
@@ -146,7 +193,7 @@ func auditDatabase(ctx context.Context, db *sql.DB, o *options, sr *StrategyRepo
 		return nil, err
 	}
 	sr.Facts = facts
-	sr.Oversold = max(facts.Oversold(), sr.Accepted-facts.InitialStock)
+	sr.Oversold = max(facts.Oversold(), sr.Accepted-sr.Lost-facts.InitialStock)
 	return dbViolations(dbEvidence{facts: facts, drained: drained, missing: missing, unexpected: unexpected},
 		sr.Oversold, o.buyers, o.drainTimeout), nil
 }

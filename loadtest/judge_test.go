@@ -105,7 +105,7 @@ func TestJudgeEndsWithTheRun(t *testing.T) {
 	cancel()
 	o := &options{stock: 1, buyers: 1, drainTimeout: time.Minute}
 	start := time.Now()
-	sr, err := judge(ctx, db, o, "mysql", 1, nil, nil, nil)
+	sr, err := judge(ctx, db, o, "mysql", 1, nil, nil, nil, nil)
 	if !errors.Is(err, context.Canceled) || sr != nil {
 		t.Fatalf("judge after the run ended = %v, %v; want no report and context.Canceled", sr, err)
 	}
@@ -132,6 +132,7 @@ func TestTallyAnswers(t *testing.T) {
 	// tally is the part of the report tallyAnswers fills in that the cases check.
 	type tally struct {
 		Requests, Accepted      int
+		Lost                    int
 		AcceptedIDs             []string
 		Outcomes                map[string]int
 		Status                  map[int]int
@@ -142,6 +143,7 @@ func TestTallyAnswers(t *testing.T) {
 		name             string
 		answers, settled []answer
 		stock            int
+		lost             map[string]bool
 		want             tally
 	}{
 		{
@@ -199,15 +201,52 @@ func TestTallyAnswers(t *testing.T) {
 			},
 		},
 		{
+			// Redis emptied after o1 and o2 were accepted, o1 still only in its stream: buyer 0's
+			// retry and second purchase are accepted anew (o4), o1's unit sold again (o3).
+			name: "a lost purchase, its buyer's next ones and its unit sold again",
+			answers: []answer{
+				at(0, 1, 0, 202, "", "o1"),
+				at(1, 1, 1, 202, "", "o2"),
+				at(0, 2, 2, 202, "", "o4"),
+				at(0, 3, 3, 409, "limit_reached", ""),
+				at(2, 1, 4, 202, "", "o3"),
+			},
+			stock: 3,
+			lost:  map[string]bool{"o1": true},
+			want: tally{
+				Requests: 5, Accepted: 4, Lost: 1, AcceptedIDs: []string{"o2", "o4", "o3"},
+				Outcomes: map[string]int{"accepted": 4, "limit_reached": 1, "settled_after_attack": 0},
+				Status:   map[int]int{202: 4, 409: 1},
+				Seconds:  0.014, SellOutSeconds: 0.014,
+			},
+		},
+		{
+			name: "a loss excuses no sale beyond it",
+			answers: []answer{
+				at(0, 1, 0, 202, "", "o1"),
+				at(1, 1, 1, 202, "", "o2"),
+				at(2, 1, 2, 202, "", "o3"),
+			},
+			stock: 1,
+			lost:  map[string]bool{"o1": true},
+			want: tally{
+				Requests: 3, Accepted: 3, Lost: 1, AcceptedIDs: []string{"o2", "o3"},
+				Outcomes: map[string]int{"accepted": 3, "settled_after_attack": 0},
+				Status:   map[int]int{202: 3},
+				Seconds:  0.012, SellOutSeconds: 0.012,
+				Violations: []string{"OVERSOLD: 3 purchases accepted for 1 units, beyond the 1 lost"},
+			},
+		},
+		{
 			name:  "no answers",
 			stock: 2,
 			want:  tally{Outcomes: map[string]int{"settled_after_attack": 0}, Status: map[int]int{}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sr, accepted := tallyAnswers(tc.answers, tc.settled, tc.stock)
+			sr, accepted := tallyAnswers(tc.answers, tc.settled, tc.stock, tc.lost)
 			got := tally{
-				Requests: sr.Requests, Accepted: sr.Accepted, AcceptedIDs: accepted,
+				Requests: sr.Requests, Accepted: sr.Accepted, Lost: sr.Lost, AcceptedIDs: accepted,
 				Outcomes: sr.Outcomes, Status: sr.Status,
 				Seconds: sr.Seconds, SellOutSeconds: sr.SellOutSeconds,
 				Violations: sr.Violations,

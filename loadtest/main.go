@@ -68,6 +68,8 @@ type options struct {
 	replicas         int
 	servicesScript   string
 	failpointTrigger string
+	redisAddr        string // the redis-flush fault's
+	redisPassword    string
 	auditOnly        bool
 	productID        int64
 	k6Summary        string
@@ -127,7 +129,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.termReplica, "term-replica", 3, "with -faults: the replica the term fault SIGTERMs (kill takes -chaos-replica)")
 	fs.IntVar(&o.replicas, "replicas", 3, "with -faults: the replicas of the local stack, 1..N (the consumer fault arms them all)")
 	fs.StringVar(&o.servicesScript, "services-script", "scripts/services.sh", "with -faults: script with `stop NAME` and `start NAME`")
-	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT)")
+	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
+	fs.StringVar(&o.redisAddr, "redis-addr", envOr("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "with -faults: the app's Redis, which the redis-flush fault empties (password: SECKILL_REDIS_PASSWORD)")
+	o.redisPassword = getenv("SECKILL_REDIS_PASSWORD")
 	fs.BoolVar(&o.auditOnly, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
 	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")

@@ -62,6 +62,9 @@ type StrategyReport struct {
 	Seconds        float64 `json:"seconds"`          // from the first request to the last answer
 	RequestsPerSec float64 `json:"requests_per_sec"` // Requests / Seconds
 	Accepted       int     `json:"accepted"`         // distinct order ids acknowledged with 202
+	// Lost are the accepted purchases a fault destroyed as it promises to (redis-flush: redis-lua's
+	// purchases still only in Redis), counted in Accepted and left out of the audit's checks.
+	Lost           int     `json:"lost,omitempty"`
 	AcceptedPerSec float64 `json:"accepted_per_sec"` // Accepted / SellOutSeconds
 	SellOutSeconds float64 `json:"sell_out_seconds"` // from the first request to the last first-time 202
 	// AcceptedPerR is AcceptedPerSec ÷ R (0 without yardsticks).
