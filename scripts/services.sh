@@ -427,10 +427,17 @@ redis_kill_foreign() {
 # log and daemonizing. It prints the Redis's pid.
 redis_record_foreign() {
 	require_cmd redis-cli redis-tools
-	local pid exe prog conf=$FOREIGN_DIR/redis.conf param value
+	local pid exe prog conf=$FOREIGN_DIR/redis.conf param value all i
+	local -A config=()
 	pid=$(redis_cli INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 	[[ $pid =~ ^[0-9]+$ ]] || die "redis: cannot ask it for its pid"
 	exe=$(readlink "/proc/$pid/exe") || die "redis: pid $pid is gone"
+	# Every setting in one call (name and value lines in turn): the chaos run kills Redis
+	# right after, and a call per setting took seconds on a busy machine.
+	mapfile -t all < <(redis_cli --raw CONFIG GET '*')
+	for ((i = 0; i + 1 < ${#all[@]}; i += 2)); do
+		config[${all[i]}]=${all[i + 1]}
+	done
 	mkdir -p "$FOREIGN_DIR"
 	(
 		umask 077 # requirepass may be among them
@@ -438,9 +445,8 @@ redis_record_foreign() {
 		for param in bind port unixsocket unixsocketperm protected-mode requirepass dir dbfilename save \
 			appendonly appendfilename appenddirname appendfsync daemonize pidfile logfile loglevel databases \
 			maxmemory maxmemory-policy maxclients timeout tcp-keepalive; do
-			value=$(redis_cli --raw CONFIG GET "$param")
-			[[ -n $value ]] || continue # unknown to this Redis (appenddirname before 7.0)
-			value=$(sed -n 2p <<<"$value")
+			[[ -v config[$param] ]] || continue # unknown to this Redis (appenddirname before 7.0)
+			value=${config[$param]}
 			case $param in
 			bind | save) printf '%s %s\n' "$param" "${value:-\"\"}" ;; # several words, each one argument
 			*) printf '%s "%s"\n' "$param" "${value//\"/\\\"}" ;;
