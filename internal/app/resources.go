@@ -83,6 +83,7 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		r.persister, err = redislua.NewPersister(r.rdb, r.luaSales, r.store, redislua.PersisterOptions{
 			Consumer:     cfg.InstanceID,
 			ClaimAfter:   cfg.Persist.ClaimAfter,
+			Linger:       cfg.Persist.Linger,
 			Log:          log.With("component", "persister"),
 			BeforeCommit: fp.persisterBeforeCommit,
 			AfterCommit:  fp.persisterAfterCommit,

@@ -107,6 +107,8 @@ type Config struct {
 		// ClaimAfter is how long an entry may stay read and unacknowledged by a persister before
 		// another takes it over, taking the first for dead.
 		ClaimAfter time.Duration
+		// Linger is how long a woken persister lets purchases gather before it writes them.
+		Linger time.Duration
 	}
 	// Buyer says how a buyer's identity is verified: unset, a purchase's user_id is the client's
 	// claim; set, it comes from a signed bearer token.
@@ -182,6 +184,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_RELAY", flag: "relay", def: "true", usage: "run the outbox relay", set: boolean(&c.Run.Relay)},
 		{env: "SECKILL_PERSISTER", flag: "persister", def: "true", usage: "run the redis-lua persister (Redis Streams → MySQL)", set: boolean(&c.Run.Persister)},
 		{env: "SECKILL_PERSIST_EVERY", flag: "persist-every", def: "1s", usage: "how often the persister sweeps every redis-lua product's stream", set: dur(&c.Persist.Every)},
+		{env: "SECKILL_PERSIST_LINGER", flag: "persist-linger", def: "20ms", usage: "how long a woken persister lets purchases gather before it writes them to MySQL in one transaction", set: dur(&c.Persist.Linger)},
 		{env: "SECKILL_PERSIST_CLAIM_AFTER", flag: "persist-claim-after", def: "5s", usage: "how long a persister's unacknowledged entries wait before another persister takes them over", set: dur(&c.Persist.ClaimAfter)},
 		{env: "SECKILL_CONSUMER", flag: "consumer", def: "true", usage: "run the order consumer", set: boolean(&c.Run.Consumer)},
 		{env: "SECKILL_INSTANCE_ID", flag: "instance-id", def: fmt.Sprintf("%s-%d", host, os.Getpid()), usage: "name of this process in logs and outbox claims", set: str(&c.InstanceID)},
@@ -259,7 +262,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}
