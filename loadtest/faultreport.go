@@ -61,10 +61,11 @@ type StepStrategy struct {
 	Verdict  string `json:"verdict"`
 	Requests int    `json:"requests"`
 	Accepted int    `json:"accepted"`
-	// Lost are the accepted purchases the fault destroyed as it promises to, among InReach, the
-	// ones it could destroy (redis-flush: redis-lua's stream when Redis was emptied).
-	Lost            int     `json:"lost,omitempty"`
-	InReach         int     `json:"in_reach,omitempty"`
+	// Lossy says the fault could destroy accepted purchases of the strategy (redis-flush:
+	// redis-lua's, then only in its stream): Lost of them it did, among InReach it could.
+	Lossy           bool    `json:"lossy,omitempty"`
+	Lost            int     `json:"lost"`
+	InReach         int     `json:"in_reach"`
 	Unavailable     int     `json:"unavailable_503"`
 	RateLimited     int     `json:"rate_limited_429"`
 	TransportErrors int     `json:"transport_errors"`
@@ -72,7 +73,10 @@ type StepStrategy struct {
 	// Latency503Away is over the 503s of the requests sent while the broken thing was away: from
 	// its being stopped until its start again began (the fail-fast promise).
 	Latency503Away  Latency `json:"latency_503_away"`
-	RecoverySeconds float64 `json:"recovery_seconds"`  // -1: its buyers did not notice the fault
+	RecoverySeconds float64 `json:"recovery_seconds"` // -1: its buyers did not notice the fault
+	// SoldOutInFault says its buyers noticed the fault, and it sold every unit before the fault
+	// was undone: there was nothing to recover to (redis-lua, while MySQL is away).
+	SoldOutInFault  bool    `json:"sold_out_in_fault,omitempty"`
 	CaughtUpSeconds float64 `json:"caught_up_seconds"` // -1: not within the drain timeout
 	affected        bool    // a buyer got a 5xx or no answer
 	sentAfter       bool    // a request was sent after the fault was undone
@@ -115,12 +119,15 @@ func chaosMarkdown(r *ChaosReport) string {
 			if l := ss.Latency503Away; l.Count > 0 {
 				away = fmt.Sprintf("%d, %.1f / %.1f / %.1f", l.Count, l.P50, l.P99, l.Max)
 			}
-			verdict := ss.Verdict
-			if ss.Lost > 0 || ss.InReach > 0 {
+			verdict, recovered := ss.Verdict, seconds(ss.RecoverySeconds)
+			if ss.SoldOutInFault {
+				recovered = "sold out in the fault"
+			}
+			if ss.Lossy {
 				verdict += fmt.Sprintf(", %d lost of %d in reach", ss.Lost, ss.InReach)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %d | %d | %s | %s | %s |\n", s.Fault, ss.Strategy, ss.Requests, ss.Accepted,
-				ss.Unavailable, p99, away, ss.RateLimited, ss.TransportErrors, seconds(ss.RecoverySeconds), seconds(ss.CaughtUpSeconds), verdict)
+				ss.Unavailable, p99, away, ss.RateLimited, ss.TransportErrors, recovered, seconds(ss.CaughtUpSeconds), verdict)
 		}
 	}
 	for _, s := range r.Steps {
@@ -129,8 +136,8 @@ func chaosMarkdown(r *ChaosReport) string {
 			fmt.Fprintf(&b, " %.1f s: %s.", e.T, e.What)
 		}
 		for _, ss := range s.PerStrategy {
-			if ss.Lost > 0 || ss.InReach > 0 {
-				fmt.Fprintf(&b, " %s: %d accepted purchases lost, all among the %d the fault could destroy; the audit holds the rest to every invariant.",
+			if ss.Lossy {
+				fmt.Fprintf(&b, " %s: %d of the %d accepted purchases the fault could destroy were lost; the audit holds every other one to every invariant.",
 					ss.Strategy, ss.Lost, ss.InReach)
 			}
 		}
@@ -141,7 +148,7 @@ func chaosMarkdown(r *ChaosReport) string {
 	b.WriteString("\n\ndown: from the fault's start (stop command, kill) until the service answered or the replica was healthy again. " +
 		"lost answers: no answer, or nginx's 502/504; like every 503, each was settled after the step by retrying its purchase with its Idempotency-Key. " +
 		"503 while away: the 503s of requests sent from the service's stop to its start (a strategy that fails fast must answer each within " + failFastWithin.String() + "). " +
-		"recovered after: from the service's return to the first request sent since then that was accepted, over the strategies whose buyers noticed the fault (—: none did). " +
+		"recovered after: from the service's return to the first request sent since then that was accepted, over the strategies whose buyers noticed the fault (—: none did; sold out in the fault: it sold every unit before the return). " +
 		"orders caught up after: from the service's return until every purchase accepted by then was an order. " +
 		"audit: every strategy's answers and database, after the order queue drained (stock, reservations, orders, one per user, every acknowledged purchase an order, no other); " +
 		"lost of in reach: the accepted purchases a fault destroyed as it promises to (redis-flush: redis-lua's, still only in Redis), each among the ones it could reach, left out of the checks.\n")

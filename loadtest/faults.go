@@ -482,7 +482,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		step.Strategies = append(step.Strategies, *sr)
 		ss := step.judgeStrategy(sr, results[i].answers, times)
 		if lostMay, ok := env.lostMay[strategy]; ok {
-			ss.InReach = len(lostMay)
+			ss.Lossy, ss.InReach = true, len(lostMay)
 		}
 		ss.CaughtUpSeconds = -1
 		if c, ok := caughtUp[strategy]; ok {
@@ -561,7 +561,7 @@ func (e *faultEnv) putBack(ctx context.Context) error {
 // after the fault was undone the strategy accepted a purchase again.
 func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t faultTimes) *StepStrategy {
 	ss := StepStrategy{Strategy: sr.Strategy, Verdict: sr.Verdict, Requests: sr.Requests, Accepted: sr.Accepted, Lost: sr.Lost,
-		RateLimited: sr.Status[http.StatusTooManyRequests]}
+		Lossy: sr.Lost > 0, RateLimited: sr.Status[http.StatusTooManyRequests]}
 	var firstAfter time.Time
 	var away []time.Duration // the 503s of requests sent while the broken thing was away
 	for _, a := range answers {
@@ -585,6 +585,9 @@ func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t fault
 		}
 	}
 	ss.RecoverySeconds = -1
+	// A strategy that sold every unit before the fault was undone (redis-lua goes on selling while
+	// MySQL is away) has nothing left to recover to.
+	ss.SoldOutInFault = ss.affected && !t.up.IsZero() && firstAfter.IsZero() && sr.Facts.InitialStock > 0 && sr.Facts.Stock == 0
 	if ss.affected && !firstAfter.IsZero() {
 		ss.RecoverySeconds = firstAfter.Sub(t.up).Seconds()
 	}
@@ -658,7 +661,7 @@ func (s *StepReport) summarize(all []answer, t faultTimes, start time.Time, f fa
 			s.Violations = append(s.Violations, fmt.Sprintf("%s: the orders did not catch up within the drain timeout", ss.Strategy))
 		}
 		switch {
-		case !ss.affected || t.up.IsZero() || ss.RecoverySeconds >= 0:
+		case !ss.affected || t.up.IsZero() || ss.RecoverySeconds >= 0 || ss.SoldOutInFault:
 		case !ss.sentAfter:
 			s.Violations = append(s.Violations, fmt.Sprintf("%s: the load ended before the fault was undone, so recovery was not seen (a longer -step)", ss.Strategy))
 		default:

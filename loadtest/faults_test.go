@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/internal/audit"
 )
 
 // stepAnswers is a strategy's answers during a fault: at each offset in ms from start, a status
@@ -61,6 +63,11 @@ func TestStepVerdict(t *testing.T) {
 		{name: "audit failed", f: outage, lat503: time.Millisecond, answers: good,
 			sr:   StrategyReport{Verdict: "FAIL", Violations: []string{"OVERSOLD by 1 units"}},
 			want: []string{"redis: OVERSOLD by 1 units"}},
+		{name: "sold out in the fault", f: outage, lat503: time.Millisecond, answers: map[int]int{0: 202, 2600: 503, 3000: 202, 8100: 409},
+			sr: StrategyReport{Facts: audit.Facts{InitialStock: 2, Stock: 0}}},
+		{name: "units left, no sale after", f: outage, lat503: time.Millisecond, answers: map[int]int{0: 202, 2600: 503, 3000: 202, 8100: 503},
+			sr:   StrategyReport{Facts: audit.Facts{InitialStock: 3, Stock: 1}},
+			want: []string{"redis: no purchase accepted after the fault was undone"}},
 		{name: "unnoticed", f: fault{name: "term", unnoticed: true}, answers: map[int]int{0: 202, 3000: 202, 9000: 202}},
 		{name: "term noticed", f: fault{name: "term", unnoticed: true}, answers: map[int]int{0: 202, 3000: 0, 9000: 202},
 			want: []string{"the buyers noticed: 0 × 503, 1 lost answers, 0 other 5xx"}},
@@ -160,5 +167,31 @@ func TestParseFaults(t *testing.T) {
 	}
 	if _, err := parseFaults("redis,reboot"); err == nil || !strings.Contains(err.Error(), `"reboot"`) {
 		t.Errorf("parseFaults(reboot): %v, want an error naming it", err)
+	}
+}
+
+// TestChaosMarkdownLoss: the report says what a lossy fault destroyed and within what it could,
+// even when that is nothing, and names a strategy that sold out during a fault.
+func TestChaosMarkdownLoss(t *testing.T) {
+	r := &ChaosReport{Passed: true, Steps: []StepReport{
+		{Fault: "redis-flush", Verdict: "PASS", PerStrategy: []StepStrategy{
+			{Strategy: "redis-lua", Verdict: "PASS", Lossy: true, Lost: 3, InReach: 5, RecoverySeconds: -1},
+			{Strategy: "mysql", Verdict: "PASS", RecoverySeconds: -1},
+		}},
+		{Fault: "redis-flush", Verdict: "PASS", PerStrategy: []StepStrategy{{Strategy: "redis-lua", Verdict: "PASS", Lossy: true, RecoverySeconds: -1}}},
+		{Fault: "mysql", Verdict: "PASS", PerStrategy: []StepStrategy{{Strategy: "redis-lua", Verdict: "PASS", SoldOutInFault: true, RecoverySeconds: -1}}},
+	}}
+	md := chaosMarkdown(r)
+	for _, want := range []string{
+		"| redis-flush | redis-lua |", "| PASS, 3 lost of 5 in reach |", "| PASS, 0 lost of 0 in reach |",
+		"redis-lua: 3 of the 5 accepted purchases the fault could destroy were lost",
+		"| sold out in the fault |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(md, " in reach |") != 2 {
+		t.Errorf("want 'lost of' on the two lossy rows only:\n%s", md)
 	}
 }
