@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -262,8 +264,9 @@ func flushRedis(ctx context.Context, e *faultEnv) error {
 const unreadyWithin = time.Second
 
 // termWatched SIGTERMs replica n (replica.sh term, which waits for it to exit) and meanwhile
-// polls its /readyz: it must stop answering 200 within unreadyWithin, long before it exits.
-// It notes both times.
+// polls its /readyz: it must stop answering 200 within unreadyWithin of the signal, long before it
+// exits. It notes the times, from the script's start: when it signalled, when the replica was
+// unready, when it had exited.
 func (e *faultEnv) termWatched(ctx context.Context, n int) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", 8080+n)
 	client := &http.Client{Timeout: time.Second}
@@ -290,25 +293,67 @@ func (e *faultEnv) termWatched(ctx context.Context, n int) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- e.replica(ctx, "term", strconv.Itoa(n)) }()
-	var unready time.Duration
-	for unready == 0 {
+	done, sent := make(chan error, 1), make(chan time.Time, 1)
+	go func() { done <- e.termSignalled(ctx, n, sent) }()
+	var unreadyAt time.Time
+	for unreadyAt.IsZero() {
 		select {
 		case err := <-done:
 			return errors.Join(err, fmt.Errorf("replica %d exited after %.2f s still saying it was ready", n, time.Since(start).Seconds()))
 		case <-time.After(5 * time.Millisecond):
 		}
 		if !readyNow() {
-			unready = time.Since(start)
+			unreadyAt = time.Now()
 		}
 	}
+	// The script says it signals before it does: its line may be read a moment after the replica
+	// went unready, never long after.
+	signalled := start
+	select {
+	case signalled = <-sent:
+	case <-time.After(time.Second):
+	}
+	unready := max(0, unreadyAt.Sub(signalled))
 	err := <-done
-	e.detail = fmt.Sprintf("unready after %d ms, exited after %.2f s", unready.Milliseconds(), time.Since(start).Seconds())
+	e.detail = fmt.Sprintf("signalled after %d ms, unready %d ms later, exited after %.2f s",
+		signalled.Sub(start).Milliseconds(), unready.Milliseconds(), time.Since(start).Seconds())
 	if err == nil && unready > unreadyWithin {
 		err = fmt.Errorf("replica %d said it was ready %s after its SIGTERM (want under %s)", n, unready.Round(time.Millisecond), unreadyWithin)
 	}
 	return err
+}
+
+// termSignalled runs replica.sh term n and sends on sent the moment the script says it signals
+// the replica ("stopping replica-N", logged right before its kill -TERM): the script's own start
+// (bash, its libraries, the checks of the pid file) takes from tens of milliseconds to over a
+// second on a busy machine, and is no part of how fast the replica answers its SIGTERM.
+func (e *faultEnv) termSignalled(ctx context.Context, n int, sent chan<- time.Time) error {
+	cmd := exec.CommandContext(ctx, e.o.chaosScript, "term", strconv.Itoa(n))
+	var out bytes.Buffer // written by exec's copying goroutine until Wait returns
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	marker := fmt.Sprintf("stopping replica-%d ", n)
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), marker) {
+			select {
+			case sent <- time.Now():
+			default:
+			}
+		}
+		log.WriteString(sc.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("%s term %d: %w: %s", e.o.chaosScript, n, err, lastLines(out.String()+log.String(), 5))
+	}
+	return nil
 }
 
 // armAll restarts, one at a time and gracefully, every replica this run has not started with the
