@@ -166,7 +166,12 @@ func faultsByName(o *options) map[string]fault {
 		"redis-kill": {
 			name: "redis-kill", what: "Redis SIGKILLed (a crash: it keeps what its append-only file had on disk, with appendfsync always every write it answered), started again",
 			outage: true, failFast: "redis",
-			inject:  func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "kill", "redis") },
+			inject: func(ctx context.Context, e *faultEnv) error {
+				if n, ok := e.luaStreamLen(ctx); ok {
+					e.detail = fmt.Sprintf("%d redis-lua purchases in the stream, not yet in MySQL, a moment before", n)
+				}
+				return e.services(ctx, "kill", "redis")
+			},
 			restore: func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "start", "redis") },
 		},
 		"redis-flush": {
@@ -224,6 +229,20 @@ func persisterFault(name, what string) fault {
 			return e.startArmed(ctx, e.died)
 		},
 	}
+}
+
+// luaStreamLen returns how many entries the step's redis-lua stream holds (accepted purchases
+// not yet in MySQL), false when the step has no redis-lua product or Redis does not say.
+func (e *faultEnv) luaStreamLen(ctx context.Context) (int64, bool) {
+	pid, lua := e.products[luaStrategy]
+	dsn, err := mysql.ParseDSN(e.o.mysqlDSN)
+	if !lua || err != nil {
+		return 0, false
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: e.o.redisAddr, Password: e.o.redisPassword})
+	defer rdb.Close()
+	n, err := rdb.XLen(ctx, redislua.KeysFor(dsn.DBName, pid).Stream).Result()
+	return n, err == nil
 }
 
 // flushRedis empties Redis and, in the same transaction, reads the step's redis-lua stream: its
