@@ -174,7 +174,7 @@ var strategyTable = []strategyDef{
 		if r.persister != nil {
 			wake = r.persister.Wake
 		}
-		return redislua.NewDeductor(r.rdb, r.luaSales, r.store.SaleReservations, wake)
+		return redislua.NewDeductor(r.rdb, r.luaSales, r.store.ReloadSale, wake)
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.

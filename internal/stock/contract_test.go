@@ -259,7 +259,7 @@ func newPersisted(tb testing.TB, st *store.Store) *persisted {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d, err := redislua.NewDeductor(rdb, s, st.SaleReservations, nil)
+	d, err := redislua.NewDeductor(rdb, s, st.ReloadSale, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,10 +2,8 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-
-	"gorm.io/gorm"
+	"fmt"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -16,47 +14,127 @@ import (
 // the decider has deducted. It is idempotent on the order id: a batch written twice (a persister
 // that died after its commit and before its acknowledgement) changes nothing the second time. It
 // returns how many reservations it inserted, or sale.ErrSaleChanged (nothing written) when the
-// product is no longer in epoch with strategy st: a reset cleared the sale those reservations
-// belonged to.
+// product is no longer in epoch with strategy st (a reset cleared the sale those reservations
+// belonged to), or its redis-lua state is no longer of generation gen (Redis lost the state that
+// accepted them, and the state rebuilt since does not count them: see ReloadSale).
 //
 // An Idempotency-Key that the same user already holds for another product (keys are unique per
 // user in MySQL, while the decider keeps them per product) is not stored with the reservation:
 // the unit is kept, only a replay of that key after the decider lost its state would not find it.
-func (s *Store) PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch uint64, rs []sale.Reservation) (int, error) {
+func (s *Store) PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (int, error) {
 	var inserted int
 	err := s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
-		inserted = 0
-		if _, err := tx.LockStock(ctx, productID, st, epoch); err != nil {
+		row, err := tx.lockLuaSale(ctx, productID, st)
+		switch {
+		case err != nil:
 			return err
+		case row.SaleEpoch != epoch:
+			return sale.ErrSaleChanged
+		case row.LuaGen != gen:
+			return fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 		}
-		done, err := tx.existingOrders(ctx, rs)
-		if err != nil {
-			return err
-		}
-		fresh := make([]sale.Reservation, 0, len(rs))
-		units := 0
-		for _, r := range rs {
-			if !done[r.OrderID] {
-				fresh = append(fresh, r)
-				units += r.Quantity
-			}
-		}
-		if len(fresh) == 0 {
-			return nil
-		}
-		err = tx.Reserve(ctx, fresh...)
-		if errors.Is(err, ErrDuplicate) {
-			if err = tx.dropForeignKeys(ctx, fresh); err == nil {
-				err = tx.Reserve(ctx, fresh...)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		inserted = len(fresh)
-		return tx.Take(ctx, productID, units)
+		inserted, err = tx.persist(ctx, productID, rs)
+		return err
 	})
 	return inserted, err
+}
+
+// ReloadSale is what the redis-lua strategy (re)loads a sale's state in Redis from, in one
+// transaction under the product's row lock: it writes the reservations that surviving returns
+// (given the product's epoch and current generation: the entries of the sale's stream that a
+// persister has not written yet, those of that epoch and generation), starts a new generation, and
+// reads the product and every reservation of its sale. From then on a persister's batch of an
+// older generation is refused (PersistReservations): an entry that Redis lost with the state
+// counts neither in MySQL nor in the rebuilt state, and one that survived in the stream is written
+// here, once. It returns sale.ErrNotFound, or sale.ErrStrategyChanged for a product not sold with
+// st.
+func (s *Store) ReloadSale(ctx context.Context, productID int64, st sale.Strategy, surviving func(epoch, gen uint64) []sale.Reservation) (sale.Product, []sale.KeyedReceipt, uint64, error) {
+	var (
+		p   sale.Product
+		out []sale.KeyedReceipt
+		gen uint64
+	)
+	err := s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
+		row, err := tx.lockLuaSale(ctx, productID, st)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.persist(ctx, productID, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
+			return err
+		}
+		gen = row.LuaGen + 1
+		if err := tx.tx.WithContext(ctx).Exec("UPDATE products SET lua_gen = ? WHERE id = ?", gen, productID).Error; err != nil {
+			return err
+		}
+		// The row is locked: no persister commits for this product until this transaction ends, so
+		// these reads see every reservation there will be of this generation's predecessors.
+		var full productRow
+		if err := tx.tx.WithContext(ctx).Take(&full, productID).Error; err != nil {
+			return err
+		}
+		p = full.domain()
+		var rows []keyedRow // idem_key NULL scans as ""
+		err = tx.tx.WithContext(ctx).Raw(`SELECT order_id, product_id, user_id, COALESCE(idem_key, '') AS idem_key, quantity, strategy
+			FROM reservations WHERE product_id = ?`, productID).Scan(&rows).Error
+		if err != nil {
+			return err
+		}
+		out = make([]sale.KeyedReceipt, len(rows))
+		for i, r := range rows {
+			out[i] = sale.KeyedReceipt{Key: r.IdemKey, Receipt: r.receipt()}
+		}
+		return nil
+	})
+	return p, out, gen, err
+}
+
+// lockLuaSale locks the product's row and returns its stock, strategy, epoch and redis-lua
+// generation, or sale.ErrNotFound or sale.ErrStrategyChanged.
+func (t *PurchaseTx) lockLuaSale(ctx context.Context, productID int64, st sale.Strategy) (productRow, error) {
+	var row productRow
+	res := t.tx.WithContext(ctx).Raw("SELECT id, stock, strategy, sale_epoch, lua_gen FROM products WHERE id = ? FOR UPDATE", productID).Scan(&row)
+	switch {
+	case res.Error != nil:
+		return row, res.Error
+	case res.RowsAffected == 0:
+		return row, sale.ErrNotFound
+	case row.Strategy != string(st):
+		return row, sale.ErrStrategyChanged
+	}
+	return row, nil
+}
+
+// persist inserts those of rs whose order id is not stored yet and takes their units, under the
+// product's row lock. It returns how many it inserted.
+func (t *PurchaseTx) persist(ctx context.Context, productID int64, rs []sale.Reservation) (int, error) {
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	done, err := t.existingOrders(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	fresh := make([]sale.Reservation, 0, len(rs))
+	units := 0
+	for _, r := range rs {
+		if !done[r.OrderID] {
+			fresh = append(fresh, r)
+			units += r.Quantity
+		}
+	}
+	if len(fresh) == 0 {
+		return 0, nil
+	}
+	err = t.Reserve(ctx, fresh...)
+	if errors.Is(err, ErrDuplicate) {
+		if err = t.dropForeignKeys(ctx, fresh); err == nil {
+			err = t.Reserve(ctx, fresh...)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return len(fresh), t.Take(ctx, productID, units)
 }
 
 // existingOrders returns which of the reservations' order ids are already stored.
@@ -103,34 +181,4 @@ func (t *PurchaseTx) dropForeignKeys(ctx context.Context, rs []sale.Reservation)
 		}
 	}
 	return nil
-}
-
-// SaleReservations reads, in one consistent snapshot, the product and every reservation of its
-// current sale (a reset deletes the earlier ones), keyed or not: what the redis-lua strategy
-// rebuilds its Redis state from.
-func (s *Store) SaleReservations(ctx context.Context, productID int64) (sale.Product, []sale.KeyedReceipt, error) {
-	var (
-		p   sale.Product
-		out []sale.KeyedReceipt
-	)
-	// REPEATABLE READ: the second statement sees exactly what the first one saw.
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row productRow
-		if err := tx.Take(&row, productID).Error; err != nil {
-			return err
-		}
-		p = row.domain()
-		var rows []keyedRow // idem_key NULL scans as ""
-		err := tx.Raw(`SELECT order_id, product_id, user_id, COALESCE(idem_key, '') AS idem_key, quantity, strategy
-			FROM reservations WHERE product_id = ?`, productID).Scan(&rows).Error
-		if err != nil {
-			return err
-		}
-		out = make([]sale.KeyedReceipt, len(rows))
-		for i, r := range rows {
-			out[i] = sale.KeyedReceipt{Key: r.IdemKey, Receipt: r.receipt()}
-		}
-		return nil
-	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	return p, out, classify("sale reservations", err)
 }

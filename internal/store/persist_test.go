@@ -39,7 +39,7 @@ func TestPersistReservations(t *testing.T) {
 	batch := []sale.Reservation{decided(p, "u1", "k1"), decided(p, "u2", ""), decided(p, "u3", "k3")}
 	persist := func(rs []sale.Reservation) int {
 		t.Helper()
-		n, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, rs)
+		n, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, rs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestPersistReservations(t *testing.T) {
 
 	// u5's key is already u5's on another product: the unit is kept, the key is not stored.
 	q := product(t, st, 5, sale.StrategyMySQL)
-	if _, err := st.PersistReservations(ctx, q.ID, q.Strategy, q.Epoch, []sale.Reservation{decided(q, "u5", "shared")}); err != nil {
+	if _, err := st.PersistReservations(ctx, q.ID, q.Strategy, q.Epoch, 0, []sale.Reservation{decided(q, "u5", "shared")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := persist([]sale.Reservation{decided(p, "u5", "shared"), decided(p, "u6", "k6")}); n != 2 {
@@ -74,12 +74,29 @@ func TestPersistReservations(t *testing.T) {
 	}
 
 	// Another epoch (a reset in between): nothing written.
-	_, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch+1, []sale.Reservation{decided(p, "u7", "")})
+	_, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch+1, 0, []sale.Reservation{decided(p, "u7", "")})
 	if !errors.Is(err, sale.ErrSaleChanged) {
 		t.Fatalf("another epoch: %v, want ErrSaleChanged", err)
 	}
-	if s, r := stockOf(t, st, p.ID); s != 4 || r != 6 {
-		t.Fatalf("after a refused batch: stock %d, reserved %d; want 4 and 6", s, r)
+	// Another generation of the Redis state (it was lost and rebuilt since): nothing written.
+	if _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 1, []sale.Reservation{decided(p, "u8", "")}); !errors.Is(err, sale.ErrSaleChanged) {
+		t.Fatalf("another generation: %v, want ErrSaleChanged", err)
+	}
+	// A reload writes the surviving entries of the current generation and starts the next one.
+	_, rs, gen, err := st.ReloadSale(ctx, p.ID, p.Strategy, func(epoch, gen uint64) []sale.Reservation {
+		if epoch != p.Epoch || gen != 0 {
+			t.Errorf("surviving asked for epoch %d gen %d, want %d and 0", epoch, gen, p.Epoch)
+		}
+		return []sale.Reservation{decided(p, "u9", "")}
+	})
+	if err != nil || gen != 1 || len(rs) != 7 {
+		t.Fatalf("reload: gen %d, %d reservations, %v; want 1, 7", gen, len(rs), err)
+	}
+	if _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, []sale.Reservation{decided(p, "u10", "")}); !errors.Is(err, sale.ErrSaleChanged) {
+		t.Fatalf("the old generation after a reload: %v, want ErrSaleChanged", err)
+	}
+	if s, r := stockOf(t, st, p.ID); s != 3 || r != 7 {
+		t.Fatalf("after the reload: stock %d, reserved %d; want 3 and 7", s, r)
 	}
 }
 
@@ -98,7 +115,7 @@ func TestPersistConcurrently(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w * 10; i+20 <= len(all); i += 20 { // windows of 20 that overlap between workers
-				n, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, all[i:i+20])
+				n, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, 0, all[i:i+20])
 				if err != nil {
 					t.Error(err)
 					return
@@ -110,7 +127,7 @@ func TestPersistConcurrently(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if _, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, all); err != nil {
+	if _, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, 0, all); err != nil {
 		t.Fatal(err)
 	}
 	if s, r := stockOf(t, st, p.ID); s != 40 || r != 60 {

@@ -24,6 +24,7 @@ type productRow struct {
 	Listed       bool
 	FenceToken   uint64
 	SaleEpoch    uint64
+	LuaGen       uint64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 }

@@ -20,21 +20,21 @@ import (
 type Deductor struct {
 	sale     *Sale
 	rdb      *redis.Client
-	snapshot Snapshot
+	reload   Reload
 	accepted func(productID int64)
 }
 
-// NewDeductor returns the strategy over s's sales in rdb. snapshot reads a sale from MySQL to
-// rebuild a lost state; accepted, optional, is told of every accepted purchase (the persister's
-// Wake).
-func NewDeductor(rdb *redis.Client, s *Sale, snapshot Snapshot, accepted func(productID int64)) (*Deductor, error) {
-	if rdb == nil || s == nil || snapshot == nil {
-		return nil, errors.New("redislua: a deductor needs Redis, the sale and a snapshot of MySQL")
+// NewDeductor returns the strategy over s's sales in rdb. reload reads a sale from MySQL to load or
+// rebuild its state (*store.Store's ReloadSale); accepted, optional, is told of every accepted
+// purchase (the persister's Wake).
+func NewDeductor(rdb *redis.Client, s *Sale, reload Reload, accepted func(productID int64)) (*Deductor, error) {
+	if rdb == nil || s == nil || reload == nil {
+		return nil, errors.New("redislua: a deductor needs Redis, the sale and a reload from MySQL")
 	}
 	if accepted == nil {
 		accepted = func(int64) {}
 	}
-	return &Deductor{sale: s, rdb: rdb, snapshot: snapshot, accepted: accepted}, nil
+	return &Deductor{sale: s, rdb: rdb, reload: reload, accepted: accepted}, nil
 }
 
 // Deduct decides one purchase: a batch of its own.
@@ -83,7 +83,7 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 		if rebuilt {
 			return nil, fmt.Errorf("%w: the sale's state in Redis is not loaded", sale.ErrUnavailable)
 		}
-		err = d.sale.Rebuild(ctx, d.rdb, id, epoch, d.snapshot)
+		err = d.sale.Rebuild(ctx, d.rdb, id, epoch, false, d.reload)
 		switch {
 		case err == nil:
 			rebuilt = true
@@ -154,11 +154,13 @@ func (d *Deductor) Receipt(ctx context.Context, productID int64, userID, key str
 }
 
 // Prepare is told of a product's new sale epoch (a create or a reset). Sold with redis-lua, its
-// state is loaded now rather than at its first purchase. Sold otherwise, a state an earlier epoch
-// left in Redis is dropped, so that a replica still holding the old rules cannot sell from it.
+// state is loaded now rather than at its first purchase, replacing whatever Redis holds under the
+// sale's keys (an earlier epoch's state, or a state left by a database of the same name that was
+// dropped). Sold otherwise, a state an earlier epoch left in Redis is dropped, so that a replica
+// still holding the old rules cannot sell from it.
 func (d *Deductor) Prepare(ctx context.Context, p sale.Product) error {
 	if p.Strategy == Strategy {
-		err := d.sale.Rebuild(ctx, d.rdb, p.ID, p.Epoch, d.snapshot)
+		err := d.sale.Rebuild(ctx, d.rdb, p.ID, p.Epoch, true, d.reload)
 		if errors.Is(err, ErrRebuilding) {
 			return nil // another process is loading it
 		}

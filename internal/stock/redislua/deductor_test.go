@@ -22,7 +22,7 @@ func luaService(t *testing.T) (*sale.Service, *Sale, *redis.Client, *store.Store
 	s, rdb := newSale(t)
 	st, _ := itest.Store(t)
 	ps := persister(t, rdb, s, st, "p-"+itest.Suffix(4), time.Minute)
-	d, err := NewDeductor(rdb, s, st.SaleReservations, ps.Wake)
+	d, err := NewDeductor(rdb, s, st.ReloadSale, ps.Wake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestDeductorAcrossAReset(t *testing.T) {
 
 func deductorOf(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store) *Deductor {
 	t.Helper()
-	d, err := NewDeductor(rdb, s, st.SaleReservations, nil)
+	d, err := NewDeductor(rdb, s, st.ReloadSale, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,10 @@ const Strategy = sale.StrategyRedisLua
 
 // Writer writes reservations that the script decided to MySQL, idempotent on the order id, the
 // stock going down by the units written (*store.Store's PersistReservations). It returns
-// sale.ErrSaleChanged when the product has left that epoch (a reset cleared its sale).
+// sale.ErrSaleChanged when the product has left that epoch (a reset cleared its sale) or that
+// generation of its state (Redis lost the state that accepted them).
 type Writer interface {
-	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch uint64, rs []sale.Reservation) (int, error)
+	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (int, error)
 }
 
 // PersisterOptions tunes a Persister.
@@ -133,6 +134,7 @@ func (p *Persister) drain(ctx context.Context, productID int64, next func(contex
 		if err != nil || len(msgs) == 0 {
 			return settled, err
 		}
+		created = false // a group lost later (Redis flushed) is made again
 		n, err := p.write(ctx, productID, stream, msgs)
 		settled += n
 		if err != nil {
@@ -180,27 +182,36 @@ func (p *Persister) read(ctx context.Context, stream, id string) ([]redis.XMessa
 	return nil, nil
 }
 
-// write commits msgs' reservations, grouped by epoch, and acknowledges and deletes each group's
-// entries once it committed (or once its sale turned out to be cleared).
+// write commits msgs' reservations, grouped by the epoch and generation of the state that accepted
+// them, and acknowledges and deletes each group's entries once it committed (or once it turned
+// out to be of a cleared sale or a lost state).
 func (p *Persister) write(ctx context.Context, productID int64, stream string, msgs []redis.XMessage) (int, error) {
-	byEpoch := map[uint64][]sale.Reservation{}
-	ids := map[uint64][]string{}
+	type origin struct{ epoch, gen uint64 }
+	groups := map[origin][]sale.Reservation{}
+	ids := map[origin][]string{}
+	var order []origin
 	for _, m := range msgs {
-		r, err := reservation(productID, p.o.Strategy, m)
+		r, gen, err := reservation(productID, p.o.Strategy, m)
 		if err != nil {
 			// An entry the script did not write: keep it pending, loudly, rather than lose a unit.
 			return 0, err
 		}
-		byEpoch[r.Epoch] = append(byEpoch[r.Epoch], r)
-		ids[r.Epoch] = append(ids[r.Epoch], m.ID)
+		o := origin{r.Epoch, gen}
+		if _, ok := groups[o]; !ok {
+			order = append(order, o)
+		}
+		groups[o] = append(groups[o], r)
+		ids[o] = append(ids[o], m.ID)
 	}
 	settled := 0
-	for epoch, rs := range byEpoch {
+	for _, o := range order {
+		rs := groups[o]
 		p.o.BeforeCommit()
-		n, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, epoch, rs)
+		n, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, o.epoch, o.gen, rs)
 		switch {
 		case errors.Is(err, sale.ErrSaleChanged):
-			p.o.Log.Warn("reservations of a cleared sale dropped", "product_id", productID, "epoch", epoch, "entries", len(rs))
+			p.o.Log.Warn("reservations of a cleared sale or a lost state dropped", "product_id", productID,
+				"epoch", o.epoch, "gen", o.gen, "entries", len(rs), "err", err)
 		case err != nil:
 			return settled, err
 		case n > 0 && p.persisted != nil:
@@ -208,8 +219,8 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 		}
 		p.o.AfterCommit()
 		if _, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.XAck(ctx, stream, p.o.Group, ids[epoch]...)
-			pipe.XDel(ctx, stream, ids[epoch]...)
+			pipe.XAck(ctx, stream, p.o.Group, ids[o]...)
+			pipe.XDel(ctx, stream, ids[o]...)
 			return nil
 		}); err != nil {
 			return settled, fmt.Errorf("redislua: acknowledge %d entries of %s: %w", len(rs), stream, err)
@@ -219,14 +230,16 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 	return settled, nil
 }
 
-// reservation reads one stream entry as the script wrote it.
-func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Reservation, error) {
+// reservation reads one stream entry as the script wrote it, and the generation of the state that
+// accepted it.
+func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Reservation, uint64, error) {
 	field := func(k string) string { s, _ := m.Values[k].(string); return s }
 	qty, err1 := strconv.Atoi(field("qty"))
 	epoch, err2 := strconv.ParseUint(field("epoch"), 10, 64)
 	ms, err3 := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil || field("order") == "" || field("user") == "" {
-		return sale.Reservation{}, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
+	gen, err4 := strconv.ParseUint(field("gen"), 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil || field("order") == "" || field("user") == "" {
+		return sale.Reservation{}, 0, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
 	}
 	return sale.Reservation{
 		Receipt: sale.Receipt{OrderID: field("order"), Status: sale.StatusQueued, ProductID: productID,
@@ -234,7 +247,7 @@ func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Rese
 		IdempotencyKey: field("key"),
 		Epoch:          epoch,
 		CreatedAt:      time.UnixMilli(ms).UTC(),
-	}, nil
+	}, gen, nil
 }
 
 // Wake asks a running persister to drain productID's stream now rather than at its next round:

@@ -139,13 +139,13 @@ func TestPersisterTakesOverADeadOne(t *testing.T) {
 	}
 	var committed []sale.Reservation
 	for _, m := range msgs[:4] {
-		r, err := reservation(p.ID, Strategy, m)
+		r, _, err := reservation(p.ID, Strategy, m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		committed = append(committed, r)
 	}
-	if _, err := st.PersistReservations(t.Context(), p.ID, p.Strategy, p.Epoch, committed); err != nil {
+	if _, err := st.PersistReservations(t.Context(), p.ID, p.Strategy, p.Epoch, 0, committed); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,7 +2,8 @@
 -- One call decides a batch: the purchases of one product that arrived together at one replica
 -- (sale.Combiner), one after another, exactly as separate calls would, in one round trip.
 --
--- KEYS[1] state    hash: epoch, stock, limit, initial
+-- KEYS[1] state    hash: epoch, stock, limit, initial, gen (the state's generation: see
+--                         store.ReloadSale)
 -- KEYS[2] buyers   hash: user id -> units bought in this epoch
 -- KEYS[3] receipts hash: "user_id Idempotency-Key" -> "order_id user_id quantity" (a key is
 --                         scoped per buyer, as in MySQL)
@@ -13,7 +14,8 @@
 -- purchase one of: 'accepted <left>', 'replayed <receipt>', 'limit_reached', 'sold_out <left>'}.
 -- A key seen before answers as it did the first time, whatever the stock is now; a buyer who
 -- bought already is told so before being told the sale is sold out.
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
+local st = redis.call('HMGET', KEYS[1], 'epoch', 'limit', 'stock', 'gen')
+local epoch = st[1]
 if not epoch then
 	return { 'not_loaded' }
 end
@@ -21,8 +23,7 @@ if epoch ~= ARGV[1] then
 	return { 'stale_epoch', epoch }
 end
 
-local limit = tonumber(redis.call('HGET', KEYS[1], 'limit'))
-local left = tonumber(redis.call('HGET', KEYS[1], 'stock'))
+local limit, left, gen = tonumber(st[2]), tonumber(st[3]), st[4] or '0'
 local taken = 0
 local out = { 'decided' }
 
@@ -45,7 +46,7 @@ for i = 2, #ARGV, 4 do
 		if key ~= '' then
 			redis.call('HSET', KEYS[3], user .. ' ' .. key, order .. ' ' .. user .. ' ' .. qty)
 		end
-		redis.call('XADD', KEYS[4], '*', 'order', order, 'user', user, 'qty', qty, 'key', key, 'epoch', epoch)
+		redis.call('XADD', KEYS[4], '*', 'order', order, 'user', user, 'qty', qty, 'key', key, 'epoch', epoch, 'gen', gen)
 		out[#out + 1] = 'accepted ' .. left
 	end
 end

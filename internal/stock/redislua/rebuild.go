@@ -17,28 +17,33 @@ import (
 // (503) rather than be decided without it.
 var ErrRebuilding = errors.New("redislua: the sale's state is being rebuilt")
 
-// Snapshot reads the product and every reservation of its current sale from MySQL, in one
-// consistent read (*store.Store's SaleReservations).
-type Snapshot func(ctx context.Context, productID int64) (sale.Product, []sale.KeyedReceipt, error)
+// Reload is what a sale's state is (re)loaded from (*store.Store's ReloadSale): in one MySQL
+// transaction under the product's row lock, it writes the reservations surviving returns (the
+// stream entries not yet persisted that belong to the product's epoch and current generation),
+// starts a new generation, and reads the product and every reservation of its sale.
+type Reload func(ctx context.Context, productID int64, st sale.Strategy, surviving func(epoch, gen uint64) []sale.Reservation) (sale.Product, []sale.KeyedReceipt, uint64, error)
 
 // rebuildLease bounds a rebuild: a process that dies while rebuilding holds the others off no
 // longer than this.
 const rebuildLease = 10 * time.Second
 
 // Rebuild loads productID's state into Redis from MySQL when Redis has none, or has one of an
-// epoch older than want (a reset's new sale not loaded yet): after Redis lost it (restarted empty,
-// flushed, failed over to an empty replica) or at a create or reset. It does it once however many
-// processes try at once: the first takes a lease in the sale's slot and the others get
-// ErrRebuilding until the state is back. want 0 rebuilds only a missing state. A product no longer
-// sold with redis-lua is not loaded: sale.ErrStrategyChanged.
+// epoch older than want (a reset's new sale not loaded yet), or always with force (a create or a
+// reset: whatever Redis holds under the sale's keys is not this sale's): after Redis lost it
+// (restarted empty, flushed, failed over to an empty replica) or at a create or reset. It does it
+// once however many processes try at once: the first takes a lease in the sale's slot and the
+// others get ErrRebuilding until the state is back. A product no longer sold with redis-lua is
+// not loaded: sale.ErrStrategyChanged.
 //
-// Stock = MySQL's stock (initial − units the persisters wrote) − the units of stream entries of
-// this epoch not yet in MySQL; the buyers and keys are those of both. The stream is read before
-// MySQL: an entry a persister writes and deletes between the two reads is then seen in MySQL, never
-// in neither. No entry of the epoch can be added meanwhile, since the script refuses while the
-// state is missing or of another epoch. The state is written only if it has not changed since it
-// was read (WATCH), so a rebuild that outlived its lease cannot overwrite a newer one.
-func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, want uint64, snapshot Snapshot) error {
+// The stream's entries that survived are written to MySQL by the reload itself, and a new
+// generation starts there: a persister still holding entries it read before Redis lost the state
+// can no longer write them (their generation is gone), so the rebuilt state, read from MySQL alone,
+// counts exactly what MySQL will ever hold of the old generations. What Redis lost before any
+// persister wrote it is lost — the gap the AOF closes. The stream is then emptied, and the state
+// written, only if neither changed since they were read (WATCH), so a rebuild that outlived its
+// lease cannot overwrite a newer one. No entry of the epoch can be added meanwhile: the script
+// refuses while the state is missing or of another epoch.
+func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, want uint64, force bool, reload Reload) error {
 	k := s.Keys(productID)
 	lease, owner := k.Rebuild, strconv.FormatInt(time.Now().UnixNano(), 10)
 	ok, err := rdb.SetNX(ctx, lease, owner, rebuildLease).Result()
@@ -54,52 +59,53 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 		cur, err := tx.HGet(ctx, k.State, "epoch").Uint64()
 		switch {
 		case errors.Is(err, redis.Nil):
-			cur = 0
 		case err != nil:
 			return err
-		case cur >= want:
+		case !force && cur >= want:
 			return nil // loaded meanwhile, or never stale: nothing to do
 		}
 		entries, err := tx.XRange(ctx, k.Stream, "-", "+").Result()
 		if err != nil {
 			return err
 		}
-		p, rs, err := snapshot(ctx, productID)
-		switch {
-		case err != nil:
-			return err
-		case p.Strategy != Strategy:
-			return sale.ErrStrategyChanged
-		case cur != 0 && cur >= p.Epoch:
-			return nil
+		type entry struct {
+			r   sale.Reservation
+			gen uint64
 		}
-		st := State{Epoch: p.Epoch, Initial: p.InitialStock, Stock: p.Stock, Limit: p.PerUserLimit,
+		var parsed []entry
+		for _, m := range entries {
+			r, gen, err := reservation(productID, Strategy, m)
+			if err != nil {
+				return err
+			}
+			parsed = append(parsed, entry{r, gen})
+		}
+		p, rs, gen, err := reload(ctx, productID, Strategy, func(epoch, gen uint64) []sale.Reservation {
+			var out []sale.Reservation
+			for _, e := range parsed {
+				if e.r.Epoch == epoch && e.gen == gen {
+					out = append(out, e.r)
+				}
+			}
+			return out
+		})
+		if err != nil {
+			return err
+		}
+		st := State{Epoch: p.Epoch, Gen: gen, Initial: p.InitialStock, Stock: p.Stock, Limit: p.PerUserLimit,
 			Buyers: map[string]int{}, Receipts: map[string]Receipt{}}
-		stored := make(map[string]bool, len(rs))
 		for _, r := range rs {
-			stored[r.OrderID] = true
 			st.Buyers[r.UserID] += r.Quantity
 			if r.Key != "" {
 				st.Receipts[ReceiptField(r.UserID, r.Key)] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
 			}
 		}
-		for _, m := range entries {
-			r, err := reservation(productID, Strategy, m)
-			if err != nil {
-				return err
-			}
-			if r.Epoch != p.Epoch || stored[r.OrderID] {
-				continue
-			}
-			st.Stock -= r.Quantity
-			st.Buyers[r.UserID] += r.Quantity
-			if r.IdempotencyKey != "" {
-				st.Receipts[ReceiptField(r.UserID, r.IdempotencyKey)] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
-			}
-		}
-		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error { return s.load(ctx, pipe, k, st) })
+		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.Del(ctx, k.Stream) // every entry is in MySQL now, or of a generation that is gone
+			return s.load(ctx, pipe, k, st)
+		})
 		return err
-	}, k.State)
+	}, k.State, k.Stream)
 	if err != nil {
 		return fmt.Errorf("redislua: rebuild product %d: %w", productID, err)
 	}

@@ -27,7 +27,8 @@ var purchaseScript = redis.NewScript(purchaseLua)
 
 // Keys are the Redis keys of one product's sale.
 type Keys struct {
-	// State is a hash: epoch, stock (units left), limit (units per buyer), initial.
+	// State is a hash: epoch, stock (units left), limit (units per buyer), initial, gen (the
+	// generation of this state: see store.ReloadSale).
 	State string
 	// Buyers is a hash: user id → units bought in this epoch.
 	Buyers string
@@ -224,7 +225,10 @@ func parseOutcome(reply string, a Attempt) (Outcome, error) {
 // State is what a sale's Redis state is loaded from: the product's row and what MySQL already
 // holds of this epoch.
 type State struct {
-	Epoch   uint64
+	Epoch uint64
+	// Gen is the state's generation (store.ReloadSale starts one at each load); the script stamps
+	// every stream entry with it.
+	Gen     uint64
 	Initial int
 	// Stock is the units still on sale: the caller computes it (initial − units in MySQL −
 	// units still in the stream when rebuilding).
@@ -259,7 +263,7 @@ func (s *Sale) Load(ctx context.Context, c redis.Cmdable, productID int64, st St
 // load queues the commands that replace k's state with st.
 func (s *Sale) load(ctx context.Context, p redis.Pipeliner, k Keys, st State) error {
 	p.Del(ctx, k.State, k.Buyers, k.Receipts)
-	p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial)
+	p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial, "gen", st.Gen)
 	if len(st.Buyers) > 0 {
 		args := make([]any, 0, 2*len(st.Buyers))
 		for u, n := range st.Buyers {

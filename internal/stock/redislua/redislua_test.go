@@ -46,7 +46,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 func TestDecisions(t *testing.T) {
 	ctx := t.Context()
 	s, rdb := newSale(t)
-	if err := s.Load(ctx, rdb, 1, State{Epoch: 3, Initial: 5, Stock: 3, Limit: 2,
+	if err := s.Load(ctx, rdb, 1, State{Epoch: 3, Gen: 5, Initial: 5, Stock: 3, Limit: 2,
 		Buyers:   map[string]int{"old": 2},
 		Receipts: map[string]Receipt{ReceiptField("old", "k-old"): {OrderID: "o-old", UserID: "old", Quantity: 2}},
 	}); err != nil {
@@ -90,8 +90,8 @@ func TestDecisions(t *testing.T) {
 		got = append(got, e.Values)
 	}
 	want := []map[string]any{
-		{"order": "o1", "user": "alice", "qty": "2", "key": "k1", "epoch": "3"},
-		{"order": "o10", "user": "carol", "qty": "1", "key": "", "epoch": "3"},
+		{"order": "o1", "user": "alice", "qty": "2", "key": "k1", "epoch": "3", "gen": "5"},
+		{"order": "o10", "user": "carol", "qty": "1", "key": "", "epoch": "3", "gen": "5"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("stream (-want +got):\n%s", diff)
