@@ -288,9 +288,9 @@ func TestStorefront(t *testing.T) {
 	step("seeded sales show", func(t *testing.T) {
 		a := page{t, desktop}
 		a.do("open the storefront", chromedp.EmulateViewport(1440, 900), reducedMotion(), chromedp.Navigate(base+"/"))
-		a.waitJS("7 product cards", `document.querySelectorAll('.card').length === 7`, 15*time.Second)
+		a.waitJS("8 product cards", `document.querySelectorAll('.card').length === 8`, 15*time.Second)
 		for _, want := range []string{"Demo sale · mysql strategy", "Demo sale · redis strategy", "Demo sale · zk strategy",
-			"Demo sale · none strategy", "Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
+			"Demo sale · redis-lua strategy", "Demo sale · none strategy", "Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
 			if !strings.Contains(a.text("#products"), want) {
 				t.Errorf("no card for %q", want)
 			}
@@ -530,7 +530,7 @@ func TestStorefront(t *testing.T) {
 	step("phone loads the page", func(t *testing.T) {
 		p := page{t, phone}
 		p.do("open the storefront on a phone", phoneScreen, chromedp.Navigate(base+"/"))
-		p.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 7 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
+		p.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 8 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
 		if w := p.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
 			t.Errorf("the page is %s px wide on a 390 px screen", w)
 		}

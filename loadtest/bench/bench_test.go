@@ -32,7 +32,7 @@ func TestParseOptions(t *testing.T) {
 	if diff := cmp.Diff([]string{"gin", "soldout", "r", "accept"}, o.phases); diff != "" {
 		t.Errorf("default phases (-want +got):\n%s", diff)
 	}
-	if o.connections != 64 || !slices.Equal(o.workers, []int{32, 256}) || o.duration != 5*time.Second || o.warmup != time.Second || o.adminToken != "dev-admin-token" {
+	if o.connections != 64 || !slices.Equal(o.workers, []int{32, 64, 256}) || !slices.Equal(o.strategies, []string{"mysql", "redis", "zk", "redis-lua"}) || o.duration != 5*time.Second || o.warmup != time.Second || o.adminToken != "dev-admin-token" {
 		t.Errorf("defaults: %+v", o)
 	}
 	if diff := cmp.Diff([]string{"default", "1"}, o.batches); diff != "" {

@@ -8,6 +8,7 @@ const STRATEGY_NOTES = {
   mysql: 'Stock deducted by one conditional UPDATE on the product’s MySQL row.',
   redis: 'Stock deducted under a Redis lock, fenced by a token.',
   zk: 'Stock deducted under a ZooKeeper lock, fenced by a token.',
+  'redis-lua': 'Stock pre-deducted in Redis by one Lua script; written to MySQL right after.',
   none: 'No lock and no condition: oversells under load, on purpose.',
 };
 
@@ -87,7 +88,7 @@ export class CardView {
     this.root.dataset.strategy = strategy;
     setText(this.title, p.name);
     setText(this.badge, strategy === 'none' ? 'none · unsafe' : strategy);
-    this.badge.className = `badge badge-${/^[a-z]+$/.test(strategy) ? strategy : 'other'}`;
+    this.badge.className = `badge badge-${/^[a-z][a-z-]*$/.test(strategy) ? strategy : 'other'}`;
     setText(this.note, STRATEGY_NOTES[strategy] || '');
     setText(this.price, formatPrice(p.price_cents));
     setText(this.limit, p.per_user_limit === 1 ? 'one per buyer' : `up to ${p.per_user_limit} per buyer`);
