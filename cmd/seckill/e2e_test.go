@@ -92,7 +92,7 @@ func TestStampede(t *testing.T) {
 			db := openDB(t, s.DSN)
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			f, err := audit.WaitDrained(ctx, db, id, 50*time.Millisecond)
+			f, err := audit.WaitDrained(ctx, db, id, len(accepted), 50*time.Millisecond)
 			if err != nil {
 				t.Fatalf("the order queue did not drain: %+v: %v", f, err)
 			}
@@ -248,7 +248,7 @@ func TestReplicaKilledMidStampede(t *testing.T) {
 	accepted.Range(func(_, v any) bool { ids = append(ids, v.(string)); return true })
 	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer dcancel()
-	f, err := audit.WaitDrained(dctx, db, id, 100*time.Millisecond)
+	f, err := audit.WaitDrained(dctx, db, id, len(ids), 100*time.Millisecond)
 	if err != nil {
 		t.Fatalf("the order queue did not drain after the kills: %+v: %v", f, err)
 	}

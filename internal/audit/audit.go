@@ -99,12 +99,15 @@ func (f Facts) Violations(drained bool) []string {
 	return v
 }
 
-// WaitDrained polls until every reservation of the product has its order or ctx ends, and
-// returns the last facts seen (with ctx's error if it ended first).
-func WaitDrained(ctx context.Context, db *sql.DB, productID int64, poll time.Duration) (Facts, error) {
+// WaitDrained polls until MySQL holds at least accepted reservations of the product and every
+// reservation has its order, or ctx ends, and returns the last facts seen (with ctx's error if it
+// ended first). accepted is how many purchases the caller saw accepted, 0 if it does not know: a
+// redis-lua purchase is answered before its reservation reaches MySQL (its persister holds off
+// during a burst), so without it a queue can look drained before the last of them arrive.
+func WaitDrained(ctx context.Context, db *sql.DB, productID int64, accepted int, poll time.Duration) (Facts, error) {
 	for {
 		f, err := Load(ctx, db, productID)
-		if err == nil && f.Drained() {
+		if err == nil && f.Reservations >= accepted && f.Drained() {
 			return f, nil
 		}
 		select {

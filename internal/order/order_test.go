@@ -199,7 +199,7 @@ func waitDrained(t *testing.T, st *store.Store, id int64) audit.Facts {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	f, err := audit.WaitDrained(ctx, st.DB(), id, 50*time.Millisecond)
+	f, err := audit.WaitDrained(ctx, st.DB(), id, 0, 50*time.Millisecond)
 	if err != nil {
 		t.Fatalf("queue did not drain: %+v: %v", f, err)
 	}

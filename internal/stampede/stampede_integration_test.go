@@ -81,7 +81,7 @@ func TestStampedeNeverOversells(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			f, err := audit.WaitDrained(ctx, db, id, 50*time.Millisecond)
+			f, err := audit.WaitDrained(ctx, db, id, stock, 50*time.Millisecond)
 			if err != nil {
 				t.Fatalf("queue did not drain: %+v: %v", f, err)
 			}

@@ -330,7 +330,7 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 	}
 	b.say("accept %s (%s): %.0f accepted/s; waiting for the order queue", strategy, label, row.Figure)
 
-	st, drained, err := waitDrained(ctx, a, id, o.drainTimeout)
+	st, drained, err := waitDrained(ctx, a, id, row.Accepted, o.drainTimeout)
 	if err != nil {
 		return err
 	}
@@ -353,16 +353,18 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 	return nil
 }
 
-// waitDrained polls the product's stats until every reserved unit is confirmed as an order, or
-// timeout passes (drained false). It returns the last stats.
-func waitDrained(ctx context.Context, a *api, id int64, timeout time.Duration) (stats, bool, error) {
+// waitDrained polls the product's stats until every accepted purchase (one unit each) is
+// reserved in MySQL and every reserved unit is confirmed as an order, or timeout passes (drained
+// false). It returns the last stats. (redis-lua reserves in MySQL after it answers: its
+// persister holds off during a burst.)
+func waitDrained(ctx context.Context, a *api, id int64, accepted int, timeout time.Duration) (stats, bool, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		st, err := a.stats(ctx, id)
 		if err != nil {
 			return st, false, err
 		}
-		if st.ConfirmedUnits >= st.Reserved {
+		if st.Reserved >= accepted && st.ConfirmedUnits >= st.Reserved {
 			return st, true, nil
 		}
 		if time.Now().After(deadline) {
