@@ -80,10 +80,16 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 	if cfg.Run.Persister {
+		burst := cfg.Persist.Burst
+		if burst == 0 {
+			burst = -1 // the persister's 0 is its default
+		}
 		r.persister, err = redislua.NewPersister(r.rdb, r.luaSales, r.store, redislua.PersisterOptions{
 			Consumer:     cfg.InstanceID,
 			ClaimAfter:   cfg.Persist.ClaimAfter,
 			Linger:       cfg.Persist.Linger,
+			Burst:        burst,
+			MaxLag:       cfg.Persist.MaxLag,
 			Log:          log.With("component", "persister"),
 			BeforeCommit: fp.persisterBeforeCommit,
 			AfterCommit:  fp.persisterAfterCommit,
@@ -170,7 +176,7 @@ var strategyTable = []strategyDef{
 	}},
 	// One script run decides a batch: one Redis round trip for the purchases that queued up.
 	{strategy: sale.StrategyRedisLua, batch: func(r *resources) (sale.BatchDeductor, error) {
-		var wake func(int64)
+		var wake func(int64, int)
 		if r.persister != nil {
 			wake = r.persister.Wake
 		}

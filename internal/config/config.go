@@ -109,6 +109,10 @@ type Config struct {
 		ClaimAfter time.Duration
 		// Linger is how long a woken persister lets purchases gather before it writes them.
 		Linger time.Duration
+		// Burst is the rate of purchases a process accepts, per second, above which its persister
+		// holds off (negative: never), MaxLag at the most.
+		Burst  float64
+		MaxLag time.Duration
 	}
 	// Buyer says how a buyer's identity is verified: unset, a purchase's user_id is the client's
 	// claim; set, it comes from a signed bearer token.
@@ -185,6 +189,8 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_PERSISTER", flag: "persister", def: "true", usage: "run the redis-lua persister (Redis Streams → MySQL)", set: boolean(&c.Run.Persister)},
 		{env: "SECKILL_PERSIST_EVERY", flag: "persist-every", def: "1s", usage: "how often the persister sweeps every redis-lua product's stream", set: dur(&c.Persist.Every)},
 		{env: "SECKILL_PERSIST_LINGER", flag: "persist-linger", def: "20ms", usage: "how long a woken persister lets purchases gather before it writes them to MySQL in one transaction", set: dur(&c.Persist.Linger)},
+		{env: "SECKILL_PERSIST_BURST", flag: "persist-burst", def: "1000", usage: "purchases a second, accepted by this process, above which its persister holds off until the burst is over (peak shaving; 0 or negative: never)", set: float(&c.Persist.Burst)},
+		{env: "SECKILL_PERSIST_MAX_LAG", flag: "persist-max-lag", def: "10s", usage: "the longest a persister holds off during a burst", set: dur(&c.Persist.MaxLag)},
 		{env: "SECKILL_PERSIST_CLAIM_AFTER", flag: "persist-claim-after", def: "5s", usage: "how long a persister's unacknowledged entries wait before another persister takes them over", set: dur(&c.Persist.ClaimAfter)},
 		{env: "SECKILL_CONSUMER", flag: "consumer", def: "true", usage: "run the order consumer", set: boolean(&c.Run.Consumer)},
 		{env: "SECKILL_INSTANCE_ID", flag: "instance-id", def: fmt.Sprintf("%s-%d", host, os.Getpid()), usage: "name of this process in logs and outbox claims", set: str(&c.InstanceID)},
@@ -262,7 +268,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}

@@ -21,18 +21,18 @@ type Deductor struct {
 	sale     *Sale
 	rdb      *redis.Client
 	reload   Reload
-	accepted func(productID int64)
+	accepted func(productID int64, purchases int)
 }
 
 // NewDeductor returns the strategy over s's sales in rdb. reload reads a sale from MySQL to load or
 // rebuild its state (*store.Store's ReloadSale); accepted, optional, is told of every accepted
-// purchase (the persister's Wake).
-func NewDeductor(rdb *redis.Client, s *Sale, reload Reload, accepted func(productID int64)) (*Deductor, error) {
+// batch, with the purchases it accepted (the persister's Wake).
+func NewDeductor(rdb *redis.Client, s *Sale, reload Reload, accepted func(productID int64, purchases int)) (*Deductor, error) {
 	if rdb == nil || s == nil || reload == nil {
 		return nil, errors.New("redislua: a deductor needs Redis, the sale and a reload from MySQL")
 	}
 	if accepted == nil {
-		accepted = func(int64) {}
+		accepted = func(int64, int) {}
 	}
 	return &Deductor{sale: s, rdb: rdb, reload: reload, accepted: accepted}, nil
 }
@@ -106,11 +106,11 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 // decided turns the script's outcomes into the batch's answers.
 func (d *Deductor) decided(productID int64, out []Outcome) []error {
 	errs := make([]error, len(out))
-	accepted := false
+	accepted := 0
 	for i, o := range out {
 		switch o.Result {
 		case Accepted:
-			accepted = true
+			accepted++
 		case Replayed, KeyInUse:
 			errs[i] = sale.ErrIdempotencyKeyInUse
 		case LimitReached:
@@ -119,8 +119,8 @@ func (d *Deductor) decided(productID int64, out []Outcome) []error {
 			errs[i] = sale.ErrSoldOut
 		}
 	}
-	if accepted {
-		d.accepted(productID)
+	if accepted > 0 {
+		d.accepted(productID, accepted)
 	}
 	return errs
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +40,14 @@ type PersisterOptions struct {
 	// Linger is how long a woken persister lets purchases gather before it reads them: a burst
 	// is then written in a few large transactions rather than many small ones [20 ms].
 	Linger time.Duration
+	// Burst is the rate of purchases accepted by this process, per second, above which the
+	// persister holds off: a burst gets the CPU and the database to itself, and its purchases are
+	// written once it is over, in large batches (the peak shaving that a flash sale's queue is
+	// for). 0 takes the default [1,000]; a negative rate never holds off.
+	Burst float64
+	// MaxLag bounds the hold-off: during a burst longer than this, what it accepted is written
+	// anyway, MaxLag after the first of it [10 s].
+	MaxLag time.Duration
 	// ClaimAfter is how long an entry read by another persister may stay unacknowledged before
 	// this one takes it over (that one is taken for dead) [30 s].
 	ClaimAfter time.Duration
@@ -63,6 +72,7 @@ type Persister struct {
 	o    PersisterOptions
 
 	wake      chan struct{}
+	accepted  atomic.Int64 // purchases accepted by this process (Wake), for the burst's rate
 	mu        sync.Mutex
 	woken     map[int64]struct{}
 	persisted func()
@@ -85,6 +95,12 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 	}
 	if o.Linger <= 0 {
 		o.Linger = 20 * time.Millisecond
+	}
+	if o.Burst == 0 {
+		o.Burst = 1000
+	}
+	if o.MaxLag <= 0 {
+		o.MaxLag = 10 * time.Second
 	}
 	if o.ClaimAfter <= 0 {
 		o.ClaimAfter = 30 * time.Second
@@ -251,10 +267,11 @@ func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Rese
 }
 
 // Wake asks a running persister to drain productID's stream now rather than at its next round:
-// the deductor calls it for each accepted purchase. It never blocks; wakes that arrive while a
-// drain runs are served by the next one, so under load a persister drains back to back, each
-// round writing everything that arrived during the last.
-func (p *Persister) Wake(productID int64) {
+// the deductor calls it after each batch that accepted purchases (how many: the burst's rate). It
+// never blocks; wakes that arrive while a drain runs are served by the next one, so under load a
+// persister drains back to back, each round writing everything that arrived during the last.
+func (p *Persister) Wake(productID int64, purchases int) {
+	p.accepted.Add(int64(purchases))
 	p.mu.Lock()
 	p.woken[productID] = struct{}{}
 	p.mu.Unlock()
@@ -268,24 +285,26 @@ func (p *Persister) Wake(productID int64) {
 // are, and every interval everything in the streams of all the products that products names
 // (those on sale with redis-lua): the sweep writes this persister's entries left pending by a
 // failure, takes over those of a dead persister, and those of a replica that died before its
-// own persister ran. A failure is logged and tried again at the next round: the entries stay in
-// the stream meanwhile, nothing is lost.
+// own persister ran. While this process accepts more than Burst purchases a second, both wait,
+// MaxLag at the most. A failure is logged and tried again at the next round: the entries stay
+// in the stream meanwhile, nothing is lost.
 func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) ([]int64, error), every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	linger := time.NewTimer(0)
-	defer linger.Stop()
-	<-linger.C
-	for sweep := true; ; {
+	swept, rate := time.Now(), p.rateSince()
+	sweep, drain := true, false
+	for {
 		if sweep {
 			ids, err := products(ctx)
 			if err != nil && ctx.Err() == nil {
 				p.o.Log.Warn("redis-lua products unknown; trying again", "err", err)
 			}
 			p.sweep(ctx, append(ids, p.takeWoken()...))
-		} else {
+			swept = time.Now()
+		} else if drain {
 			p.drainWoken(ctx, p.takeWoken())
 		}
+		sweep, drain = false, false
 		select {
 		case <-ctx.Done():
 			// Stopping: persist what this process accepted last, briefly, rather than leave it
@@ -295,17 +314,42 @@ func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) 
 			p.drainWoken(last, p.takeWoken())
 			return nil
 		case <-t.C:
-			sweep = true
+			// A burst's sweep waits too, so that a replica's purchases are not written by its
+			// own sweep while its round holds off.
+			sweep = !p.bursting(rate()) || time.Since(swept) >= p.o.MaxLag
+			rate = p.rateSince()
 		case <-p.wake:
-			linger.Reset(p.o.Linger)
-			select {
-			case <-ctx.Done():
-			case <-linger.C:
-			}
-			sweep = false
+			p.hold(ctx)
+			drain = true
 		}
 	}
 }
+
+// hold waits Linger, then for as long as this process keeps accepting more than Burst purchases
+// a second, up to MaxLag in all.
+func (p *Persister) hold(ctx context.Context) {
+	start := time.Now()
+	for {
+		rate := p.rateSince()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(p.o.Linger):
+		}
+		if !p.bursting(rate()) || time.Since(start) >= p.o.MaxLag {
+			return
+		}
+	}
+}
+
+// rateSince returns a function that gives the rate of purchases this process accepted, per
+// second, from now until it is called.
+func (p *Persister) rateSince() func() float64 {
+	n, t := p.accepted.Load(), time.Now()
+	return func() float64 { return float64(p.accepted.Load()-n) / time.Since(t).Seconds() }
+}
+
+func (p *Persister) bursting(rate float64) bool { return p.o.Burst > 0 && rate > p.o.Burst }
 
 // takeWoken returns the products woken since it was last called.
 func (p *Persister) takeWoken() []int64 {

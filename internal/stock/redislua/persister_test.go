@@ -197,3 +197,93 @@ func TestPersisterRun(t *testing.T) {
 	}
 	check(t, rdb, s, st, p, 40)
 }
+
+// burst buys one unit after another (distinct buyers), waking ps after each as the deductor does,
+// until stop is closed, and returns how many it bought.
+func burst(t *testing.T, s *Sale, p sale.Product, ps *Persister, stop <-chan struct{}) <-chan int {
+	t.Helper()
+	n := make(chan int, 1)
+	go func() {
+		i := 0
+		defer func() { n <- i }()
+		for ; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			u := "burst" + strconv.Itoa(i)
+			o, err := s.Purchase(context.Background(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, Key: "k-" + u, OrderID: "o-" + itest.Suffix(8)})
+			if err != nil || o.Result != Accepted {
+				t.Errorf("purchase %d: %v %v", i, o.Result, err)
+				return
+			}
+			ps.Wake(p.ID, 1)
+		}
+	}()
+	return n
+}
+
+func reserved(t *testing.T, st *store.Store, p sale.Product) int {
+	t.Helper()
+	stats, err := st.Stats(context.Background(), p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats.ReservedUnits
+}
+
+// TestPersisterHoldsOffDuringABurst: while its process accepts purchases faster than Burst, a
+// persister writes nothing (the burst keeps the CPU and the database); once the burst is over it
+// writes every one. A hold-off is bounded: a burst longer than MaxLag is written during it. The
+// control runs the same burst with holding off disabled, and finds the purchases in MySQL while
+// it lasts.
+func TestPersisterHoldsOffDuringABurst(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		burst  float64
+		maxLag time.Duration
+		during bool // reservations reach MySQL while the burst lasts
+	}{
+		{"holds off", 50, time.Minute, false},
+		{"no longer than MaxLag", 50, 300 * time.Millisecond, true},
+		{"control: never holds off", -1, time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rdb, st, p := saleInMySQL(t, 1_000_000)
+			ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: "a", Linger: 10 * time.Millisecond, Burst: tc.burst, MaxLag: tc.maxLag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				done <- ps.Run(ctx, func(context.Context) ([]int64, error) { return []int64{p.ID}, nil }, 50*time.Millisecond)
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+
+			stop := make(chan struct{})
+			bought := burst(t, s, p, ps, stop)
+			time.Sleep(time.Second) // a burst of well over 50 purchases a second (thousands, against a local Redis)
+			during := reserved(t, st, p)
+			close(stop)
+			n := <-bought
+			t.Logf("bought %d in the burst; %d of them in MySQL before it ended", n, during)
+			if n < 100 {
+				t.Fatalf("only %d purchases in a second: no burst to hold off for", n)
+			}
+			if got := during > 0; got != tc.during {
+				t.Errorf("%d reservations in MySQL while the burst lasted; want some: %v", during, tc.during)
+			}
+			itest.Eventually(t, 10*time.Second, func() (bool, string) {
+				got := reserved(t, st, p)
+				return got == n, fmt.Sprintf("%d of %d reservations in MySQL after the burst", got, n)
+			})
+		})
+	}
+}
