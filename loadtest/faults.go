@@ -269,7 +269,9 @@ func flushRedis(ctx context.Context, e *faultEnv) error {
 	if lua {
 		lostMay := map[string]bool{}
 		for _, m := range entries.Val() {
-			if id, _ := m.Values["order"].(string); id != "" {
+			// The script's entry: r = "order_id user_id quantity epoch gen key".
+			if r, _ := m.Values["r"].(string); r != "" {
+				id, _, _ := strings.Cut(r, " ")
 				lostMay[id] = true
 			}
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -135,22 +133,21 @@ const (
 // Receipt returns the receipt the script keeps for userID's purchase of productID with key, or
 // sale.ErrNotFound (none, or the state is not loaded: the store may have it).
 func (d *Deductor) Receipt(ctx context.Context, productID int64, userID, key string) (sale.Receipt, error) {
-	v, err := d.rdb.HGet(ctx, d.sale.Keys(productID).Receipts, ReceiptField(userID, key)).Result()
+	v, err := d.rdb.HGet(ctx, d.sale.Keys(productID).Buyers, userID).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return sale.Receipt{}, sale.ErrNotFound
 	case err != nil:
 		return sale.Receipt{}, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
 	}
-	f := strings.Fields(v)
-	if len(f) != 3 {
-		return sale.Receipt{}, fmt.Errorf("%w: redislua: receipt %q", sale.ErrUnavailable, v)
+	b, err := parseBought(v)
+	switch {
+	case err != nil:
+		return sale.Receipt{}, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+	case key == "" || b.Key != key:
+		return sale.Receipt{}, sale.ErrNotFound // the buyer's purchase was made with another key, or none
 	}
-	qty, err := strconv.Atoi(f[2])
-	if err != nil {
-		return sale.Receipt{}, fmt.Errorf("%w: redislua: receipt %q", sale.ErrUnavailable, v)
-	}
-	return sale.Receipt{OrderID: f[0], Status: sale.StatusQueued, ProductID: productID, UserID: f[1], Quantity: qty, Strategy: Strategy}, nil
+	return sale.Receipt{OrderID: b.OrderID, Status: sale.StatusQueued, ProductID: productID, UserID: userID, Quantity: b.Quantity, Strategy: Strategy}, nil
 }
 
 // Prepare is told of a product's new sale epoch (a create or a reset). Sold with redis-lua, its

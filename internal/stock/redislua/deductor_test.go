@@ -122,7 +122,7 @@ func TestDeductorRebuildsALostState(t *testing.T) {
 		}
 	}
 	k := s.Keys(p.ID)
-	if err := rdb.Del(ctx, k.State, k.Buyers, k.Receipts).Err(); err != nil {
+	if err := rdb.Del(ctx, k.State, k.Buyers).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Set(ctx, k.Rebuild, "someone-else", time.Minute).Err(); err != nil {

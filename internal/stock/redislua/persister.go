@@ -246,21 +246,28 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 	return settled, nil
 }
 
-// reservation reads one stream entry as the script wrote it, and the generation of the state that
-// accepted it.
+// reservation reads one stream entry as the script wrote it (one field, r: "order_id user_id
+// quantity epoch gen Idempotency-Key"), and the generation of the state that accepted it.
 func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Reservation, uint64, error) {
-	field := func(k string) string { s, _ := m.Values[k].(string); return s }
-	qty, err1 := strconv.Atoi(field("qty"))
-	epoch, err2 := strconv.ParseUint(field("epoch"), 10, 64)
-	ms, err3 := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
-	gen, err4 := strconv.ParseUint(field("gen"), 10, 64)
-	if err := errors.Join(err1, err2, err3, err4); err != nil || field("order") == "" || field("user") == "" {
+	v, _ := m.Values["r"].(string)
+	f := strings.SplitN(v, " ", 6)
+	bad := func(err error) (sale.Reservation, uint64, error) {
 		return sale.Reservation{}, 0, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
 	}
+	if len(f) != 6 || f[0] == "" || f[1] == "" || len(m.Values) != 1 {
+		return bad(nil)
+	}
+	qty, err1 := strconv.Atoi(f[2])
+	epoch, err2 := strconv.ParseUint(f[3], 10, 64)
+	gen, err3 := strconv.ParseUint(f[4], 10, 64)
+	ms, err4 := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return bad(err)
+	}
 	return sale.Reservation{
-		Receipt: sale.Receipt{OrderID: field("order"), Status: sale.StatusQueued, ProductID: productID,
-			UserID: field("user"), Quantity: qty, Strategy: st},
-		IdempotencyKey: field("key"),
+		Receipt: sale.Receipt{OrderID: f[0], Status: sale.StatusQueued, ProductID: productID,
+			UserID: f[1], Quantity: qty, Strategy: st},
+		IdempotencyKey: f[5],
 		Epoch:          epoch,
 		CreatedAt:      time.UnixMilli(ms).UTC(),
 	}, gen, nil

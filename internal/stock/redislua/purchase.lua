@@ -2,18 +2,21 @@
 -- One call decides a batch: the purchases of one product that arrived together at one replica
 -- (sale.Combiner), one after another, exactly as separate calls would, in one round trip.
 --
--- KEYS[1] state    hash: epoch, stock, limit, initial, gen (the state's generation: see
---                         store.ReloadSale)
--- KEYS[2] buyers   hash: user id -> units bought in this epoch
--- KEYS[3] receipts hash: "user_id Idempotency-Key" -> "order_id user_id quantity" (a key is
---                         scoped per buyer, as in MySQL)
--- KEYS[4] stream   the accepted reservations, for the persister
+-- KEYS[1] state   hash: epoch, stock, limit, initial, gen (the state's generation: see
+--                        store.ReloadSale)
+-- KEYS[2] buyers  hash: user id -> "order_id quantity Idempotency-Key" of the buyer's purchase in
+--                        this epoch (one per buyer; the key is empty without one, and scoped per
+--                        buyer, as in MySQL)
+-- KEYS[3] stream  the accepted reservations, for the persister: one field, r =
+--                        "order_id user_id quantity epoch gen Idempotency-Key"
 -- ARGV    epoch, then per purchase: user id, quantity, Idempotency-Key ("" for none), new order id
 --
 -- Replies {'not_loaded'} or {'stale_epoch', epoch} for the whole batch, else {'decided', then per
--- purchase one of: 'accepted <left>', 'replayed <receipt>', 'limit_reached', 'sold_out <left>'}.
--- A key seen before answers as it did the first time, whatever the stock is now; a buyer who
--- bought already is told so before being told the sale is sold out.
+-- purchase one of: 'accepted <left>', 'replayed <order_id user_id quantity>', 'limit_reached',
+-- 'sold_out <left>'}. A key seen before answers as it did the first time, whatever the stock is
+-- now; a buyer who bought already is told so before being told the sale is sold out. Per accepted
+-- purchase the script writes two commands (HSET, XADD), each one field: a Redis that fsyncs every
+-- write (appendfsync always) and replicates scripts by their effects pays per command and byte.
 local st = redis.call('HMGET', KEYS[1], 'epoch', 'limit', 'stock', 'gen')
 local epoch = st[1]
 if not epoch then
@@ -29,24 +32,23 @@ local out = { 'decided' }
 
 for i = 2, #ARGV, 4 do
 	local user, qty, key, order = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-	local receipt = false
-	if key ~= '' then
-		receipt = redis.call('HGET', KEYS[3], user .. ' ' .. key)
-	end
-	if receipt then
-		out[#out + 1] = 'replayed ' .. receipt
-	elseif redis.call('HEXISTS', KEYS[2], user) == 1 or (limit > 0 and qty > limit) then
+	local bought = redis.call('HGET', KEYS[2], user)
+	if bought then
+		local o, q, k = string.match(bought, '^(%S+) (%S+) ?(%S*)$')
+		if key ~= '' and k == key then
+			out[#out + 1] = 'replayed ' .. o .. ' ' .. user .. ' ' .. q
+		else
+			out[#out + 1] = 'limit_reached'
+		end
+	elseif limit > 0 and qty > limit then
 		out[#out + 1] = 'limit_reached'
 	elseif left < qty then
 		out[#out + 1] = 'sold_out ' .. left
 	else
 		left = left - qty
 		taken = taken + qty
-		redis.call('HSET', KEYS[2], user, qty)
-		if key ~= '' then
-			redis.call('HSET', KEYS[3], user .. ' ' .. key, order .. ' ' .. user .. ' ' .. qty)
-		end
-		redis.call('XADD', KEYS[4], '*', 'order', order, 'user', user, 'qty', qty, 'key', key, 'epoch', epoch, 'gen', gen)
+		redis.call('HSET', KEYS[2], user, order .. ' ' .. qty .. ' ' .. key)
+		redis.call('XADD', KEYS[3], '*', 'r', order .. ' ' .. user .. ' ' .. qty .. ' ' .. epoch .. ' ' .. gen .. ' ' .. key)
 		out[#out + 1] = 'accepted ' .. left
 	end
 end

@@ -93,12 +93,9 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 			return err
 		}
 		st := State{Epoch: p.Epoch, Gen: gen, Initial: p.InitialStock, Stock: p.Stock, Limit: p.PerUserLimit,
-			Buyers: map[string]int{}, Receipts: map[string]Receipt{}}
-		for _, r := range rs {
-			st.Buyers[r.UserID] += r.Quantity
-			if r.Key != "" {
-				st.Receipts[ReceiptField(r.UserID, r.Key)] = Receipt{OrderID: r.OrderID, UserID: r.UserID, Quantity: r.Quantity}
-			}
+			Buyers: make(map[string]Bought, len(rs))}
+		for _, r := range rs { // one per buyer: MySQL's unique (product_id, user_id)
+			st.Buyers[r.UserID] = Bought{OrderID: r.OrderID, Quantity: r.Quantity, Key: r.Key}
 		}
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			pipe.Del(ctx, k.Stream) // every entry is in MySQL now, or of a generation that is gone

@@ -30,10 +30,9 @@ type Keys struct {
 	// State is a hash: epoch, stock (units left), limit (units per buyer), initial, gen (the
 	// generation of this state: see store.ReloadSale).
 	State string
-	// Buyers is a hash: user id → units bought in this epoch.
+	// Buyers is a hash: user id → the buyer's purchase in this epoch, "order_id quantity
+	// Idempotency-Key" (see Bought): the per-user limit and the key's receipt in one field.
 	Buyers string
-	// Receipts is a hash: "user_id Idempotency-Key" → "order_id user_id quantity".
-	Receipts string
 	// Stream holds the accepted reservations, in order, until the persister has written them.
 	Stream string
 	// Rebuild is the lease of the one process rebuilding a lost state (see Sale.Rebuild).
@@ -44,11 +43,11 @@ type Keys struct {
 // Redis; the app uses its database name. The hash tag is {ns:id}.
 func KeysFor(ns string, productID int64) Keys {
 	tag := "seckill:{" + ns + ":" + strconv.FormatInt(productID, 10) + "}:"
-	return Keys{State: tag + "state", Buyers: tag + "buyers", Receipts: tag + "receipts", Stream: tag + "stream", Rebuild: tag + "rebuild"}
+	return Keys{State: tag + "state", Buyers: tag + "buyers", Stream: tag + "stream", Rebuild: tag + "rebuild"}
 }
 
 // script are the keys the purchase script touches, in its KEYS order.
-func (k Keys) script() []string { return []string{k.State, k.Buyers, k.Receipts, k.Stream} }
+func (k Keys) script() []string { return []string{k.State, k.Buyers, k.Stream} }
 
 func (k Keys) all() []string { return append(k.script(), k.Rebuild) }
 
@@ -144,7 +143,7 @@ func (s *Sale) PurchaseBatch(ctx context.Context, productID int64, epoch uint64,
 	args := make([]any, 1, 1+4*len(as))
 	args[0] = epoch
 	for _, a := range as {
-		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsRune(a.UserID, ' ') || strings.ContainsRune(a.OrderID, ' ') {
+		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsRune(a.UserID, ' ') || strings.ContainsRune(a.OrderID, ' ') || strings.ContainsRune(a.Key, ' ') {
 			return nil, fmt.Errorf("redislua: invalid attempt %+v", a)
 		}
 		args = append(args, a.UserID, a.Quantity, a.Key, a.OrderID)
@@ -234,20 +233,29 @@ type State struct {
 	// units still in the stream when rebuilding).
 	Stock int
 	Limit int
-	// Buyers are the units each buyer bought in this epoch.
-	Buyers map[string]int
-	// Receipts are the keyed purchases of this epoch, by ReceiptField.
-	Receipts map[string]Receipt
+	// Buyers are the purchases of this epoch, by buyer.
+	Buyers map[string]Bought
 }
 
-// ReceiptField is the field of the Receipts hash that holds userID's purchase with key.
-func ReceiptField(userID, key string) string { return userID + " " + key }
-
-// Receipt is a keyed purchase as the script stores it.
-type Receipt struct {
+// Bought is a buyer's purchase in a sale's epoch as the state keeps it: its order, its units and
+// its Idempotency-Key ("" for none).
+type Bought struct {
 	OrderID  string
-	UserID   string
 	Quantity int
+	Key      string
+}
+
+func (b Bought) String() string { return b.OrderID + " " + strconv.Itoa(b.Quantity) + " " + b.Key }
+
+// parseBought reads a Buyers field's value as the script and Load write it.
+func parseBought(v string) (Bought, error) {
+	order, rest, ok1 := strings.Cut(v, " ")
+	qty, key, ok2 := strings.Cut(rest, " ")
+	n, err := strconv.Atoi(qty)
+	if !ok1 || !ok2 || err != nil || order == "" || strings.Contains(key, " ") {
+		return Bought{}, fmt.Errorf("redislua: buyer's purchase %q", v)
+	}
+	return Bought{OrderID: order, Quantity: n, Key: key}, nil
 }
 
 // Load replaces productID's state in Redis with st in one transaction, keeping the stream (its
@@ -262,21 +270,14 @@ func (s *Sale) Load(ctx context.Context, c redis.Cmdable, productID int64, st St
 
 // load queues the commands that replace k's state with st.
 func (s *Sale) load(ctx context.Context, p redis.Pipeliner, k Keys, st State) error {
-	p.Del(ctx, k.State, k.Buyers, k.Receipts)
+	p.Del(ctx, k.State, k.Buyers)
 	p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial, "gen", st.Gen)
 	if len(st.Buyers) > 0 {
 		args := make([]any, 0, 2*len(st.Buyers))
-		for u, n := range st.Buyers {
-			args = append(args, u, n)
+		for u, b := range st.Buyers {
+			args = append(args, u, b.String())
 		}
 		p.HSet(ctx, k.Buyers, args...)
-	}
-	if len(st.Receipts) > 0 {
-		args := make([]any, 0, 2*len(st.Receipts))
-		for field, r := range st.Receipts {
-			args = append(args, field, r.OrderID+" "+r.UserID+" "+strconv.Itoa(r.Quantity))
-		}
-		p.HSet(ctx, k.Receipts, args...)
 	}
 	return nil
 }
@@ -292,5 +293,5 @@ func (s *Sale) Drop(ctx context.Context, rdb redis.Scripter, productID int64, ep
 
 var dropScript = redis.NewScript(strings.TrimSpace(`
 local e = redis.call('HGET', KEYS[1], 'epoch')
-if e and tonumber(e) < tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) end
+if e and tonumber(e) < tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) end
 return 0`))

@@ -47,8 +47,7 @@ func TestDecisions(t *testing.T) {
 	ctx := t.Context()
 	s, rdb := newSale(t)
 	if err := s.Load(ctx, rdb, 1, State{Epoch: 3, Gen: 5, Initial: 5, Stock: 3, Limit: 2,
-		Buyers:   map[string]int{"old": 2},
-		Receipts: map[string]Receipt{ReceiptField("old", "k-old"): {OrderID: "o-old", UserID: "old", Quantity: 2}},
+		Buyers: map[string]Bought{"old": {OrderID: "o-old", Quantity: 2, Key: "k-old"}, "nokey": {OrderID: "o-nokey", Quantity: 1}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +63,7 @@ func TestDecisions(t *testing.T) {
 		{"same key, another quantity", Attempt{Epoch: 3, UserID: "alice", Quantity: 1, Key: "k1", OrderID: "o5"}, Outcome{Result: KeyInUse}},
 		{"bought already, new key", Attempt{Epoch: 3, UserID: "alice", Quantity: 1, Key: "k2", OrderID: "o6"}, Outcome{Result: LimitReached}},
 		{"loaded buyer", Attempt{Epoch: 3, UserID: "old", Quantity: 1, OrderID: "o7"}, Outcome{Result: LimitReached}},
+		{"loaded buyer without a key, now with one", Attempt{Epoch: 3, UserID: "nokey", Quantity: 1, Key: "k-late", OrderID: "o7b"}, Outcome{Result: LimitReached}},
 		{"over the limit", Attempt{Epoch: 3, UserID: "carol", Quantity: 3, OrderID: "o8"}, Outcome{Result: LimitReached}},
 		{"more than is left", Attempt{Epoch: 3, UserID: "carol", Quantity: 2, OrderID: "o9"}, Outcome{Result: SoldOut, Left: 1}},
 		{"the last unit, no key", Attempt{Epoch: 3, UserID: "carol", Quantity: 1, OrderID: "o10"}, Outcome{Result: Accepted, OrderID: "o10", Left: 0}},
@@ -90,8 +90,8 @@ func TestDecisions(t *testing.T) {
 		got = append(got, e.Values)
 	}
 	want := []map[string]any{
-		{"order": "o1", "user": "alice", "qty": "2", "key": "k1", "epoch": "3", "gen": "5"},
-		{"order": "o10", "user": "carol", "qty": "1", "key": "", "epoch": "3", "gen": "5"},
+		{"r": "o1 alice 2 3 5 k1"},
+		{"r": "o10 carol 1 3 5 "},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("stream (-want +got):\n%s", diff)
@@ -176,7 +176,7 @@ func TestLoadKeepsTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A reload (a rebuild) replaces the state and keeps the entries the persister has not written.
-	if err := s.Load(ctx, rdb, 1, State{Epoch: 1, Initial: 2, Stock: 1, Limit: 1, Buyers: map[string]int{"a": 1}}); err != nil {
+	if err := s.Load(ctx, rdb, 1, State{Epoch: 1, Initial: 2, Stock: 1, Limit: 1, Buyers: map[string]Bought{"a": {OrderID: "o1", Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := rdb.XLen(ctx, s.Keys(1).Stream).Result(); n != 1 {
@@ -194,6 +194,7 @@ func TestInvalidAttempt(t *testing.T) {
 		{Epoch: 1, UserID: "a b", Quantity: 1, OrderID: "o"},
 		{Epoch: 1, UserID: "a", Quantity: 0, OrderID: "o"},
 		{Epoch: 1, UserID: "a", Quantity: 1, OrderID: ""},
+		{Epoch: 1, UserID: "a", Quantity: 1, OrderID: "o", Key: "k 1"},
 	} {
 		if _, err := s.Purchase(t.Context(), 1, a); err == nil {
 			t.Errorf("%+v accepted", a)
