@@ -263,3 +263,40 @@ func TestOpenWaitsForMySQL(t *testing.T) {
 		t.Fatalf("the store opened but does not answer: %v", err)
 	}
 }
+
+// TestMigrateRepairsAnEmptyVersionTable: goose's version table without its zero version (what a
+// failed first start leaves: MySQL commits the CREATE TABLE of goose's create-and-insert on its
+// own) no longer stops every later start with "missing zero version migration".
+func TestMigrateRepairsAnEmptyVersionTable(t *testing.T) {
+	itest.Integration(t)
+	cfg, err := mysql.ParseDSN(itest.ServerDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = "seckill_it_" + itest.Suffix(10)
+	dsn := cfg.FormatDSN()
+	if err := store.CreateDatabase(t.Context(), dsn); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), itest.Logger(), dsn, store.Options{MaxOpenConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t.Cleanup(func() { _, _ = st.DB().Exec("DROP DATABASE `" + cfg.DBName + "`") })
+	if _, err := st.DB().ExecContext(t.Context(), `CREATE TABLE goose_db_version (
+		id bigint(20) unsigned NOT NULL AUTO_INCREMENT, version_id bigint NOT NULL, is_applied boolean NOT NULL,
+		tstamp datetime NULL default CURRENT_TIMESTAMP, PRIMARY KEY(id))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(t.Context(), itest.Logger(), st.DB()); err != nil {
+		t.Fatalf("Migrate over an empty version table: %v", err)
+	}
+	if err := store.Migrate(t.Context(), itest.Logger(), st.DB()); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	var zeros int
+	if err := st.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM goose_db_version WHERE version_id = 0").Scan(&zeros); err != nil || zeros != 1 {
+		t.Fatalf("%d zero versions (%v), want 1", zeros, err)
+	}
+}
