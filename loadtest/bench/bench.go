@@ -83,6 +83,9 @@ func (b *bench) phases(ctx context.Context) error {
 		if err := dropDatabase(ctx, o.mysqlDSN); err != nil {
 			return err
 		}
+		if err := dropRedisSales(ctx, envValue(env, "SECKILL_REDIS_ADDR", "127.0.0.1:6379"), o.mysqlDSN); err != nil {
+			return err
+		}
 	}
 	for i, batch := range configs {
 		if err := b.configuration(ctx, i == 0, batch, env); err != nil {

@@ -219,3 +219,25 @@ func TestRunYardsticksOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestDropRedisSales: the bench deletes its own namespace's sales in Redis and nothing else.
+func TestDropRedisSales(t *testing.T) {
+	rdb := itest.Redis(t)
+	ns := "seckill_bench_" + itest.Suffix(6)
+	mine, other := "seckill:{"+ns+":1}:state", "seckill:{"+ns+"x:1}:state"
+	for _, k := range []string{mine, other} {
+		if err := rdb.Set(t.Context(), k, "1", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { rdb.Del(context.Background(), mine, other) })
+	if err := dropRedisSales(t.Context(), rdb.Options().Addr, "root:@tcp(127.0.0.1:3306)/"+ns); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Exists(t.Context(), mine).Result(); n != 0 {
+		t.Errorf("%s survived", mine)
+	}
+	if n, _ := rdb.Exists(t.Context(), other).Result(); n != 1 {
+		t.Errorf("%s, another namespace's, was deleted", other)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 )
 
 // replica is one `seckill serve` process that the bench started.
@@ -213,6 +214,46 @@ func tail(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// envValue returns name's value in env (KEY=value entries; the last wins), or def.
+func envValue(env []string, name, def string) string {
+	v := def
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name && val != "" {
+			v = val
+		}
+	}
+	return v
+}
+
+// dropRedisSales deletes what earlier runs' redis-lua sales left in Redis under the bench's
+// namespace (the app's is its database's name): with the database dropped they belong to no
+// product, and a Redis that logs every write (appendonly) rewrites its whole data set each time its
+// log doubles, inside the phases of this run.
+func dropRedisSales(ctx context.Context, addr, dsn string) error {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("-mysql-dsn: %w", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, "seckill:{"+cfg.DBName+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("redis %s: scan the bench's sales (is Redis up? make services): %w", addr, err)
+	}
+	for batch := range slices.Chunk(keys, 500) {
+		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+			return fmt.Errorf("redis %s: delete the bench's sales: %w", addr, err)
+		}
+	}
+	return nil
 }
 
 // dropDatabase drops the bench's database so that every run starts from empty tables; the
