@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		Machine:   yardstick.Machine(),
 		Commit:    gitCommit(ctx),
 		Settings: Settings{
-			Replicas: o.replicas, Targets: o.targets, Connections: o.connections, Workers: o.workers,
+			Replicas: o.replicas, ReplicaProcs: o.replicaProcs(), Targets: o.targets, Connections: o.connections, Workers: o.workers,
 			Warmup: o.warmup.String(), Duration: o.duration.String(), AcceptDuration: o.acceptFor.String(),
 			RDuration: o.rFor.String(), RGoroutines: o.rGoroutines, Strategies: o.strategies,
 			SoldOutStrategy: o.soldOutWith, Batches: o.batches, BatchLinger: o.batchLinger, Stock: o.stock,
@@ -157,6 +158,9 @@ func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof 
 		if !b.o.limits {
 			set["SECKILL_RATE_PER_USER"] = "0"
 		}
+		if envValue(base, "GOMAXPROCS", "") == "" {
+			set["GOMAXPROCS"] = strconv.Itoa(replicaProcs(b.o.replicas))
+		}
 		unset := []string{}
 		if batch == batchDefault {
 			unset = append(unset, "SECKILL_BATCH_MAX")
@@ -171,6 +175,22 @@ func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof 
 		return replicaEnv(base, set, unset...)
 	}
 }
+
+// replicaProcs is the GOMAXPROCS the replicas the bench starts run with ("" when it starts none).
+func (o *options) replicaProcs() string {
+	if len(o.targets) > 0 {
+		return ""
+	}
+	if v := os.Getenv("GOMAXPROCS"); v != "" {
+		return v + ", the caller's"
+	}
+	return strconv.Itoa(replicaProcs(o.replicas))
+}
+
+// replicaProcs is the GOMAXPROCS of each of n replicas sharing this machine: its cores ÷ n, at
+// least 1, as scripts/lib.sh's replica_procs gives the replicas of `make up` (and a container's CPU
+// limit would).
+func replicaProcs(n int) int { return max(1, runtime.NumCPU()/max(n, 1)) }
 
 // batchLabel names a configuration: "batch default (128)" with the app's default as this
 // source tree has it, "batch 1".

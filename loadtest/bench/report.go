@@ -33,6 +33,7 @@ type Report struct {
 // Settings are the knobs of the run.
 type Settings struct {
 	Replicas        int      `json:"replicas"`
+	ReplicaProcs    string   `json:"replica_gomaxprocs,omitempty"` // GOMAXPROCS of each replica the bench started
 	Targets         []string `json:"targets,omitempty"` // replicas the bench did not start
 	Connections     int      `json:"connections"`
 	Workers         []int    `json:"workers"`
@@ -122,6 +123,9 @@ func markdown(r *Report) string {
 	fmt.Fprintf(&b, "%s · %s · commit %s · run took %s\n\n", r.Machine, r.StartedAt.UTC().Format("2006-01-02 15:04 MST"), r.Commit, (time.Duration(r.Seconds) * time.Second).String())
 	s := r.Settings
 	replicas := fmt.Sprintf("%d replicas started by the bench", s.Replicas)
+	if s.ReplicaProcs != "" {
+		replicas += " (GOMAXPROCS " + s.ReplicaProcs + " each)"
+	}
 	if len(s.Targets) > 0 {
 		replicas = "replicas " + strings.Join(s.Targets, ", ")
 	}
