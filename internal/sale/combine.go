@@ -276,10 +276,13 @@ func (c *Combiner) deductSafely(ctx context.Context, rs []Reservation) (errs []e
 // (ErrAlreadyPurchased). Those whose user's purchase was refused stay queued for the next batch,
 // where they are decided on their own. c.mu is held.
 func (c *Combiner) settleSameUser(q *queue, batch []*pending, errs []error) {
-	accepted := map[string]Reservation{}
+	if len(q.waiting) == 0 {
+		return // nobody queued behind the batch (the common case): no map to build
+	}
+	accepted := map[string]string{} // user → the accepted purchase's Idempotency-Key
 	for i, p := range batch {
 		if errs[i] == nil {
-			accepted[p.r.UserID] = p.r
+			accepted[p.r.UserID] = p.r.IdempotencyKey
 		}
 	}
 	if len(accepted) == 0 {
@@ -287,11 +290,11 @@ func (c *Combiner) settleSameUser(q *queue, batch []*pending, errs []error) {
 	}
 	rest := q.waiting[:0]
 	for _, p := range q.waiting {
-		first, ok := accepted[p.r.UserID]
+		key, ok := accepted[p.r.UserID]
 		switch {
 		case !ok:
 			rest = append(rest, p)
-		case p.r.IdempotencyKey != "" && p.r.IdempotencyKey == first.IdempotencyKey:
+		case p.r.IdempotencyKey != "" && p.r.IdempotencyKey == key:
 			p.done <- ErrIdempotencyKeyInUse
 		default:
 			p.done <- ErrAlreadyPurchased
