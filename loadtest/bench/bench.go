@@ -352,6 +352,9 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 		row.Notes = append(row.Notes, fmt.Sprintf("%d answers were not 202: %s %q", other, answersCell(res.Answers), res.Failures))
 	}
 	b.say("accept %s (%s): %.0f accepted/s; waiting for the order queue", strategy, label, row.Figure)
+	if st, err := a.stats(ctx, id); err == nil {
+		row.ReservedAtEnd = st.Reserved
+	}
 
 	st, drained, err := waitDrained(ctx, a, id, row.Accepted, o.drainTimeout)
 	if err != nil {

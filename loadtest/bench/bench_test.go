@@ -121,7 +121,8 @@ func sampleReport() *Report {
 		{Kind: kindGin, What: "bare gin ceiling", Config: "1 process · 64 connections", Figure: 24000, Unit: "req/s", P50: 2.4, P99: 9.76, Answers: map[string]int{"409 sold_out": 130000}},
 		{Kind: kindSoldOut, What: "sold-out path", Config: "mysql · 3 replicas · 64 connections · batch default (128)", ProductID: 1, Figure: 12000, Unit: "req/s", P50: 4.1, P99: 31, Answers: map[string]int{"409 sold_out": 70000, "0 no answer": 2}, Notes: []string{"2 answers were not 409 sold_out"}},
 		{Kind: kindR, What: "R", Config: "16 goroutines · autocommit · seckill_yardstick.hot_row", Figure: 4000, Unit: "rows/s"},
-		{Kind: kindAccept, What: "accept mysql", Config: "batch default (128) · 32 workers · 3 replicas", ProductID: 2, Figure: 8000, Unit: "accepted/s", P50: 3.3, P99: 140, Answers: map[string]int{"202": 48000}, Accepted: 48000, Reserved: 48000, Confirmed: 48000, Drained: true, DrainSeconds: 1.26, Profile: "loadtest/results/bench-x-accept-mysql-batch-default.pprof"},
+		{Kind: kindAccept, What: "accept mysql", Config: "batch default (128) · 32 workers · 3 replicas", ProductID: 2, Figure: 8000, Unit: "accepted/s", P50: 3.3, P99: 140, Answers: map[string]int{"202": 48000}, Accepted: 48000, ReservedAtEnd: 48000, Reserved: 48000, Confirmed: 48000, Drained: true, DrainSeconds: 1.26, Profile: "loadtest/results/bench-x-accept-mysql-batch-default.pprof"},
+		{Kind: kindAccept, What: "accept redis-lua", Config: "batch default (128) · 256 workers · 3 replicas", ProductID: 4, Figure: 24000, Unit: "accepted/s", P50: 9, P99: 25, Answers: map[string]int{"202": 144000}, Accepted: 144000, ReservedAtEnd: 1440, Reserved: 144000, Confirmed: 144000, Drained: true, DrainSeconds: 9.4},
 		{Kind: kindAccept, What: "accept zk", Config: "batch 1 · 32 workers · 3 replicas", ProductID: 3, Figure: 400, Unit: "accepted/s", P50: 80, P99: 300, Answers: map[string]int{"202": 2400}, Accepted: 2400, Reserved: 2400, Confirmed: 1000},
 	}
 	computeRatios(rows)
@@ -141,7 +142,7 @@ func TestComputeRatios(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, fmt.Sprintf("%s %.2f %s", r.What, r.Ratio, r.RatioTo))
 	}
-	want := []string{"bare gin ceiling 0.00 ", "sold-out path 0.50 bare gin", "R 0.00 ", "accept mysql 2.00 R", "accept zk 0.10 R"}
+	want := []string{"bare gin ceiling 0.00 ", "sold-out path 0.50 bare gin", "R 0.00 ", "accept mysql 2.00 R", "accept redis-lua 6.00 R", "accept zk 0.10 R"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ratios (-want +got):\n%s", diff)
 	}
@@ -162,6 +163,7 @@ func TestMarkdown(t *testing.T) {
 		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 12,000 req/s | 0.50 of bare gin | 4.10 | 31.0 | — |",
 		"| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 4,000 rows/s | yardstick | — | — | — |",
 		"| accept mysql | batch default (128) · 32 workers · 3 replicas | 8,000 accepted/s | 2.00 of R | 3.30 | 140 | 1.3 s |",
+		"| accept redis-lua | batch default (128) · 256 workers · 3 replicas | 24,000 accepted/s | 6.00 of R | 9.00 | 25.0 | 9.4 s (1 % in MySQL at the end) |",
 		"| accept zk | batch 1 · 32 workers · 3 replicas | 400 accepted/s | 0.10 of R | 80.0 | 300 | **not drained** |",
 		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 1 | 409 sold_out × 70,000 · 0 no answer × 2 | — | — |",
 		"| accept zk | batch 1 · 32 workers · 3 replicas | 3 | 202 × 2,400 | 2,400 | 1,000 |",

@@ -86,6 +86,10 @@ type Row struct {
 	// the drain timeout.
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
 	Drained      bool    `json:"drained,omitempty"`
+	// ReservedAtEnd is how many of the phase's units were in MySQL when its last answer came:
+	// all of them for the strategies that reserve in MySQL before they answer, few for redis-lua
+	// when its persisters gave way to the burst.
+	ReservedAtEnd int `json:"reserved_at_end"`
 	// Profile is the CPU profile of replica 1 during the phase, if taken.
 	Profile string   `json:"profile,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
@@ -197,7 +201,9 @@ turns into sales; above 1 means purchases share commits. The phases are closed-l
 waits for its answer), so a rate is at most workers ÷ mean latency. At 32 workers about ten
 buyers per replica wait at any moment, so batches stay small and latency bounds the rate; 256 is
 a burst, as a flash sale is, where combining has something to combine. p50/p99 are of every answer for the HTTP phases and of the 202s for the accept rows.
-Drain: from the phase's last answer until every reserved unit is a confirmed order.
+Drain: from the phase's last answer until every accepted unit is a confirmed order; for
+redis-lua, with the share of the phase's units that were in MySQL when it ended (its persisters
+give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
 `)
 	return b.String()
 }
@@ -219,7 +225,11 @@ func drainCell(r Row) string {
 	case !r.Drained:
 		return "**not drained**"
 	}
-	return fmt.Sprintf("%.1f s", r.DrainSeconds)
+	s := fmt.Sprintf("%.1f s", r.DrainSeconds)
+	if r.Accepted > 0 && r.ReservedAtEnd < r.Accepted {
+		s += fmt.Sprintf(" (%.0f %% in MySQL at the end)", 100*float64(r.ReservedAtEnd)/float64(r.Accepted))
+	}
+	return s
 }
 
 func ms(v float64) string {
