@@ -71,8 +71,11 @@ type Persister struct {
 	w    Writer
 	o    PersisterOptions
 
-	wake      chan struct{}
-	accepted  atomic.Int64 // purchases accepted by this process (Wake), for the burst's rate
+	wake     chan struct{}
+	accepted atomic.Int64 // purchases accepted by this process (Wake), for the burst's rate
+	// checkedN and checkedAt are accepted at hold's last check, and when (Run's goroutine only).
+	checkedN  int64
+	checkedAt time.Time
 	mu        sync.Mutex
 	woken     map[int64]struct{}
 	persisted func()
@@ -116,18 +119,19 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 			*h = func() {}
 		}
 	}
-	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
+	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}, checkedAt: time.Now()}, nil
 }
 
 // Drain writes what productID's stream holds for this persister: its own unacknowledged entries
-// (a write that failed earlier), entries of a dead persister, then new ones, until none is left.
-// It returns how many entries it settled (written, found written already, or of a cleared sale).
+// (a write that failed earlier), entries of a dead persister, then new ones, up to the last entry
+// the stream held when it began. It returns how many entries it settled (written, found written
+// already, or of a cleared sale).
 func (p *Persister) Drain(ctx context.Context, productID int64) (int, error) {
 	return p.drain(ctx, productID, p.next)
 }
 
-// drainNew writes the entries of productID's stream that no persister has read yet, until none
-// is left: a woken persister's round (the others' pending entries wait for a sweep).
+// drainNew writes the entries of productID's stream that no persister has read yet, up to the
+// last one it held when it began: a woken persister's round (the others' pending entries wait for a sweep).
 func (p *Persister) drainNew(ctx context.Context, productID int64) (int, error) {
 	return p.drain(ctx, productID, func(ctx context.Context, stream string) ([]redis.XMessage, error) {
 		return p.read(ctx, stream, ">")
@@ -136,6 +140,16 @@ func (p *Persister) drainNew(ctx context.Context, productID int64) (int, error) 
 
 func (p *Persister) drain(ctx context.Context, productID int64, next func(context.Context, string) ([]redis.XMessage, error)) (int, error) {
 	stream := p.sale.Keys(productID).Stream
+	// A round writes what the stream held when it began, not what arrives meanwhile: during a
+	// burst the purchases outpace the writes, and a round chasing them would never end (and
+	// never let the persister give way again).
+	last, err := p.rdb.XRevRangeN(ctx, stream, "+", "-", 1).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redislua: last entry of %s: %w", stream, err)
+	}
+	if len(last) == 0 {
+		return 0, nil
+	}
 	settled := 0
 	for created := false; ; {
 		msgs, err := next(ctx, stream)
@@ -153,10 +167,23 @@ func (p *Persister) drain(ctx context.Context, productID int64, next func(contex
 		created = false // a group lost later (Redis flushed) is made again
 		n, err := p.write(ctx, productID, stream, msgs)
 		settled += n
-		if err != nil {
+		if err != nil || !streamIDBefore(msgs[len(msgs)-1].ID, last[0].ID) {
 			return settled, err
 		}
 	}
+}
+
+// streamIDBefore reports whether stream entry id a ("ms-seq") comes before b.
+func streamIDBefore(a, b string) bool {
+	split := func(id string) (uint64, uint64) {
+		ms, seq, _ := strings.Cut(id, "-")
+		m, _ := strconv.ParseUint(ms, 10, 64)
+		n, _ := strconv.ParseUint(seq, 10, 64)
+		return m, n
+	}
+	am, as := split(a)
+	bm, bs := split(b)
+	return am < bm || am == bm && as < bs
 }
 
 // next returns the next entries to write: this consumer's pending ones, then a dead consumer's,
@@ -333,25 +360,36 @@ func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) 
 }
 
 // hold waits Linger, then for as long as this process keeps accepting more than Burst purchases
-// a second, up to MaxLag in all. The burst's rate is judged over burstWindow: on two cores
-// saturated by the burst itself, a replica's purchases can pause for tens of milliseconds.
+// a second, up to MaxLag in all. Each check measures the rate since the previous one, so that the
+// first check after a write covers that write as well, not just the Linger: on two cores
+// saturated by the burst itself, a replica can accept nothing for tens of milliseconds, and a
+// check over 20 ms alone ended the hold-off now and then (half of a phase's purchases were
+// written during it). burstWindow spaces the checks once a burst is one.
 func (p *Persister) hold(ctx context.Context) {
 	start := time.Now()
 	for wait := p.o.Linger; ; wait = burstWindow {
-		rate := p.rateSince()
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		if !p.bursting(rate()) || time.Since(start) >= p.o.MaxLag {
+		if !p.bursting(p.checkRate()) || time.Since(start) >= p.o.MaxLag {
 			return
 		}
 	}
 }
 
-// burstWindow is how long a burst's rate is measured over, once it is one.
+// burstWindow is the time between two checks of a burst's rate.
 const burstWindow = 250 * time.Millisecond
+
+// checkRate returns the purchases per second this process accepted since the previous call (or
+// since the persister was made). Only Run's goroutine calls it.
+func (p *Persister) checkRate() float64 {
+	n, t := p.accepted.Load(), time.Now()
+	rate := float64(n-p.checkedN) / t.Sub(p.checkedAt).Seconds()
+	p.checkedN, p.checkedAt = n, t
+	return rate
+}
 
 // rateSince returns a function that gives the rate of purchases this process accepted, per
 // second, from now until it is called.

@@ -287,3 +287,30 @@ func TestPersisterHoldsOffDuringABurst(t *testing.T) {
 		})
 	}
 }
+
+// TestPersisterRoundEnds: a round writes what the stream held when it began; purchases accepted
+// meanwhile wait for the next round (during a burst they arrive faster than a round writes, and a
+// round that chased them would not end).
+func TestPersisterRoundEnds(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 100)
+	buy(t, s, p, 20)
+	more := 0
+	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: "a", Batch: 7, BeforeCommit: func() {
+		u := "late" + strconv.Itoa(more)
+		if o, err := s.Purchase(context.Background(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, OrderID: "o-" + itest.Suffix(8)}); err != nil || o.Result != Accepted {
+			t.Errorf("purchase during the round: %v %v", o.Result, err)
+		}
+		more++
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ps.Drain(t.Context(), p.ID)
+	// Its last batch, read whole, may hold some of those bought meanwhile.
+	if err != nil || n < 20 || n >= 20+7 || more < 3 {
+		t.Fatalf("Drain = %d, %v with %d bought meanwhile; want the 20 there when it began, and no more than its last batch (7) beyond", n, err, more)
+	}
+	if left, _ := rdb.XLen(t.Context(), s.Keys(p.ID).Stream).Result(); left != int64(20+more-n) {
+		t.Fatalf("stream holds %d, want the %d bought during the round and not written", left, 20+more-n)
+	}
+}
