@@ -34,7 +34,7 @@ type Report struct {
 type Settings struct {
 	Replicas        int      `json:"replicas"`
 	ReplicaProcs    string   `json:"replica_gomaxprocs,omitempty"` // GOMAXPROCS of each replica the bench started
-	Targets         []string `json:"targets,omitempty"` // replicas the bench did not start
+	Targets         []string `json:"targets,omitempty"`            // replicas the bench did not start
 	Connections     int      `json:"connections"`
 	Workers         []int    `json:"workers"`
 	Warmup          string   `json:"warmup"`
