@@ -73,9 +73,8 @@ type Persister struct {
 
 	wake     chan struct{}
 	accepted atomic.Int64 // purchases accepted by this process (Wake), for the burst's rate
-	// checkedN and checkedAt are accepted at hold's last check, and when (Run's goroutine only).
-	checkedN  int64
-	checkedAt time.Time
+	// held measures that rate between hold's checks (Run's goroutine only).
+	held      meter
 	mu        sync.Mutex
 	woken     map[int64]struct{}
 	persisted func()
@@ -119,7 +118,7 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 			*h = func() {}
 		}
 	}
-	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}, checkedAt: time.Now()}, nil
+	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
 }
 
 // Drain writes what productID's stream holds for this persister: its own unacknowledged entries
@@ -131,7 +130,8 @@ func (p *Persister) Drain(ctx context.Context, productID int64) (int, error) {
 }
 
 // drainNew writes the entries of productID's stream that no persister has read yet, up to the
-// last one it held when it began: a woken persister's round (the others' pending entries wait for a sweep).
+// last one it held when it began: a woken persister's round (the others' pending entries wait
+// for a sweep).
 func (p *Persister) drainNew(ctx context.Context, productID int64) (int, error) {
 	return p.drain(ctx, productID, func(ctx context.Context, stream string) ([]redis.XMessage, error) {
 		return p.read(ctx, stream, ">")
@@ -325,7 +325,10 @@ func (p *Persister) Wake(productID int64, purchases int) {
 func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) ([]int64, error), every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	swept, rate := time.Now(), p.rateSince()
+	p.held.rate(p.accepted.Load())
+	var ticked meter // the rate between two ticks
+	ticked.rate(p.accepted.Load())
+	swept := time.Now()
 	sweep, drain := true, false
 	for {
 		if sweep {
@@ -350,8 +353,7 @@ func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) 
 		case <-t.C:
 			// A burst's sweep waits too, so that a replica's purchases are not written by its
 			// own sweep while its round holds off.
-			sweep = !p.bursting(rate()) || time.Since(swept) >= p.o.MaxLag
-			rate = p.rateSince()
+			sweep = !p.bursting(ticked.rate(p.accepted.Load())) || time.Since(swept) >= p.o.MaxLag
 		case <-p.wake:
 			p.hold(ctx)
 			drain = true
@@ -360,11 +362,10 @@ func (p *Persister) Run(ctx context.Context, products func(ctx context.Context) 
 }
 
 // hold waits Linger, then for as long as this process keeps accepting more than Burst purchases
-// a second, up to MaxLag in all. Each check measures the rate since the previous one, so that the
-// first check after a write covers that write as well, not just the Linger: on two cores
-// saturated by the burst itself, a replica can accept nothing for tens of milliseconds, and a
-// check over 20 ms alone ended the hold-off now and then (half of a phase's purchases were
-// written during it). burstWindow spaces the checks once a burst is one.
+// a second, up to MaxLag in all. Each check measures the rate since the previous one, so the
+// first check of a round covers the time since the last round too, not only the Linger: on two
+// cores saturated by the burst itself, a replica can accept nothing for tens of milliseconds.
+// burstWindow spaces the checks once a burst is one.
 func (p *Persister) hold(ctx context.Context) {
 	start := time.Now()
 	for wait := p.o.Linger; ; wait = burstWindow {
@@ -373,7 +374,7 @@ func (p *Persister) hold(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		if !p.bursting(p.checkRate()) || time.Since(start) >= p.o.MaxLag {
+		if !p.bursting(p.held.rate(p.accepted.Load())) || time.Since(start) >= p.o.MaxLag {
 			return
 		}
 	}
@@ -382,20 +383,22 @@ func (p *Persister) hold(ctx context.Context) {
 // burstWindow is the time between two checks of a burst's rate.
 const burstWindow = 250 * time.Millisecond
 
-// checkRate returns the purchases per second this process accepted since the previous call (or
-// since the persister was made). Only Run's goroutine calls it.
-func (p *Persister) checkRate() float64 {
-	n, t := p.accepted.Load(), time.Now()
-	rate := float64(n-p.checkedN) / t.Sub(p.checkedAt).Seconds()
-	p.checkedN, p.checkedAt = n, t
-	return rate
+// meter measures the rate of a growing count between two readings.
+type meter struct {
+	n  int64
+	at time.Time
 }
 
-// rateSince returns a function that gives the rate of purchases this process accepted, per
-// second, from now until it is called.
-func (p *Persister) rateSince() func() float64 {
-	n, t := p.accepted.Load(), time.Now()
-	return func() float64 { return float64(p.accepted.Load()-n) / time.Since(t).Seconds() }
+// rate returns how fast the count grew, per second, since the previous reading (0 at the first),
+// and starts the next window at n.
+func (m *meter) rate(n int64) float64 {
+	now := time.Now()
+	r := 0.0
+	if !m.at.IsZero() {
+		r = float64(n-m.n) / now.Sub(m.at).Seconds()
+	}
+	m.n, m.at = n, now
+	return r
 }
 
 func (p *Persister) bursting(rate float64) bool { return p.o.Burst > 0 && rate > p.o.Burst }
