@@ -18,6 +18,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 )
 
 // replica is one `seckill serve` process that the bench started.
@@ -240,7 +242,7 @@ func dropRedisSales(ctx context.Context, addr, dsn string) error {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, "seckill:{"+cfg.DBName+":*", 1000).Iterator()
+	iter := rdb.Scan(ctx, 0, redislua.KeysPattern(cfg.DBName), 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())

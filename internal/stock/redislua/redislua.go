@@ -46,6 +46,9 @@ func KeysFor(ns string, productID int64) Keys {
 	return Keys{State: tag + "state", Buyers: tag + "buyers", Stream: tag + "stream", Rebuild: tag + "rebuild"}
 }
 
+// KeysPattern matches every key of every sale under namespace ns (a SCAN pattern).
+func KeysPattern(ns string) string { return "seckill:{" + ns + ":*" }
+
 // script are the keys the purchase script touches, in its KEYS order.
 func (k Keys) script() []string { return []string{k.State, k.Buyers, k.Stream} }
 
