@@ -80,15 +80,11 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 	if cfg.Run.Persister {
-		burst := cfg.Persist.Burst
-		if burst == 0 {
-			burst = -1 // the persister's 0 is its default
-		}
 		r.persister, err = redislua.NewPersister(r.rdb, r.luaSales, r.store, redislua.PersisterOptions{
 			Consumer:     cfg.InstanceID,
 			ClaimAfter:   cfg.Persist.ClaimAfter,
 			Linger:       cfg.Persist.Linger,
-			Burst:        burst,
+			Burst:        cfg.Persist.Burst,
 			MaxLag:       cfg.Persist.MaxLag,
 			Log:          log.With("component", "persister"),
 			BeforeCommit: fp.persisterBeforeCommit,

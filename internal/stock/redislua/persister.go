@@ -43,7 +43,7 @@ type PersisterOptions struct {
 	// Burst is the rate of purchases accepted by this process, per second, above which the
 	// persister holds off: a burst gets the CPU and the database to itself, and its purchases are
 	// written once it is over, in large batches (the peak shaving that a flash sale's queue is
-	// for). 0 takes the default [1,000]; a negative rate never holds off.
+	// for). 0 or less never holds off (the app's default, SECKILL_PERSIST_BURST, is 1,000).
 	Burst float64
 	// MaxLag bounds the hold-off: during a burst longer than this, what it accepted is written
 	// anyway, MaxLag after the first of it [10 s].
@@ -97,9 +97,6 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 	}
 	if o.Linger <= 0 {
 		o.Linger = 20 * time.Millisecond
-	}
-	if o.Burst == 0 {
-		o.Burst = 1000
 	}
 	if o.MaxLag <= 0 {
 		o.MaxLag = 10 * time.Second
