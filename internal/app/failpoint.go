@@ -19,6 +19,8 @@ import (
 //	                          from a stream and not written it to MySQL yet (pending in Redis)
 //	persister-after-commit    right after the persister committed a batch to MySQL, before it
 //	                          acknowledged and deleted its entries in the stream
+//	expirer-after-expire      right after the expirer committed a batch of expired orders, before
+//	                          it returned their units to the stock
 //
 // each optionally followed by :PATH: the hook then fires at the first such point reached while
 // the file PATH exists; the process that removes PATH is the one that dies, so of the processes
@@ -30,9 +32,10 @@ const (
 	failpointConsumerAfterCommit   = "consumer-after-commit"
 	failpointPersisterBeforeCommit = "persister-before-commit"
 	failpointPersisterAfterCommit  = "persister-after-commit"
+	failpointExpirerAfterExpire    = "expirer-after-expire"
 )
 
-var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit}
+var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire}
 
 // failpoints are the test hooks set from failpointEnv; nil members are off.
 type failpoints struct {
@@ -41,6 +44,8 @@ type failpoints struct {
 	// persisterBeforeCommit runs between a persister's stream read and its MySQL commit;
 	// persisterAfterCommit between that commit and the entries' XACK+XDEL.
 	persisterBeforeCommit, persisterAfterCommit func()
+	// expirerAfterExpire runs between an expiry batch's commit and the return of its units.
+	expirerAfterExpire func()
 }
 
 // parseFailpoints reads failpointEnv's value. An unknown one is an error: a misspelt hook that
@@ -60,6 +65,8 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 			hook = &fp.persisterBeforeCommit
 		case failpointPersisterAfterCommit:
 			hook = &fp.persisterAfterCommit
+		case failpointExpirerAfterExpire:
+			hook = &fp.expirerAfterExpire
 		}
 		if hook == nil || *hook != nil {
 			return failpoints{}, fmt.Errorf("%s=%q: want a list of distinct %s, each optionally :PATH",

@@ -40,6 +40,9 @@ type resources struct {
 	persister *redislua.Persister
 	kafka     order.KafkaConfig
 	metrics   *metrics.Metrics
+	// strategies are the served strategies' own objects (before any combining), made once: the
+	// deductors and the returners are both read from them.
+	strategies map[sale.Strategy]any
 
 	closers []func()
 }
@@ -135,7 +138,7 @@ func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config) (*stor
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns})
+	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, PaymentWindow: cfg.Payment.Window})
 	if err != nil {
 		return nil, err
 	}
@@ -203,22 +206,20 @@ const batchTxTimeout = 10 * time.Second
 // product that queue up while one of its deductions runs (SECKILL_BATCH_*); their combiners are
 // closed with the resources, deciding what is still queued.
 func (r *resources) deductors() (map[sale.Strategy]sale.Deductor, error) {
+	made, err := r.madeStrategies()
+	if err != nil {
+		return nil, err
+	}
 	out := map[sale.Strategy]sale.Deductor{}
 	for _, d := range strategyTable {
-		if d.unsafe && !r.cfg.Sale.AllowUnsafe {
+		m, ok := made[d.strategy]
+		if !ok {
 			continue
 		}
-		if d.single != nil {
-			s, err := d.single(r)
-			if err != nil {
-				return nil, err
-			}
-			out[d.strategy] = s
+		b, batch := m.(sale.BatchDeductor)
+		if d.single != nil || !batch {
+			out[d.strategy] = m.(sale.Deductor)
 			continue
-		}
-		b, err := d.batch(r)
-		if err != nil {
-			return nil, err
 		}
 		c, err := sale.NewCombiner(b, sale.CombinerOptions{
 			Max:      r.cfg.Sale.BatchMax,
@@ -235,6 +236,50 @@ func (r *resources) deductors() (map[sale.Strategy]sale.Deductor, error) {
 		out[d.strategy] = c
 		if k, ok := b.(keeperPreparer); ok {
 			out[d.strategy] = combinedKeeper{c, k}
+		}
+	}
+	return out, nil
+}
+
+// madeStrategies makes, once, the object of every strategy this configuration serves.
+func (r *resources) madeStrategies() (map[sale.Strategy]any, error) {
+	if r.strategies != nil {
+		return r.strategies, nil
+	}
+	made := map[sale.Strategy]any{}
+	for _, d := range strategyTable {
+		if d.unsafe && !r.cfg.Sale.AllowUnsafe {
+			continue
+		}
+		var (
+			m   any
+			err error
+		)
+		if d.single != nil {
+			m, err = d.single(r)
+		} else {
+			m, err = d.batch(r)
+		}
+		if err != nil {
+			return nil, err
+		}
+		made[d.strategy] = m
+	}
+	r.strategies = made
+	return made, nil
+}
+
+// returners returns the Returner of every served strategy that has one (returning units is a
+// strategy operation: see sale.Returner).
+func (r *resources) returners() (map[sale.Strategy]sale.Returner, error) {
+	made, err := r.madeStrategies()
+	if err != nil {
+		return nil, err
+	}
+	out := map[sale.Strategy]sale.Returner{}
+	for st, m := range made {
+		if rt, ok := m.(sale.Returner); ok {
+			out[st] = rt
 		}
 	}
 	return out, nil

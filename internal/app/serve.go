@@ -15,10 +15,12 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/changefeed"
+	"github.com/seckill-go/seckill-go/internal/checkout"
 	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/httpapi"
 	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 	"github.com/seckill-go/seckill-go/internal/stampede/redisboard"
@@ -112,10 +114,22 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		})
 	}
 	deps := httpapi.Deps{Log: log, HTTPMetrics: r.metrics}
-	if cfg.Run.API {
-		if err := r.buildSales(self, wake, &deps, p); err != nil {
+	feed, err := changefeed.New(log.With("component", "changefeed"), r.rdb, cfg.DatabaseName())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Run.API || cfg.Run.Expirer {
+		if err := r.buildCheckout(feed, fp, &deps, p); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Run.API {
+		if err := r.buildSales(self, wake, feed, &deps, p); err != nil {
+			return nil, err
+		}
+	} else if cfg.Run.Expirer {
+		// The worker only publishes (units came back): it keeps no sale state to apply changes to.
+		p.back = append(p.back, func(ctx context.Context) error { return feed.Run(ctx, func(sale.Change) {}) })
 	}
 	if cfg.HTTP.PprofAddr != "" {
 		w, err := pprofWorker(log, cfg.HTTP.PprofAddr)
@@ -141,10 +155,36 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	return p, nil
 }
 
+// buildCheckout makes the order lifecycle's service (pay, cancel) over the simulated payment
+// provider and the strategies' returns, for the API, and its expirer when this process runs one.
+func (r *resources) buildCheckout(feed *changefeed.Feed, fp failpoints, deps *httpapi.Deps, p *parts) error {
+	cfg := r.cfg
+	provider, err := payment.New(r.store.DB(), payment.Options{Latency: cfg.Payment.Latency, FailureRate: cfg.Payment.FailureRate})
+	if err != nil {
+		return err
+	}
+	returners, err := r.returners()
+	if err != nil {
+		return err
+	}
+	svc, err := checkout.New(r.store, provider, returners, feed, checkout.Options{Log: r.log.With("component", "checkout")})
+	if err != nil {
+		return err
+	}
+	if fp.expirerAfterExpire != nil {
+		svc.SetAfterExpire(func([]sale.ClosedOrder) { fp.expirerAfterExpire() })
+	}
+	deps.Orders = svc
+	if cfg.Run.Expirer {
+		p.back = append(p.back, func(ctx context.Context) error { return svc.Run(ctx, cfg.Payment.ExpireEvery) })
+	}
+	return nil
+}
+
 // buildSales makes the sale service over the strategies this process serves, the change feed
 // between replicas, the storefront's live counters and the stampede launcher, and hands them to
 // the API.
-func (r *resources) buildSales(self net.Addr, wake func(), deps *httpapi.Deps, p *parts) error {
+func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed, deps *httpapi.Deps, p *parts) error {
 	cfg, log := r.cfg, r.log
 	deductors, err := r.deductors()
 	if err != nil {
@@ -154,10 +194,6 @@ func (r *resources) buildSales(self net.Addr, wake func(), deps *httpapi.Deps, p
 		Namespace: cfg.DatabaseName(),
 		Metrics:   r.metrics.RegisterLiveStats(),
 	})
-	if err != nil {
-		return err
-	}
-	feed, err := changefeed.New(log.With("component", "changefeed"), r.rdb, cfg.DatabaseName())
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,19 @@ type Facts struct {
 	UsersOverLimit int
 	// OrphanOrders counts orders without their reservation.
 	OrphanOrders int
+	// The order lifecycle (issue #14): units in paid orders, in expired or cancelled ones
+	// (ClosedUnits), and of those the units back in stock (ReturnedUnits).
+	PaidUnits     int
+	ClosedUnits   int
+	ReturnedUnits int
+	// BadLifecycle counts orders whose columns contradict their status: returned but not closed,
+	// paid without a payment id or with a close time, closed with a payment time.
+	BadLifecycle int
+	// ChargedUnpaid counts successful charges at the payment provider whose order is not paid
+	// (money taken for a unit the buyer does not get); PaidUncharged paid orders without their
+	// successful charge.
+	ChargedUnpaid int
+	PaidUncharged int
 }
 
 // Load reads the facts of one product.
@@ -50,6 +63,28 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (Facts, error) {
 		return Facts{}, fmt.Errorf("audit product %d: %w", productID, err)
 	}
 	err = db.QueryRowContext(ctx, `
+		SELECT COALESCE(SUM(CASE WHEN status = 'paid' THEN quantity END), 0),
+		       COALESCE(SUM(CASE WHEN status IN ('expired', 'cancelled') THEN quantity END), 0),
+		       COALESCE(SUM(CASE WHEN returned_at IS NOT NULL THEN quantity END), 0),
+		       COUNT(CASE WHEN (returned_at IS NOT NULL AND status NOT IN ('expired', 'cancelled'))
+		                    OR (status = 'paid' AND (payment_id IS NULL OR closed_at IS NOT NULL))
+		                    OR (status IN ('expired', 'cancelled') AND paid_at IS NOT NULL) THEN 1 END)
+		FROM orders WHERE product_id = ?`, productID).Scan(&f.PaidUnits, &f.ClosedUnits, &f.ReturnedUnits, &f.BadLifecycle)
+	if err != nil {
+		return Facts{}, fmt.Errorf("audit product %d lifecycle: %w", productID, err)
+	}
+	err = db.QueryRowContext(ctx, `
+		SELECT (SELECT COUNT(*) FROM payment_charges c LEFT JOIN orders o ON o.order_id = c.order_id
+		        WHERE c.product_id = ? AND c.outcome = 'succeeded'
+		          AND (o.id IS NULL OR o.status <> 'paid' OR o.payment_id <> c.charge_id)),
+		       (SELECT COUNT(*) FROM orders o LEFT JOIN payment_charges c
+		          ON c.charge_id = o.payment_id AND c.outcome = 'succeeded' AND c.order_id = o.order_id
+		        WHERE o.product_id = ? AND o.status = 'paid' AND c.charge_key IS NULL)`,
+		productID, productID).Scan(&f.ChargedUnpaid, &f.PaidUncharged)
+	if err != nil {
+		return Facts{}, fmt.Errorf("audit product %d payments: %w", productID, err)
+	}
+	err = db.QueryRowContext(ctx, `
 		SELECT COUNT(*) FROM (
 		    SELECT user_id FROM reservations WHERE product_id = ?
 		    GROUP BY user_id HAVING SUM(quantity) > ?) over_limit`, productID, f.PerUserLimit).Scan(&f.UsersOverLimit)
@@ -59,13 +94,20 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (Facts, error) {
 	return f, nil
 }
 
+// Sold returns the units sold and not given back: reserved, less those of expired and cancelled
+// orders that went back into the stock.
+func (f Facts) Sold() int { return f.ReservedUnits - f.ReturnedUnits }
+
 // Oversold returns the units handed out beyond the initial stock.
 func (f Facts) Oversold() int {
-	return max(0, f.ReservedUnits-f.InitialStock, f.OrderUnits-f.InitialStock, -f.Stock)
+	return max(0, f.Sold()-f.InitialStock, f.OrderUnits-f.ReturnedUnits-f.InitialStock, -f.Stock)
 }
 
-// Drained reports whether every reservation has become an order.
-func (f Facts) Drained() bool { return f.Orders == f.Reservations && f.OrderUnits == f.ReservedUnits }
+// Drained reports whether every reservation has become an order and every expired or cancelled
+// order's units are back in stock.
+func (f Facts) Drained() bool {
+	return f.Orders == f.Reservations && f.OrderUnits == f.ReservedUnits && f.ReturnedUnits == f.ClosedUnits
+}
 
 // Violations lists every broken invariant, in words; empty means the product is sound. Pass
 // drained=true once the order queue should be empty: then a reservation without its order is a
@@ -74,14 +116,26 @@ func (f Facts) Violations(drained bool) []string {
 	var v []string
 	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
 	if n := f.Oversold(); n > 0 {
-		add("OVERSOLD by %d units: initial stock %d, stock %d, reserved %d, ordered %d",
-			n, f.InitialStock, f.Stock, f.ReservedUnits, f.OrderUnits)
+		add("OVERSOLD by %d units: initial stock %d, stock %d, reserved %d, returned %d, ordered %d",
+			n, f.InitialStock, f.Stock, f.ReservedUnits, f.ReturnedUnits, f.OrderUnits)
 	}
 	if f.Stock < 0 {
 		add("stock is negative: %d", f.Stock)
 	}
-	if got := f.InitialStock - f.Stock; got != f.ReservedUnits {
-		add("stock and reservations disagree: initial-stock = %d units taken, but %d units reserved", got, f.ReservedUnits)
+	if got := f.InitialStock - f.Stock; got != f.Sold() {
+		add("stock and reservations disagree: initial-stock = %d units taken, but %d units reserved and %d returned", got, f.ReservedUnits, f.ReturnedUnits)
+	}
+	if f.ReturnedUnits > f.ClosedUnits {
+		add("%d units returned, more than the %d of expired and cancelled orders", f.ReturnedUnits, f.ClosedUnits)
+	}
+	if f.BadLifecycle > 0 {
+		add("%d orders contradict their status (paid and closed, returned but not closed, or paid without a charge id)", f.BadLifecycle)
+	}
+	if f.ChargedUnpaid > 0 {
+		add("%d successful charges are not a paid order: money taken for a unit not sold", f.ChargedUnpaid)
+	}
+	if f.PaidUncharged > 0 {
+		add("%d paid orders have no successful charge", f.PaidUncharged)
 	}
 	if f.UsersOverLimit > 0 {
 		add("%d users hold more than the per-user limit of %d", f.UsersOverLimit, f.PerUserLimit)
@@ -92,9 +146,12 @@ func (f Facts) Violations(drained bool) []string {
 	if f.Orders > f.Reservations {
 		add("more orders (%d) than reservations (%d)", f.Orders, f.Reservations)
 	}
-	if drained && !f.Drained() {
+	if drained && (f.Orders != f.Reservations || f.OrderUnits != f.ReservedUnits) {
 		add("LOST: %d reservations (%d units) but %d orders (%d units) after the queue drained",
 			f.Reservations, f.ReservedUnits, f.Orders, f.OrderUnits)
+	}
+	if drained && f.ReturnedUnits != f.ClosedUnits {
+		add("NOT RETURNED: %d units of expired or cancelled orders, %d back in stock", f.ClosedUnits, f.ReturnedUnits)
 	}
 	return v
 }

@@ -159,7 +159,7 @@ func decode(s string) (sale.Change, error) {
 		return sale.Change{}, fmt.Errorf("changefeed: malformed message %q", s)
 	}
 	switch k := sale.ChangeKind(kind); k {
-	case sale.ChangeReset, sale.ChangeSoldOut:
+	case sale.ChangeReset, sale.ChangeSoldOut, sale.ChangeRestocked:
 		return sale.Change{Kind: k, ProductID: id, Epoch: epoch}, nil
 	}
 	return sale.Change{}, fmt.Errorf("changefeed: unknown change kind in %q", s)

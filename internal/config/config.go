@@ -98,6 +98,8 @@ type Config struct {
 		Consumer bool
 		// Persister moves redis-lua's accepted purchases from their Redis Streams to MySQL.
 		Persister bool
+		// Expirer expires unpaid orders and returns the units of expired and cancelled ones.
+		Expirer bool
 	}
 	// Persist tunes the redis-lua persister.
 	Persist struct {
@@ -113,6 +115,18 @@ type Config struct {
 		// holds off (negative: never), MaxLag at the most.
 		Burst  float64
 		MaxLag time.Duration
+	}
+	// Payment is the order lifecycle (issue #14): the payment window, the simulated provider, and
+	// the expirer that expires unpaid orders and returns their units.
+	Payment struct {
+		// Window is how long an order waits for payment once it exists.
+		Window time.Duration
+		// Latency and FailureRate shape the simulated provider: its mean time per charge, and the
+		// share of charges it declines.
+		Latency     time.Duration
+		FailureRate float64
+		// ExpireEvery is the expirer's interval.
+		ExpireEvery time.Duration
 	}
 	// Buyer says how a buyer's identity is verified: unset, a purchase's user_id is the client's
 	// claim; set, it comes from a signed bearer token.
@@ -187,6 +201,11 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_API", flag: "api", def: "true", usage: "serve the HTTP API (serve only; the worker never does)", set: boolean(&c.Run.API)},
 		{env: "SECKILL_RELAY", flag: "relay", def: "true", usage: "run the outbox relay", set: boolean(&c.Run.Relay)},
 		{env: "SECKILL_PERSISTER", flag: "persister", def: "true", usage: "run the redis-lua persister (Redis Streams → MySQL)", set: boolean(&c.Run.Persister)},
+		{env: "SECKILL_EXPIRER", flag: "expirer", def: "true", usage: "run the expirer (unpaid orders expire, their units go back on sale)", set: boolean(&c.Run.Expirer)},
+		{env: "SECKILL_PAYMENT_WINDOW", flag: "payment-window", def: "10m", usage: "how long an order waits for payment before it expires and its units go back on sale", set: dur(&c.Payment.Window)},
+		{env: "SECKILL_PAYMENT_LATENCY", flag: "payment-latency", def: "50ms", usage: "the simulated payment provider's mean time per charge (0: instant)", set: dur(&c.Payment.Latency)},
+		{env: "SECKILL_PAYMENT_FAILURE_RATE", flag: "payment-failure-rate", def: "0.05", usage: "the share of charges the simulated payment provider declines, 0 to 1", set: float(&c.Payment.FailureRate)},
+		{env: "SECKILL_EXPIRE_EVERY", flag: "expire-every", def: "1s", usage: "how often the expirer looks for unpaid orders past their window and closed orders to return", set: dur(&c.Payment.ExpireEvery)},
 		{env: "SECKILL_PERSIST_EVERY", flag: "persist-every", def: "1s", usage: "how often the persister sweeps every redis-lua product's stream", set: dur(&c.Persist.Every)},
 		{env: "SECKILL_PERSIST_LINGER", flag: "persist-linger", def: "20ms", usage: "how long a woken persister lets purchases gather before it writes them to MySQL in one transaction", set: dur(&c.Persist.Linger)},
 		{env: "SECKILL_PERSIST_BURST", flag: "persist-burst", def: "1000", usage: "purchases a second, accepted by this process, above which its persister holds off until the burst is over (peak shaving; 0 or negative: never)", set: float(&c.Persist.Burst)},
@@ -268,7 +287,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}, {"SECKILL_PAYMENT_WINDOW", c.Payment.Window}, {"SECKILL_EXPIRE_EVERY", c.Payment.ExpireEvery}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}
@@ -278,6 +297,9 @@ func (c *Config) validate() error {
 	}
 	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.PerClientRate < 0 || c.Limits.PerClientBurst < 0 || c.Limits.MaxInflight < 0 {
 		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST, SECKILL_RATE_PER_CLIENT, SECKILL_RATE_CLIENT_BURST and SECKILL_MAX_INFLIGHT must not be negative")
+	}
+	if c.Payment.Latency < 0 || !(c.Payment.FailureRate >= 0 && c.Payment.FailureRate <= 1) {
+		add("SECKILL_PAYMENT_LATENCY must not be negative and SECKILL_PAYMENT_FAILURE_RATE must be between 0 and 1")
 	}
 	if err := c.loadBuyerTokens(); err != nil {
 		add("%v", err)

@@ -81,11 +81,38 @@ func toReceiptJSON(r sale.Receipt) receiptJSON {
 }
 
 type orderJSON struct {
-	OrderID   string `json:"order_id"`
-	Status    string `json:"status"`
-	ProductID int64  `json:"product_id"`
-	UserID    string `json:"user_id"`
-	Quantity  int    `json:"quantity"`
+	OrderID     string `json:"order_id"`
+	Status      string `json:"status"`
+	ProductID   int64  `json:"product_id"`
+	UserID      string `json:"user_id"`
+	Quantity    int    `json:"quantity"`
+	AmountCents int64  `json:"amount_cents"`
+	// The lifecycle: the end of the payment window once the order exists (absent while queued),
+	// when it was paid or closed (expired, cancelled), the provider's id of its charge, and
+	// whether its units are back on sale.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	PaidAt    *time.Time `json:"paid_at,omitempty"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	PaymentID string     `json:"payment_id,omitempty"`
+	Returned  bool       `json:"returned"`
+}
+
+func toOrderJSON(o sale.Order) orderJSON {
+	at := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
+	return orderJSON{OrderID: o.OrderID, Status: string(o.Status), ProductID: o.ProductID, UserID: o.UserID,
+		Quantity: o.Quantity, AmountCents: o.AmountCents, ExpiresAt: at(o.ExpiresAt), PaidAt: at(o.PaidAt),
+		ClosedAt: at(o.ClosedAt), PaymentID: o.PaymentID, Returned: o.Returned}
+}
+
+// orderBuyerJSON is the body of a payment or a cancel: who asks.
+type orderBuyerJSON struct {
+	UserID string `json:"user_id"`
 }
 
 type statsJSON struct {
@@ -97,6 +124,13 @@ type statsJSON struct {
 	// purchase is of one unit) and units sold beyond the initial stock (0 for a safe strategy).
 	ConfirmedUnits int `json:"confirmed_units"`
 	Oversold       int `json:"oversold"`
+	// Where the orders' units are (issue #14): awaiting payment, paid, expired, cancelled, and
+	// returned to the stock (the expired and cancelled ones back on sale).
+	AwaitingUnits  int `json:"awaiting_payment_units"`
+	PaidUnits      int `json:"paid_units"`
+	ExpiredUnits   int `json:"expired_units"`
+	CancelledUnits int `json:"cancelled_units"`
+	ReturnedUnits  int `json:"returned_units"`
 	// The live rates, cluster-wide: mean purchase attempts and accepted purchases per second over
 	// the last rate_window_sec complete seconds, and the counts of each of the last seconds
 	// (per_second, oldest first). rates_available is false, the rates 0 and per_second null when

@@ -25,14 +25,20 @@ const (
 
 // statusOf is the HTTP status of each domain code.
 var statusOf = map[sale.Code]int{
-	sale.CodeInvalid:        http.StatusBadRequest,
-	sale.CodeNotFound:       http.StatusNotFound,
-	sale.CodeSaleNotStarted: http.StatusForbidden,
-	sale.CodeSaleEnded:      http.StatusForbidden,
-	sale.CodeSoldOut:        http.StatusConflict,
-	sale.CodeLimitReached:   http.StatusConflict,
-	sale.CodeRateLimited:    http.StatusTooManyRequests,
-	sale.CodeUnavailable:    http.StatusServiceUnavailable,
+	sale.CodeInvalid:           http.StatusBadRequest,
+	sale.CodeNotFound:          http.StatusNotFound,
+	sale.CodeSaleNotStarted:    http.StatusForbidden,
+	sale.CodeSaleEnded:         http.StatusForbidden,
+	sale.CodeSoldOut:           http.StatusConflict,
+	sale.CodeLimitReached:      http.StatusConflict,
+	sale.CodeRateLimited:       http.StatusTooManyRequests,
+	sale.CodeUnavailable:       http.StatusServiceUnavailable,
+	sale.CodeOrderNotConfirmed: http.StatusConflict,
+	sale.CodeOrderExpired:      http.StatusConflict,
+	sale.CodeOrderCancelled:    http.StatusConflict,
+	sale.CodeOrderPaid:         http.StatusConflict,
+	sale.CodePaymentInProgress: http.StatusConflict,
+	sale.CodePaymentDeclined:   http.StatusPaymentRequired,
 }
 
 // errorTable maps errors to a status and a code: the domain's table (sale.ErrorCodes), then the

@@ -30,6 +30,12 @@ type Sales interface {
 	ResetProduct(ctx context.Context, id int64, r sale.Reset) (sale.Product, error)
 }
 
+// Orders is what happens to an order after its purchase (*checkout.Service).
+type Orders interface {
+	Pay(ctx context.Context, orderID, userID, key string) (sale.Order, error)
+	Cancel(ctx context.Context, orderID, userID string) (sale.Order, error)
+}
+
 // Check reports whether a dependency is reachable.
 type Check func(ctx context.Context) error
 
@@ -37,6 +43,7 @@ type handlers struct {
 	// log is the process's logger; a request logs through logFor, which adds its id.
 	log       *slog.Logger
 	sales     Sales
+	orders    Orders
 	buyers    *buyer.Verifier
 	stampedes Stampedes
 	live      LiveRates
@@ -134,13 +141,63 @@ func (h *handlers) getOrder(c *gin.Context) {
 		h.respondError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, orderJSON{
-		OrderID:   o.OrderID,
-		Status:    string(o.Status),
-		ProductID: o.ProductID,
-		UserID:    o.UserID,
-		Quantity:  o.Quantity,
-	})
+	c.JSON(http.StatusOK, toOrderJSON(o))
+}
+
+// payOrder pays the buyer's order. The Idempotency-Key is required: a payment retried after a
+// lost answer must not charge twice, and the key is what the provider dedupes on.
+func (h *handlers) payOrder(c *gin.Context) {
+	orderID, userID, ok := h.orderBuyer(c)
+	if !ok {
+		return
+	}
+	key := headerValue(c.Request.Header, "Idempotency-Key")
+	err := sale.ValidateIdempotencyKey(key)
+	if err == nil && key == "" {
+		err = &sale.ValidationError{Field: "Idempotency-Key", Reason: "is required to pay"}
+	}
+	if err != nil {
+		h.respondError(c, err)
+		return
+	}
+	o, err := h.orders.Pay(c.Request.Context(), orderID, userID, key)
+	if err != nil {
+		h.respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toOrderJSON(o))
+}
+
+// cancelOrder cancels the buyer's order before it is paid; cancelling it again answers the same.
+func (h *handlers) cancelOrder(c *gin.Context) {
+	orderID, userID, ok := h.orderBuyer(c)
+	if !ok {
+		return
+	}
+	o, err := h.orders.Cancel(c.Request.Context(), orderID, userID)
+	if err != nil {
+		h.respondError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, toOrderJSON(o))
+}
+
+// orderBuyer reads the order id of the path and the buyer of the body ({"user_id": …}, or the
+// buyer's token): only the buyer may pay or cancel an order, and another's is not found.
+func (h *handlers) orderBuyer(c *gin.Context) (orderID, userID string, ok bool) {
+	var body orderBuyerJSON
+	err := decodeJSON(c.Request.Body, &body)
+	if err == nil {
+		body.UserID, err = h.buyerID(c, body.UserID)
+	}
+	if err == nil {
+		err = sale.ValidateUserID(body.UserID)
+	}
+	if err != nil {
+		h.respondError(c, err)
+		return "", "", false
+	}
+	return c.Param("order_id"), body.UserID, true
 }
 
 func (h *handlers) getStats(c *gin.Context) {
@@ -161,6 +218,11 @@ func (h *handlers) getStats(c *gin.Context) {
 		OrdersConfirmed: st.OrdersConfirmed,
 		ConfirmedUnits:  st.ConfirmedUnits,
 		Oversold:        st.Oversold(),
+		AwaitingUnits:   st.AwaitingUnits,
+		PaidUnits:       st.PaidUnits,
+		ExpiredUnits:    st.ExpiredUnits,
+		CancelledUnits:  st.CancelledUnits,
+		ReturnedUnits:   st.ReturnedUnits,
 		RateWindowSec:   rateWindowSec,
 	}
 	if rates, ok := h.rates(c, id); ok {

@@ -49,8 +49,10 @@ type Config struct {
 
 // Deps are the router's collaborators.
 type Deps struct {
-	Log         *slog.Logger
-	Sales       Sales
+	Log   *slog.Logger
+	Sales Sales
+	// Orders pays and cancels orders; optional (nil: those two routes are not served).
+	Orders      Orders
 	HTTPMetrics HTTPMetrics
 	// Stampedes runs the admin's demo load bursts; required with Sales.
 	Stampedes Stampedes
@@ -95,6 +97,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	h := &handlers{
 		log:       d.Log,
 		sales:     d.Sales,
+		orders:    d.Orders,
 		stampedes: d.Stampedes,
 		live:      d.Live,
 		buyers:    d.Buyers,
@@ -137,6 +140,10 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	get(v1, "/products/:id/stats", h.getStats)
 	v1.POST("/products/:id/purchase", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
 	get(v1, "/orders/:order_id", h.getOrder)
+	if d.Orders != nil {
+		v1.POST("/orders/:order_id/pay", h.requireJSON, h.payOrder)
+		v1.POST("/orders/:order_id/cancel", h.requireJSON, h.cancelOrder)
+	}
 
 	admin := v1.Group("/admin", h.adminOnly(cfg.AdminToken, d.AdminThrottle))
 	get(admin, "/products", h.listAllProducts)

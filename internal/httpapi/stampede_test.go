@@ -23,6 +23,7 @@ func TestStatsWithRates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"initial_stock":10,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,` +
+		`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,` +
 		`"requests_per_sec":5.7,"accepted_per_sec":0.7,"rate_window_sec":3,"rates_available":true,` +
 		`"per_second":{"start":1800000000,"requests":[50,10,0,7],"accepted":[5,1,0,1]}}`
 	if diff := cmp.Diff(want, string(data)); diff != "" {
@@ -31,6 +32,7 @@ func TestStatsWithRates(t *testing.T) {
 
 	none, _ := json.Marshal(statsJSON{RateWindowSec: rateWindowSec})
 	if got := string(none); got != `{"initial_stock":0,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,`+
+		`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,`+
 		`"requests_per_sec":0,"accepted_per_sec":0,"rate_window_sec":5,"rates_available":false,"per_second":null}` {
 		t.Errorf("stats without rates: %s", got)
 	}

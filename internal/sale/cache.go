@@ -249,6 +249,8 @@ func (c *saleCache) apply(ch Change) {
 			return
 		}
 		c.lower(ch.ProductID, ch.Epoch, 0)
+	case ChangeRestocked:
+		c.invalidate(ch.ProductID, 0)
 	case ChangeResync:
 		select {
 		case c.wake <- struct{}{}:

@@ -15,6 +15,9 @@ const (
 	ChangeSoldOut
 	// ChangeResync: changes may have been missed (the feed reconnected); re-read everything now.
 	ChangeResync
+	// ChangeRestocked: units of expired or cancelled orders went back into the stock of Epoch. A
+	// state that says sold out (or too few) is stale: read the product afresh.
+	ChangeRestocked
 )
 
 // Change is one message between replicas about a product's sale. Receiving one is never needed

@@ -22,6 +22,13 @@ const (
 	CodeLimitReached   Code = "limit_reached"
 	CodeRateLimited    Code = "rate_limited"
 	CodeUnavailable    Code = "unavailable"
+	// The order lifecycle's refusals (see lifecycle.go).
+	CodeOrderNotConfirmed Code = "order_not_confirmed"
+	CodeOrderExpired      Code = "order_expired"
+	CodeOrderCancelled    Code = "order_cancelled"
+	CodeOrderPaid         Code = "order_already_paid"
+	CodePaymentInProgress Code = "payment_in_progress"
+	CodePaymentDeclined   Code = "payment_declined"
 	// CodeInternal is the code of an error the domain does not know: a bug.
 	CodeInternal Code = "internal"
 )
@@ -44,6 +51,12 @@ var codeTable = []ErrorCode{
 	{ErrLimitReached, CodeLimitReached},
 	{ErrRateLimited, CodeRateLimited},
 	{ErrUnavailable, CodeUnavailable},
+	{ErrOrderNotConfirmed, CodeOrderNotConfirmed},
+	{ErrOrderExpired, CodeOrderExpired},
+	{ErrOrderCancelled, CodeOrderCancelled},
+	{ErrOrderPaid, CodeOrderPaid},
+	{ErrPaymentInProgress, CodePaymentInProgress},
+	{ErrPaymentDeclined, CodePaymentDeclined},
 	{context.DeadlineExceeded, CodeUnavailable},
 	{context.Canceled, CodeUnavailable},
 }

@@ -199,9 +199,12 @@ type Stats struct {
 	Reservations    int
 	OrdersConfirmed int
 	ConfirmedUnits  int
+	// Where the orders' units are in their lifecycle: awaiting payment (confirmed or paying), paid,
+	// expired, cancelled, and returned to the stock (expired or cancelled, and back on sale).
+	AwaitingUnits, PaidUnits, ExpiredUnits, CancelledUnits, ReturnedUnits int
 }
 
 // Oversold returns how many units were handed out beyond the initial stock (0 when none).
 func (s Stats) Oversold() int {
-	return max(0, s.ReservedUnits-s.InitialStock, -s.Stock)
+	return max(0, s.ReservedUnits-s.ReturnedUnits-s.InitialStock, -s.Stock)
 }

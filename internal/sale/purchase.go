@@ -124,6 +124,9 @@ type Order struct {
 	ProductID int64
 	UserID    string
 	Quantity  int
+	// AmountCents is what the order costs: Quantity at the product's price.
+	AmountCents int64
+	OrderTimes
 }
 
 // Deductor takes units of a product's stock. There is one per strategy, chosen by the product.

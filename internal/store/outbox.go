@@ -172,19 +172,20 @@ func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, er
 	var created int64
 	err := s.inTx(ctx, "confirm orders", func(tx *gorm.DB) error {
 		var err error
-		created, err = confirmOrders(tx, orderIDs)
+		created, err = confirmOrders(tx, orderIDs, s.window)
 		return err
 	})
 	return created, err
 }
 
-// confirmOrders is one attempt of ConfirmOrders, in tx. IGNORE skips the duplicates of a
+// confirmOrders is one attempt of ConfirmOrders, in tx; each order waits for payment for window
+// from now (expires_at). IGNORE skips the duplicates of a
 // redelivery and a reservation deleted between the SELECT and the foreign-key check; the source
 // row's types are the target's, so nothing else can be ignored. ORDER BY id makes the
 // foreign-key checks lock the reservation rows in the order MarkPublished does.
-func confirmOrders(tx *gorm.DB, orderIDs []string) (int64, error) {
-	res := tx.Exec(`INSERT IGNORE INTO orders (order_id, reservation_id, product_id, user_id, quantity, created_at)
-		SELECT order_id, id, product_id, user_id, quantity, NOW(6) FROM reservations
-		WHERE order_id IN ? ORDER BY id`, orderIDs)
+func confirmOrders(tx *gorm.DB, orderIDs []string, window time.Duration) (int64, error) {
+	res := tx.Exec(`INSERT IGNORE INTO orders (order_id, reservation_id, product_id, user_id, quantity, status, created_at, expires_at)
+		SELECT order_id, id, product_id, user_id, quantity, 'confirmed', NOW(6), NOW(6) + INTERVAL ? MICROSECOND FROM reservations
+		WHERE order_id IN ? ORDER BY id`, window.Microseconds(), orderIDs)
 	return res.RowsAffected, res.Error
 }

@@ -17,7 +17,7 @@ func (s *Store) ConfirmOrdersOnce(ctx context.Context, orderIDs []string) (int64
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		n, err = confirmOrders(tx, orderIDs)
+		n, err = confirmOrders(tx, orderIDs, s.window)
 		return err
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	return n, err

@@ -182,7 +182,7 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 		row.SaleStartsAt, row.SaleEndsAt, row.UpdatedAt = start.UTC(), end.UTC(), now
 		row.FenceToken = 0 // a new sale, a new fence: tokens of another lock service start anywhere
 		row.SaleEpoch++
-		for _, table := range []string{"orders", "reservations"} {
+		for _, table := range []string{"order_events", "payment_charges", "orders", "reservations"} {
 			if err := tx.Exec("DELETE FROM "+table+" WHERE product_id = ?", id).Error; err != nil {
 				return err
 			}
@@ -196,37 +196,28 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 	return out, err
 }
 
-// Stats counts a product's stock, reservations and confirmed orders in one statement.
+// Stats counts a product's stock, reservations, orders and where its orders are in their
+// lifecycle, in one statement.
 func (s *Store) Stats(ctx context.Context, id int64) (sale.Stats, error) {
 	st := sale.Stats{ProductID: id}
 	row := s.db.WithContext(ctx).Raw(`
 		SELECT p.initial_stock, p.stock,
 		       (SELECT COALESCE(SUM(quantity), 0) FROM reservations WHERE product_id = p.id),
 		       (SELECT COUNT(*) FROM reservations WHERE product_id = p.id),
-		       (SELECT COUNT(*) FROM orders WHERE product_id = p.id),
-		       (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE product_id = p.id)
-		FROM products p WHERE p.id = ?`, id).Row()
-	err := row.Scan(&st.InitialStock, &st.Stock, &st.ReservedUnits, &st.Reservations, &st.OrdersConfirmed, &st.ConfirmedUnits)
+		       o.n, o.units, o.awaiting, o.paid, o.expired, o.cancelled, o.returned
+		FROM products p, (
+		    SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units,
+		           COALESCE(SUM(CASE WHEN status IN ('confirmed', 'paying') THEN quantity END), 0) AS awaiting,
+		           COALESCE(SUM(CASE WHEN status = 'paid' THEN quantity END), 0) AS paid,
+		           COALESCE(SUM(CASE WHEN status = 'expired' THEN quantity END), 0) AS expired,
+		           COALESCE(SUM(CASE WHEN status = 'cancelled' THEN quantity END), 0) AS cancelled,
+		           COALESCE(SUM(CASE WHEN returned_at IS NOT NULL THEN quantity END), 0) AS returned
+		    FROM orders WHERE product_id = ?) o
+		WHERE p.id = ?`, id, id).Row()
+	err := row.Scan(&st.InitialStock, &st.Stock, &st.ReservedUnits, &st.Reservations, &st.OrdersConfirmed, &st.ConfirmedUnits,
+		&st.AwaitingUnits, &st.PaidUnits, &st.ExpiredUnits, &st.CancelledUnits, &st.ReturnedUnits)
 	if err != nil {
 		return sale.Stats{}, classify("stats", err)
 	}
 	return st, nil
-}
-
-// Order returns an accepted purchase, confirmed once the consumer has created its order.
-func (s *Store) Order(ctx context.Context, orderID string) (sale.Order, error) {
-	var o sale.Order
-	var confirmed bool
-	row := s.db.WithContext(ctx).Raw(`
-		SELECT r.order_id, r.product_id, r.user_id, r.quantity, o.id IS NOT NULL
-		FROM reservations r LEFT JOIN orders o ON o.reservation_id = r.id
-		WHERE r.order_id = ?`, orderID).Row()
-	if err := row.Scan(&o.OrderID, &o.ProductID, &o.UserID, &o.Quantity, &confirmed); err != nil {
-		return sale.Order{}, classify("order", err)
-	}
-	o.Status = sale.StatusQueued
-	if confirmed {
-		o.Status = sale.StatusConfirmed
-	}
-	return o, nil
 }

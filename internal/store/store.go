@@ -29,12 +29,17 @@ type Store struct {
 	sql  *sql.DB
 	log  *slog.Logger
 	name string
+	// window is how long a new order waits for payment (Options.PaymentWindow).
+	window time.Duration
 }
 
 // Options tunes the connection pool.
 type Options struct {
 	// MaxOpenConns bounds the pool; size it to the concurrency one process should put on MySQL.
 	MaxOpenConns int
+	// PaymentWindow is how long an order waits for payment once the consumer has created it
+	// (SECKILL_PAYMENT_WINDOW); 0 means 10 minutes.
+	PaymentWindow time.Duration
 }
 
 // Open connects to the database named in dsn (see NormalizeDSN) and waits until it answers or
@@ -59,7 +64,10 @@ func Open(ctx context.Context, log *slog.Logger, dsn string, o Options) (*Store,
 	sqlDB.SetMaxIdleConns(max(2, o.MaxOpenConns/2))
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 
-	s := &Store{sql: sqlDB, log: log, name: cfg.DBName}
+	if o.PaymentWindow <= 0 {
+		o.PaymentWindow = defaultPaymentWindow
+	}
+	s := &Store{sql: sqlDB, log: log, name: cfg.DBName, window: o.PaymentWindow}
 	// Wait first: gorm.Open asks the server its version, and would fail at once while MySQL is
 	// still starting (a replica started beside its database).
 	if err := s.waitReady(ctx); err != nil {

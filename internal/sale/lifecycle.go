@@ -1,0 +1,83 @@
+package sale
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The statuses of an order after its creation (issue #14: pay or release). An order is confirmed
+// when the consumer creates it, and waits for payment until its ExpiresAt. Each change of status
+// is one conditional write on the order's row, so the payer, the expirer and the buyer's cancel
+// race on that one write and exactly one of them wins.
+const (
+	// StatusPaying: a payment claimed the order (confirmed → paying) and is at the provider. The
+	// expirer leaves it alone; it ends paid, or back to confirmed if the charge was declined.
+	StatusPaying OrderStatus = "paying"
+	// StatusPaid: the charge succeeded. Final.
+	StatusPaid OrderStatus = "paid"
+	// StatusExpired: the payment window ran out. Final; its units go back on sale (Returned).
+	StatusExpired OrderStatus = "expired"
+	// StatusCancelled: the buyer cancelled before paying. Final; its units go back on sale.
+	StatusCancelled OrderStatus = "cancelled"
+)
+
+// Closed reports whether the order ended without payment: its units go back on sale.
+func (s OrderStatus) Closed() bool { return s == StatusExpired || s == StatusCancelled }
+
+// The errors of the order lifecycle, each answered 409 (ErrPaymentDeclined 402) with its own code.
+var (
+	// ErrOrderNotConfirmed: the order is still queued (its reservation is on its way through
+	// Kafka); it cannot be paid or cancelled yet. The caller may retry shortly.
+	ErrOrderNotConfirmed = errors.New("the order is not confirmed yet")
+	// ErrOrderExpired: the payment window ran out; nothing was charged.
+	ErrOrderExpired = errors.New("the order expired")
+	// ErrOrderCancelled: the buyer cancelled the order; nothing was charged.
+	ErrOrderCancelled = errors.New("the order was cancelled")
+	// ErrOrderPaid: the order was paid already (by a payment with another Idempotency-Key), so it
+	// cannot be paid again or cancelled.
+	ErrOrderPaid = errors.New("the order is paid already")
+	// ErrPaymentInProgress: another payment of the order is at the provider now.
+	ErrPaymentInProgress = errors.New("a payment of this order is in progress")
+	// ErrPaymentDeclined: the provider declined the charge. The order still awaits payment: pay
+	// again with a new Idempotency-Key.
+	ErrPaymentDeclined = errors.New("the payment was declined")
+)
+
+// Lifecycle details of an order, beyond its purchase.
+type OrderTimes struct {
+	// ExpiresAt is the end of the payment window (zero while queued).
+	ExpiresAt time.Time
+	// PaidAt and ClosedAt (expired or cancelled) are zero until then.
+	PaidAt, ClosedAt time.Time
+	// Returned: the order's units are back in the product's stock.
+	Returned bool
+	// PaymentID is the provider's id of the successful charge.
+	PaymentID string
+}
+
+// ClosedOrder is an expired or cancelled order whose units are to go back on sale.
+type ClosedOrder struct {
+	OrderID   string
+	ProductID int64
+	UserID    string
+	Quantity  int
+	Status    OrderStatus
+}
+
+// ReturnBatch is what a Returner gives back: closed orders of one product, in its sale Epoch.
+type ReturnBatch struct {
+	ProductID int64
+	Epoch     uint64
+	Orders    []ClosedOrder
+}
+
+// Returner is the strategy operation that undoes a deduction: it gives the units of closed orders
+// back to their product's stock, exactly once per order, the way the strategy deducts (mysql:
+// one conditional increment; a lock strategy: under its lock, with its fence; redis-lua: in its
+// script, and to MySQL through its persister). It marks each order returned in the same
+// transaction that restores its units, and skips an order marked already, so running it again
+// for the same orders returns nothing twice. It returns the units it returned now.
+type Returner interface {
+	Return(ctx context.Context, b ReturnBatch) (int, error)
+}

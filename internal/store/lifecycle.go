@@ -1,0 +1,346 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// The order lifecycle (issue #14). Every change of an order's status is one conditional UPDATE on
+// its row, `... WHERE status = <the status it leaves>`: a payment's claim (confirmed → paying),
+// the expirer's (confirmed → expired) and the buyer's cancel (confirmed → cancelled) race on that
+// one write, and the row lock and the condition let exactly one of them change it. The event of a
+// change (order.paid, order.expired, order.cancelled) enters the outbox (order_events) in the
+// transaction of the change.
+
+// defaultPaymentWindow is how long an order waits for payment when Options.PaymentWindow is 0.
+const defaultPaymentWindow = 10 * time.Minute
+
+// The kinds of order_events.
+const (
+	EventPaid      = "order.paid"
+	EventExpired   = "order.expired"
+	EventCancelled = "order.cancelled"
+)
+
+// orderState is an order's row as the lifecycle reads it; Status is empty for a purchase still
+// queued (a reservation without its order).
+type orderState struct {
+	OrderID   string
+	ProductID int64
+	UserID    string
+	Quantity  int
+	// AmountCents is what the order costs: its quantity at the product's price.
+	AmountCents int64
+	Status      string
+	PayKey      sql.NullString
+	ExpiresAt   sql.NullTime
+	PaidAt      sql.NullTime
+	ClosedAt    sql.NullTime
+	Returned    bool
+	PaymentID   sql.NullString
+}
+
+func (o orderState) domain() sale.Order {
+	out := sale.Order{OrderID: o.OrderID, ProductID: o.ProductID, UserID: o.UserID, Quantity: o.Quantity,
+		AmountCents: o.AmountCents, Status: sale.StatusQueued}
+	if o.Status != "" {
+		out.Status = sale.OrderStatus(o.Status)
+	}
+	out.ExpiresAt, out.PaidAt, out.ClosedAt = o.ExpiresAt.Time, o.PaidAt.Time, o.ClosedAt.Time
+	out.Returned, out.PaymentID = o.Returned, o.PaymentID.String
+	return out
+}
+
+// refusal is why a change that expected status from could not be made to an order in state o.
+func (o orderState) refusal() error {
+	switch sale.OrderStatus(o.Status) {
+	case "":
+		return sale.ErrOrderNotConfirmed
+	case sale.StatusPaying:
+		return sale.ErrPaymentInProgress
+	case sale.StatusPaid:
+		return sale.ErrOrderPaid
+	case sale.StatusExpired:
+		return sale.ErrOrderExpired
+	case sale.StatusCancelled:
+		return sale.ErrOrderCancelled
+	}
+	// Confirmed, but the window has run out and the expirer has not come by yet.
+	return sale.ErrOrderExpired
+}
+
+const orderStateQuery = `
+	SELECT r.order_id, r.product_id, r.user_id, r.quantity, r.quantity * p.price_cents AS amount_cents,
+	       COALESCE(o.status, '') AS status, o.pay_key, o.expires_at, o.paid_at, o.closed_at,
+	       o.returned_at IS NOT NULL AS returned, o.payment_id
+	FROM reservations r JOIN products p ON p.id = r.product_id LEFT JOIN orders o ON o.reservation_id = r.id
+	WHERE r.order_id = ?`
+
+func (s *Store) orderState(ctx context.Context, db *gorm.DB, orderID string) (orderState, error) {
+	var o orderState
+	res := db.WithContext(ctx).Raw(orderStateQuery, orderID).Scan(&o)
+	if res.Error != nil {
+		return orderState{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return orderState{}, sale.ErrNotFound
+	}
+	return o, nil
+}
+
+// Order returns an accepted purchase: queued until the consumer has created its order, then
+// where the order is in its lifecycle.
+func (s *Store) Order(ctx context.Context, orderID string) (sale.Order, error) {
+	o, err := s.orderState(ctx, s.db, orderID)
+	if err != nil {
+		return sale.Order{}, classify("order", err)
+	}
+	return o.domain(), nil
+}
+
+// buyersOrder reads userID's order orderID; another buyer's order is not found.
+func (s *Store) buyersOrder(ctx context.Context, db *gorm.DB, orderID, userID string) (orderState, error) {
+	o, err := s.orderState(ctx, db, orderID)
+	if err == nil && o.UserID != userID {
+		err = sale.ErrNotFound
+	}
+	return o, err
+}
+
+// ClaimPayment claims userID's order for a payment with Idempotency-Key key: confirmed → paying,
+// while its payment window is open. This is the write that decides a payment against the
+// expirer. An order in `paying` with key is claimed already, by an earlier try of this payment
+// (one that timed out, say): the caller resumes it, and the provider's idempotency on key keeps
+// that from charging twice. replay is true, with no claim made, when the order was paid already
+// with key: the caller answers as the first payment was answered. Otherwise the refusal says why the order
+// cannot be paid now (sale.ErrOrderExpired, ErrOrderCancelled, ErrOrderPaid,
+// ErrPaymentInProgress, ErrOrderNotConfirmed, ErrNotFound).
+func (s *Store) ClaimPayment(ctx context.Context, orderID, userID, key string) (o sale.Order, replay bool, err error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE orders SET status = 'paying', pay_key = ?, pay_started_at = NOW(6)
+		WHERE order_id = ? AND user_id = ? AND status = 'confirmed' AND expires_at > NOW(6)`, key, orderID, userID)
+	if res.Error != nil {
+		return sale.Order{}, false, classify("claim payment", res.Error)
+	}
+	st, err := s.buyersOrder(ctx, s.db, orderID, userID)
+	switch {
+	case err != nil:
+		return sale.Order{}, false, classify("claim payment", err)
+	case res.RowsAffected == 1, sale.OrderStatus(st.Status) == sale.StatusPaying && st.PayKey.String == key:
+		return st.domain(), false, nil
+	case sale.OrderStatus(st.Status) == sale.StatusPaid && st.PayKey.String == key:
+		return st.domain(), true, nil
+	}
+	return st.domain(), false, st.refusal()
+}
+
+// CompletePayment records the successful charge paymentID of the payment key claimed: paying →
+// paid, and the order.paid event. Done already for this key, it does nothing.
+func (s *Store) CompletePayment(ctx context.Context, orderID, key, paymentID string) (sale.Order, error) {
+	var out sale.Order
+	err := s.inTx(ctx, "complete payment", func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE orders SET status = 'paid', paid_at = NOW(6), payment_id = ?
+			WHERE order_id = ? AND status = 'paying' AND pay_key = ?`, paymentID, orderID, key)
+		if res.Error != nil {
+			return res.Error
+		}
+		st, err := s.orderState(ctx, tx, orderID)
+		if err != nil {
+			return err
+		}
+		if res.RowsAffected == 0 && (sale.OrderStatus(st.Status) != sale.StatusPaid || st.PayKey.String != key) {
+			return fmt.Errorf("store: order %s is %q, not paying with this key: %w", orderID, st.Status, st.refusal())
+		}
+		out = st.domain()
+		return insertEvents(tx, EventPaid, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
+	})
+	return out, err
+}
+
+// ReleasePayment gives up the claim of payment key (the provider declined it, or recovery found
+// it never charged): paying → confirmed. The order awaits payment again until its window runs
+// out; past it, the expirer takes it at its next round.
+func (s *Store) ReleasePayment(ctx context.Context, orderID, key string) error {
+	err := s.db.WithContext(ctx).Exec(`UPDATE orders SET status = 'confirmed', pay_key = NULL, pay_started_at = NULL
+		WHERE order_id = ? AND status = 'paying' AND pay_key = ?`, orderID, key).Error
+	return classify("release payment", err)
+}
+
+// CancelOrder cancels userID's order before it is paid: confirmed → cancelled, with the
+// order.cancelled event. Cancelled already, it returns the order as it is.
+func (s *Store) CancelOrder(ctx context.Context, orderID, userID string) (sale.Order, error) {
+	var out sale.Order
+	err := s.inTx(ctx, "cancel order", func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE orders SET status = 'cancelled', closed_at = NOW(6)
+			WHERE order_id = ? AND user_id = ? AND status = 'confirmed'`, orderID, userID)
+		if res.Error != nil {
+			return res.Error
+		}
+		st, err := s.buyersOrder(ctx, tx, orderID, userID)
+		if err != nil {
+			return err
+		}
+		out = st.domain()
+		switch {
+		case res.RowsAffected == 1:
+			return insertEvents(tx, EventCancelled, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
+		case sale.OrderStatus(st.Status) == sale.StatusCancelled:
+			return nil
+		case st.Status == string(sale.StatusConfirmed):
+			return sale.ErrOrderExpired // unreachable: the UPDATE would have taken it
+		}
+		return st.refusal()
+	})
+	return out, err
+}
+
+// ExpireDue expires up to limit orders whose payment window has run out: confirmed → expired,
+// with their order.expired events, in one transaction. The rows are claimed with FOR UPDATE SKIP
+// LOCKED: expirers in every replica take disjoint batches without waiting for each other, a
+// payment that claimed an order first has moved it out of `confirmed`, and an expirer killed
+// before its commit leaves nothing claimed (its transaction rolls back; the next round takes the
+// orders). It returns the orders it expired.
+func (s *Store) ExpireDue(ctx context.Context, limit int) ([]sale.ClosedOrder, error) {
+	var expired []sale.ClosedOrder
+	err := s.inTx(ctx, "expire orders", func(tx *gorm.DB) error {
+		expired = nil
+		if err := tx.Raw(`SELECT order_id, product_id, user_id, quantity FROM orders
+			WHERE status = 'confirmed' AND expires_at <= NOW(6)
+			ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, limit).Scan(&expired).Error; err != nil || len(expired) == 0 {
+			return err
+		}
+		ids := make([]string, len(expired))
+		for i := range expired {
+			expired[i].Status = sale.StatusExpired
+			ids[i] = expired[i].OrderID
+		}
+		if err := tx.Exec(`UPDATE orders SET status = 'expired', closed_at = NOW(6)
+			WHERE order_id IN ? AND status = 'confirmed'`, ids).Error; err != nil {
+			return err
+		}
+		return insertEvents(tx, EventExpired, expired)
+	})
+	return expired, err
+}
+
+// insertEvents writes one order event of kind per order into the outbox. An event of that kind
+// written already for an order (a repeated completion) is left as it was.
+func insertEvents(tx *gorm.DB, kind string, orders []sale.ClosedOrder) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	rows := make([]any, 0, 5*len(orders))
+	for _, o := range orders {
+		rows = append(rows, o.OrderID, o.ProductID, o.UserID, kind, o.Quantity)
+	}
+	return tx.Exec("INSERT IGNORE INTO order_events (order_id, product_id, user_id, kind, quantity, created_at) VALUES "+
+		valuesNow(len(orders)), rows...).Error
+}
+
+// valuesNow is placeholders for rows of five values and NOW(6).
+func valuesNow(rows int) string {
+	b := make([]byte, 0, rows*16)
+	for i := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "(?,?,?,?,?,NOW(6))"...)
+	}
+	return string(b)
+}
+
+// StuckPayment is an order left in `paying` longer than a payment can take: its payer died
+// between its claim and its outcome.
+type StuckPayment struct {
+	OrderID     string
+	ProductID   int64
+	UserID      string
+	Quantity    int
+	AmountCents int64
+	PayKey      string
+}
+
+// StuckPayments returns up to limit orders in `paying` whose claim is older than olderThan.
+func (s *Store) StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]StuckPayment, error) {
+	var out []StuckPayment
+	err := s.db.WithContext(ctx).Raw(`
+		SELECT o.order_id, o.product_id, o.user_id, o.quantity, o.quantity * p.price_cents AS amount_cents, o.pay_key
+		FROM orders o JOIN products p ON p.id = o.product_id
+		WHERE o.status = 'paying' AND o.pay_started_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?`,
+		olderThan.Microseconds(), limit).Scan(&out).Error
+	return out, classify("stuck payments", err)
+}
+
+// ReturnDue is a batch of closed orders whose units are not back in stock yet, with the
+// strategy and epoch of their product.
+type ReturnDue struct {
+	sale.ReturnBatch
+	Strategy sale.Strategy
+}
+
+// Unreturned returns up to limit expired or cancelled orders whose units are not back in stock
+// yet, grouped by product.
+func (s *Store) Unreturned(ctx context.Context, limit int) ([]ReturnDue, error) {
+	var rows []struct {
+		sale.ClosedOrder
+		Strategy  string
+		SaleEpoch uint64
+	}
+	err := s.db.WithContext(ctx).Raw(`
+		SELECT o.order_id, o.product_id, o.user_id, o.quantity, o.status, p.strategy, p.sale_epoch
+		FROM orders o JOIN products p ON p.id = o.product_id
+		WHERE o.status IN ('expired', 'cancelled') AND o.returned_at IS NULL
+		ORDER BY o.product_id LIMIT ?`, limit).Scan(&rows).Error
+	if err != nil {
+		return nil, classify("unreturned orders", err)
+	}
+	var out []ReturnDue
+	for _, r := range rows {
+		if n := len(out); n == 0 || out[n-1].ProductID != r.ProductID {
+			out = append(out, ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: r.ProductID, Epoch: r.SaleEpoch}, Strategy: sale.Strategy(r.Strategy)})
+		}
+		out[len(out)-1].Orders = append(out[len(out)-1].Orders, r.ClosedOrder)
+	}
+	return out, nil
+}
+
+// MarkReturned locks those of orderIDs (of productID) that are closed and not returned yet, marks
+// them returned, and returns their units: the caller puts that many back in the stock in this
+// transaction. An order returned already counts for nothing, so a return that runs twice
+// returns once.
+func (t *PurchaseTx) MarkReturned(ctx context.Context, productID int64, orderIDs []string) (int, error) {
+	if len(orderIDs) == 0 {
+		return 0, nil
+	}
+	var due []struct {
+		OrderID  string
+		Quantity int
+	}
+	if err := t.tx.WithContext(ctx).Raw(`SELECT order_id, quantity FROM orders
+		WHERE product_id = ? AND order_id IN ? AND status IN ('expired', 'cancelled') AND returned_at IS NULL
+		FOR UPDATE`, productID, orderIDs).Scan(&due).Error; err != nil || len(due) == 0 {
+		return 0, err
+	}
+	ids, units := make([]string, len(due)), 0
+	for i, d := range due {
+		ids[i], units = d.OrderID, units+d.Quantity
+	}
+	return units, t.tx.WithContext(ctx).Exec("UPDATE orders SET returned_at = NOW(6) WHERE order_id IN ?", ids).Error
+}
+
+// Give puts qty units back in the stock of productID, while it is still in epoch with strategy
+// st: one relative write, like TakeIfAvailable's, so it needs no lock of its own.
+func (t *PurchaseTx) Give(ctx context.Context, productID int64, st sale.Strategy, epoch uint64, qty int) error {
+	res := t.tx.WithContext(ctx).Exec(
+		"UPDATE products SET stock = stock + ? WHERE id = ? AND strategy = ? AND sale_epoch = ?",
+		qty, productID, string(st), epoch)
+	if res.Error == nil && res.RowsAffected == 0 {
+		return sale.ErrSaleChanged
+	}
+	return res.Error
+}
