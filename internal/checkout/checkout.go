@@ -143,7 +143,7 @@ func (s *Service) Cancel(ctx context.Context, orderID, userID string) (sale.Orde
 	if err != nil || o.Returned {
 		return o, err
 	}
-	if s.returnDue(ctx) > 0 {
+	if n, _ := s.returnBatch(ctx); n > 0 {
 		if fresh, err := s.store.Order(ctx, orderID); err == nil {
 			return fresh, nil
 		}
@@ -185,7 +185,14 @@ func (s *Service) Round(ctx context.Context) (expired, returned int) {
 		}
 	}
 	s.settleStuck(ctx)
-	return expired, s.returnDue(ctx)
+	for ctx.Err() == nil {
+		n, full := s.returnBatch(ctx)
+		returned += n
+		if n == 0 || !full {
+			break
+		}
+	}
+	return expired, returned
 }
 
 // settleStuck settles the payments whose payer died at the provider (see the package comment).
@@ -207,14 +214,18 @@ func (s *Service) settleStuck(ctx context.Context) {
 	}
 }
 
-// returnDue returns the units of closed orders not returned yet, through each product's
-// strategy, and tells every replica of each product that got units back. It returns the units
-// returned.
-func (s *Service) returnDue(ctx context.Context) int {
+// returnBatch returns the units of a batch of closed orders not returned yet, through each
+// product's strategy, and tells every replica of each product that got units back. It returns the
+// units returned, and whether the batch was full (more may be due).
+func (s *Service) returnBatch(ctx context.Context) (int, bool) {
 	due, err := s.store.Unreturned(ctx, s.o.Batch)
 	if err != nil {
 		s.o.Log.Warn("checkout: orders to return", "err", err)
-		return 0
+		return 0, false
+	}
+	selected := 0
+	for _, d := range due {
+		selected += len(d.Orders)
 	}
 	total := 0
 	for _, d := range due {
@@ -232,5 +243,5 @@ func (s *Service) returnDue(ctx context.Context) int {
 			s.feed.Publish(context.WithoutCancel(ctx), sale.Change{Kind: sale.ChangeRestocked, ProductID: d.ProductID, Epoch: d.Epoch})
 		}
 	}
-	return total
+	return total, selected == s.o.Batch
 }
