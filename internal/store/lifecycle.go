@@ -122,10 +122,15 @@ func (s *Store) buyersOrder(ctx context.Context, db *gorm.DB, orderID, userID st
 // cannot be paid now (sale.ErrOrderExpired, ErrOrderCancelled, ErrOrderPaid,
 // ErrPaymentInProgress, ErrOrderNotConfirmed, ErrNotFound).
 func (s *Store) ClaimPayment(ctx context.Context, orderID, userID, key string) (o sale.Order, replay bool, err error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE orders SET status = 'paying', pay_key = ?, pay_started_at = NOW(6)
-		WHERE order_id = ? AND user_id = ? AND status = 'confirmed' AND expires_at > NOW(6)`, key, orderID, userID)
-	if res.Error != nil {
-		return sale.Order{}, false, classify("claim payment", res.Error)
+	// The UPDATE can deadlock with an expirer's claim of the same rows (it locks them through
+	// another index): it is one statement, run again.
+	var res *gorm.DB
+	if err := retryConflicts(ctx, "claim payment", func() error {
+		res = s.db.WithContext(ctx).Exec(`UPDATE orders SET status = 'paying', pay_key = ?, pay_started_at = NOW(6)
+			WHERE order_id = ? AND user_id = ? AND status = 'confirmed' AND expires_at > NOW(6)`, key, orderID, userID)
+		return res.Error
+	}); err != nil {
+		return sale.Order{}, false, err
 	}
 	st, err := s.buyersOrder(ctx, s.db, orderID, userID)
 	switch {
@@ -166,9 +171,10 @@ func (s *Store) CompletePayment(ctx context.Context, orderID, key, paymentID str
 // it never charged): paying → confirmed. The order awaits payment again until its window runs
 // out; past it, the expirer takes it at its next round.
 func (s *Store) ReleasePayment(ctx context.Context, orderID, key string) error {
-	err := s.db.WithContext(ctx).Exec(`UPDATE orders SET status = 'confirmed', pay_key = NULL, pay_started_at = NULL
-		WHERE order_id = ? AND status = 'paying' AND pay_key = ?`, orderID, key).Error
-	return classify("release payment", err)
+	return retryConflicts(ctx, "release payment", func() error {
+		return s.db.WithContext(ctx).Exec(`UPDATE orders SET status = 'confirmed', pay_key = NULL, pay_started_at = NULL
+			WHERE order_id = ? AND status = 'paying' AND pay_key = ?`, orderID, key).Error
+	})
 }
 
 // CancelOrder cancels userID's order before it is paid: confirmed → cancelled, with the
