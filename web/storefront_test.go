@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,15 +113,23 @@ func watchConsole(t *testing.T, ctx context.Context, tab string) *console {
 	return c
 }
 
-func (c *console) check(t *testing.T) {
+// check fails the test for each console error, but those that contain one of expected: the
+// browser logs every refused request as an error (a declined payment's 402 among them).
+func (c *console) check(t *testing.T, expected ...string) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, l := range c.all {
 		t.Log("console:", l)
 	}
-	if len(c.errs) > 0 {
-		t.Errorf("the page logged %d console errors:\n%s", len(c.errs), strings.Join(c.errs, "\n"))
+	var errs []string
+	for _, e := range c.errs {
+		if !slices.ContainsFunc(expected, func(x string) bool { return strings.Contains(e, x) }) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		t.Errorf("the page logged %d console errors:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 }
 
@@ -207,7 +216,8 @@ func card(id int64) string { return fmt.Sprintf(`.card[data-product-id="%d"]`, i
 // TestStorefront drives the storefront in Debian's headless chromium against three replicas
 // started in this process, one step (subtest) per thing the page must do: the seeded sales show, a
 // sale opens on its countdown and the buyer buys (once, however many clicks) and sees the order
-// confirmed and the stock go down, a second buyer sees the last unit sold out, every API error
+// confirmed and the stock go down, pays it with the Pay button within its countdown and sees it
+// paid, a second buyer sees the last unit sold out, every API error
 // code has a human message, the demo drawer runs a stampede with the unsafe strategy (OVERSOLD, as
 // the database says) and with mysql (PASS), the page logs no console error, and screenshots are
 // taken at desktop and phone sizes. The steps share the stack and the browser and build on each
@@ -215,7 +225,11 @@ func card(id int64) string { return fmt.Sprintf(`.card[data-product-id="%d"]`, i
 func TestStorefront(t *testing.T) {
 	chromium := chromiumPath(t)
 	began := time.Now()
-	s, urls := apptest.Cluster(t, 3, map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"})
+	// No declined payment by chance (the simulated provider declines 5 % by default), and the
+	// production window, whatever the test stack's default: no order expires during the test, so
+	// the stampedes' verdicts count every unit sold (TestStorefrontPaymentWindow lets them expire).
+	s, urls := apptest.Cluster(t, 3, map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true",
+		"SECKILL_PAYMENT_FAILURE_RATE": "0", "SECKILL_PAYMENT_WINDOW": "10m"})
 	base := urls[0]
 	db, err := sql.Open("mysql", s.DSN)
 	if err != nil {
@@ -370,6 +384,45 @@ func TestStorefront(t *testing.T) {
 		}
 	})
 
+	// The confirmed order waits for its payment: a Pay button and a countdown to its expires_at
+	// (the default window, 10 minutes) that ticks; one click pays, with an Idempotency-Key of the
+	// page's, and the order shows paid with the provider's payment id, the live panel the paid unit.
+	step("pay button with a countdown, then paid", func(t *testing.T) {
+		a := page{t, desktop}
+		c := card(soon)
+		a.waitJS("the Pay button", fmt.Sprintf(`(() => { const p = document.querySelector('%s .pay');
+			return !p.hidden && !p.querySelector('.btn-pay').disabled; })()`, c), 10*time.Second)
+		countdown := a.text(c + " .pay-countdown")
+		if !regexp.MustCompile(`^Pay within (09:[0-5][0-9]|10:00)$`).MatchString(countdown) {
+			t.Errorf("the payment countdown says %q, want about ten minutes", countdown)
+		}
+		a.waitJS("the payment countdown ticking", fmt.Sprintf(`document.querySelector('%s .pay-countdown').textContent !== %q`, c, countdown), 5*time.Second)
+		if got := a.text(c + " .btn-pay"); got != "Pay $24.99" {
+			t.Errorf("the pay button says %q", got)
+		}
+		a.do("pay", chromedp.Click(chromedp.CSS(c+" .btn-pay")))
+		a.waitJS("the order paid", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="paid"]') &&
+			document.querySelector('%s .pay').hidden`, c, c), 15*time.Second)
+		payment := a.text(c + " .payment-id")
+		var status, paymentID, payKey string
+		var charges int
+		if err := db.QueryRow(`SELECT status, COALESCE(payment_id, ''), COALESCE(pay_key, ''),
+			(SELECT COUNT(*) FROM payment_charges pc WHERE pc.order_id = o.order_id AND pc.charge_id = o.payment_id)
+			FROM orders o WHERE product_id = ? AND user_id = 'alice-e2e'`, soon).Scan(&status, &paymentID, &payKey, &charges); err != nil {
+			t.Fatal(err)
+		}
+		if status != "paid" || paymentID == "" || paymentID != payment || !strings.HasPrefix(payKey, "web-") || charges != 1 {
+			t.Errorf("after paying: status %q, payment %q (the page shows %q), pay key %q, %d charges, want paid, the page's payment id, a web- key and 1 charge",
+				status, paymentID, payment, payKey, charges)
+		}
+		if got := a.text(c + " .btn-buy"); got != "Bought" {
+			t.Errorf("after paying the buy button says %q", got)
+		}
+		a.waitJS("the paid unit on the live panel", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+			return !c.querySelector('.live-orders').hidden && c.querySelector('[data-stat="paid"]').textContent === '1' &&
+			c.querySelector('[data-stat="awaiting"]').textContent === '0'; })()`, c), 10*time.Second)
+	})
+
 	step("last unit sold out for the second buyer", func(t *testing.T) {
 		a, b := page{t, desktop}, page{t, second}
 		a.do("buy the last unit", chromedp.Click(chromedp.CSS(card(last)+" .btn-buy")))
@@ -386,6 +439,24 @@ func TestStorefront(t *testing.T) {
 			if msg == "" || strings.Contains(msg, "The purchase failed") {
 				t.Errorf("no message for %s: %q", code, msg)
 			}
+		}
+		for _, code := range []string{"payment_declined", "order_expired", "order_cancelled", "order_already_paid", "payment_in_progress",
+			"order_not_confirmed", "not_found", "unavailable", "network"} {
+			msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.payMessage({code: %q, message: 'x'}))`, code))
+			if msg == "" || strings.Contains(msg, "The payment failed") {
+				t.Errorf("no payment message for %s: %q", code, msg)
+			}
+		}
+		for _, code := range []string{"order_already_paid", "order_expired", "payment_in_progress", "order_not_confirmed", "not_found", "network"} {
+			msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.cancelMessage({code: %q, message: 'x'}))`, code))
+			if msg == "" || strings.Contains(msg, "could not be cancelled (") {
+				t.Errorf("no cancel message for %s: %q", code, msg)
+			}
+		}
+		// A retry reuses the attempt's key only where the attempt may have reached the provider.
+		if got := a.eval(`import('/static/messages.js').then((m) => ['unavailable', 'network', 'payment_declined', 'order_expired']
+			.map((c) => m.payRetryableCodes.has(c)).join(' '))`); got != "true true false false" {
+			t.Errorf("payment codes retried with the same key: %s", got)
 		}
 		for _, code := range []string{"unauthorized", "stampede_running", "rate_limited"} {
 			if msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.adminMessage({code: %q}))`, code)); strings.Contains(msg, "failed") {
@@ -542,4 +613,133 @@ func TestStorefront(t *testing.T) {
 		}
 	})
 	t.Logf("storefront test took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// TestStorefrontPaymentWindow drives the payment window in the browser against two instances with
+// a window of seconds: one whose payments succeed, one whose simulated provider declines every
+// payment. On one sale of three units, buyer A pays and sees paid (still paid after a reload);
+// buyer B is declined, sees why and can pay again, but lets the window run out and sees the order
+// expired and its unit back on sale; buyer C cancels (after a confirmation) and sees the unit back
+// on sale too. The live panel counts each, and the database agrees.
+func TestStorefrontPaymentWindow(t *testing.T) {
+	chromium := chromiumPath(t)
+	const window = 6 * time.Second // long enough to click in, on a busy machine; short enough to wait for
+	stack := apptest.NewStack(t)
+	env := map[string]string{"SECKILL_PAYMENT_WINDOW": window.String(), "SECKILL_PAYMENT_FAILURE_RATE": "0"}
+	pays := stack.Start(t, env)
+	env["SECKILL_PAYMENT_FAILURE_RATE"] = "1"
+	declines := stack.Start(t, env)
+	admin := apptest.Client{URL: pays.URL, Token: apptest.AdminToken}
+	product := admin.CreateProduct(t, map[string]any{"name": "Pay or release", "price_cents": 1250, "stock": 3})
+	db, err := sql.Open("mysql", stack.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900))...)
+	t.Cleanup(cancelAlloc)
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(browserCtx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	// One browser context (own localStorage, so own buyer) per buyer.
+	var consoles []*console
+	tab := func(name string) page {
+		ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+		t.Cleanup(cancel)
+		consoles = append(consoles, watchConsole(t, ctx, name))
+		ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+		t.Cleanup(cancelTimeout)
+		return page{t, ctx}
+	}
+	c := card(product)
+	// buy opens the storefront at base and buys the unit; it returns the buyer's id once the order
+	// is confirmed, with the Pay button and a countdown of at most the window.
+	buy := func(p page, base string) string {
+		t.Helper()
+		p.do("open the storefront", chromedp.Navigate(base+"/"))
+		p.waitJS("the sale open", fmt.Sprintf(`!!document.querySelector('%s .btn-buy') && !document.querySelector('%s .btn-buy').disabled`, c, c), 15*time.Second)
+		p.do("buy", chromedp.Click(chromedp.CSS(c+" .btn-buy")))
+		p.waitJS("the Pay button", fmt.Sprintf(`(() => { const p = document.querySelector('%s .pay');
+			return !p.hidden && !p.querySelector('.btn-pay').disabled; })()`, c), 15*time.Second)
+		if got := p.text(c + " .pay-countdown"); !regexp.MustCompile(`^Pay within 00:0[1-6]$`).MatchString(got) {
+			t.Errorf("the payment countdown says %q, want at most %s", got, window)
+		}
+		return p.text("#buyer-id")
+	}
+	orderOf := func(user string) (status, paymentID string, returned bool) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT status, COALESCE(payment_id, ''), returned_at IS NOT NULL FROM orders WHERE product_id = ? AND user_id = ?`,
+			product, user).Scan(&status, &paymentID, &returned); err != nil {
+			t.Fatalf("the order of %s: %v", user, err)
+		}
+		return status, paymentID, returned
+	}
+
+	a := tab("payer")
+	payer := buy(a, pays.URL)
+	a.do("pay", chromedp.Click(chromedp.CSS(c+" .btn-pay")))
+	a.waitJS("the order paid", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="paid"]') && document.querySelector('%s .pay').hidden`, c, c), 15*time.Second)
+	payment := a.text(c + " .payment-id")
+	if status, id, _ := orderOf(payer); status != "paid" || id == "" || id != payment {
+		t.Errorf("the payer's order is %s with payment %q; the page shows %q", status, id, payment)
+	}
+	a.do("reload", chromedp.Reload())
+	a.waitJS("the order still paid after a reload", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="paid"]') &&
+		document.querySelector('%s .payment-id').textContent === %q`, c, c, payment), 15*time.Second)
+
+	b := tab("declined")
+	late := buy(b, declines.URL)
+	b.do("pay", chromedp.Click(chromedp.CSS(c+" .btn-pay")))
+	b.waitJS("the decline explained, the Pay button back", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+		return c.querySelector('.error').textContent.includes('declined') && c.querySelector('.btn-pay').textContent === 'Pay again' &&
+		!c.querySelector('.btn-pay').disabled && c.querySelector('.order-status').dataset.status === 'confirmed'; })()`, c), 10*time.Second)
+	b.waitJS("the order expired, its unit back on sale", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+		const note = c.querySelector('.order-note');
+		return !!c.querySelector('.order-status[data-status="expired"]') && c.querySelector('.pay').hidden &&
+			!!note && note.dataset.returned === 'true' && note.textContent.includes('went back on sale') &&
+			c.querySelector('.btn-buy').disabled && c.querySelector('.btn-buy').textContent === 'Not paid in time' &&
+			c.querySelector('.error').textContent === ''; })()`, c), window+20*time.Second)
+	if status, id, returned := orderOf(late); status != "expired" || id != "" || !returned {
+		t.Errorf("the declined buyer's order is %s, payment %q, returned %t: want expired, none, returned", status, id, returned)
+	}
+
+	cc := tab("canceller")
+	quitter := buy(cc, pays.URL)
+	cc.do("ask to cancel", chromedp.Click(chromedp.CSS(c+" .btn-cancel-order")))
+	cc.waitJS("the question, with focus on keeping the order", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+		return !c.querySelector('.cancel-confirm').hidden && document.activeElement === c.querySelector('.btn-cancel-no'); })()`, c), 5*time.Second)
+	cc.do("confirm", chromedp.Click(chromedp.CSS(c+" .btn-cancel-yes")))
+	cc.waitJS("the order cancelled, its unit back on sale", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+		const note = c.querySelector('.order-note');
+		return !!c.querySelector('.order-status[data-status="cancelled"]') && c.querySelector('.pay').hidden &&
+			!!note && note.dataset.returned === 'true' && c.querySelector('.btn-buy').textContent === 'Order cancelled'; })()`, c), 15*time.Second)
+	if status, _, returned := orderOf(quitter); status != "cancelled" || !returned {
+		t.Errorf("the cancelled order is %s, returned %t", status, returned)
+	}
+
+	// Two of the three units are back on sale, and every tab's live panel counts each ending.
+	for _, p := range []page{a, b, cc} {
+		p.waitJS("the returned units in stock and on the live panel", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+			const v = (k) => c.querySelector('[data-stat="' + k + '"]').textContent;
+			return c.querySelector('.stock-text').textContent === '2 of 3 left' && !c.querySelector('.live-orders').hidden &&
+				v('paid') === '1' && v('expired') === '1' && v('cancelled') === '1' && v('returned') === '2' && v('awaiting') === '0'; })()`, c), 15*time.Second)
+	}
+	f, err := audit.Load(context.Background(), db, product)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := f.Violations(true); len(v) > 0 {
+		t.Errorf("audit: %v", v)
+	}
+	b.screenshot(screenshotDir(t), "storefront-order-expired.png", true)
+	a.screenshot(screenshotDir(t), "storefront-order-paid.png", true)
+	for _, c := range consoles {
+		c.check(t, "status of 402") // the declined payments
+	}
 }

@@ -74,8 +74,30 @@ export const purchase = (id, user, key, token) => call(`/api/v1/products/${enc(i
   token,
 });
 
-/** order returns an accepted purchase: status "queued" or "confirmed". */
+/**
+ * order returns an accepted purchase: status "queued", "confirmed" (awaiting payment until
+ * expires_at), "paying", "paid", "expired" or "cancelled". A server without the payment window
+ * answers "queued" or "confirmed" with no expires_at.
+ */
 export const order = (orderID) => call(`/api/v1/orders/${enc(orderID)}`);
+
+/**
+ * pay pays a confirmed order as its buyer; key is the Idempotency-Key of this payment attempt:
+ * reuse it to retry an unanswered one (it can never charge twice), a new one after a decline.
+ */
+export const pay = (orderID, user, key, token) => call(`/api/v1/orders/${enc(orderID)}/pay`, {
+  method: 'POST',
+  body: { user_id: user },
+  headers: { 'Idempotency-Key': key },
+  token,
+});
+
+/** cancelOrder gives a confirmed, unpaid order up: its unit goes back on sale. */
+export const cancelOrder = (orderID, user, token) => call(`/api/v1/orders/${enc(orderID)}/cancel`, {
+  method: 'POST',
+  body: { user_id: user },
+  token,
+});
 
 /** resetProduct restocks a product (admin). */
 export const resetProduct = (token, id, stock, strategy) => call(`/api/v1/admin/products/${enc(id)}/reset`, {

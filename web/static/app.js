@@ -1,15 +1,17 @@
 // The storefront: product cards with live stock and countdowns, the buyer's identity, the buy flow
-// (Idempotency-Key, queued → confirmed) and the demo drawer. Polling only while the tab is visible.
+// (Idempotency-Key, queued → confirmed), paying or cancelling the order within its payment window
+// (confirmed → paid, or expired / cancelled with the unit back on sale) and the demo drawer.
+// Polling only while the tab is visible.
 
 import * as api from './api.js';
-import { offsetMs, probeDelay, serverNowEarliest, synced, uncertaintyMs } from './clock.js';
-import { CardView, saleState, setText } from './cards.js';
+import { offsetMs, probeDelay, serverNowEarliest, serverNowLatest, synced, uncertaintyMs } from './clock.js';
+import { CardView, closedStatuses, saleState, setText } from './cards.js';
 import { Drawer } from './drawer.js';
 import { formatSeconds } from './format.js';
 import {
   currentBuyer, forgetProduct, ordersOf, rememberOrder, setBuyer, setBuyerToken, tokenOf, tokenSubject, validBuyer,
 } from './identity.js';
-import { purchaseMessage, retryableCodes } from './messages.js';
+import { cancelMessage, payMessage, payRetryableCodes, purchaseMessage, retryableCodes } from './messages.js';
 
 const REFRESH_MS = 1000;
 // Cards out of view get their stats this often; cards in view (and the race) every refresh.
@@ -17,6 +19,10 @@ const HIDDEN_STATS_MS = 10000;
 const FAST_REFRESH_MS = 500;
 const TICK_MS = 250;
 const ORDER_POLL_MS = 500;
+// A confirmed order is polled this often (another tab may pay it) until its window is about to close.
+const AWAITING_POLL_MS = 3000;
+// A reset product's remembered order is checked (GET the order: 404) at most this often.
+const RECHECK_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -95,9 +101,21 @@ function wantsStats(id, now) {
     now - entry.statsAt > HIDDEN_STATS_MS;
 }
 
+/** @type {Map<string, object>} the last answer of GET /api/v1/orders/{id} for each order polled */
+const lastOrders = new Map();
+
+/**
+ * newPurchase is a card's purchase state: the buy attempt (phase, retryKey, error), the order
+ * (orderID, status, and order, the API's last answer) and its payment attempt (payPhase, payKey:
+ * the Idempotency-Key to retry with, declined, payError) or cancellation (cancelPhase).
+ */
 function newPurchase(productID) {
   const mine = ordersOf(state.buyer)[productID];
-  return { phase: 'idle', orderID: mine ? mine.orderID : '', status: mine ? mine.status : '', error: '', retryKey: '' };
+  const known = mine ? lastOrders.get(mine.orderID) : null;
+  return {
+    phase: 'idle', orderID: mine ? mine.orderID : '', status: known ? known.status : mine ? mine.status : '', error: '', retryKey: '',
+    order: known || null, payPhase: '', payKey: '', declined: false, payError: '', cancelPhase: '',
+  };
 }
 
 function apply(list, stats) {
@@ -115,11 +133,11 @@ function apply(list, stats) {
       entry.stats = stats[i];
       entry.statsAt = Date.now();
     }
-    // A product whose reservations are all gone was reset: an order remembered for it is gone too.
+    // A product whose reservations are all gone may have been reset: an order remembered for it is
+    // then gone too, which the order's poll finds out (404). Not forgotten from the stats alone: an
+    // expired or cancelled order's unit is back in stock, and the order still there to show.
     if (entry.purchase.orderID && entry.stats && entry.stats.reserved === 0 && entry.purchase.phase !== 'sending') {
-      rememberOrder(state.buyer, product.id, null);
-      stopOrderPoll(entry.purchase.orderID);
-      entry.purchase = newPurchase(product.id);
+      recheckOrder(state.buyer, product.id, entry.purchase.orderID);
     }
   });
   for (const id of [...state.entries.keys()]) {
@@ -149,7 +167,7 @@ function renderAll() {
   for (const [id, entry] of [...state.entries].sort((a, b) => a[0] - b[0])) {
     let view = state.views.get(id);
     if (!view) {
-      view = new CardView(template, entry.product, buy);
+      view = new CardView(template, entry.product, { buy, pay, cancel });
       state.views.set(id, view);
       if (screenWatch) screenWatch.observe(view.root);
     }
@@ -265,14 +283,34 @@ async function purchaseAtOpening(entry, buyer, key) {
   }
 }
 
-/** @type {Map<string, {buyer: string, productID: number, started: number, timer: number}>} */
+/** @type {Map<string, {buyer: string, productID: number, started: number, closedSeen: number, timer: number}>} */
 const orderPolls = new Map();
+/** @type {Map<string, number>} when each order was last rechecked after its product's stats read 0 reserved */
+const rechecked = new Map();
 
-function pollOrder(buyer, productID, orderID) {
+/** pollOrder follows an order until it is settled (settled below); after delay ms, the first time. */
+function pollOrder(buyer, productID, orderID, delay = ORDER_POLL_MS) {
   if (orderPolls.has(orderID)) return;
-  const poll = { buyer, productID, started: Date.now(), timer: 0 };
+  const poll = { buyer, productID, started: Date.now(), closedSeen: 0, timer: 0 };
   orderPolls.set(orderID, poll);
-  poll.timer = setTimeout(() => checkOrder(orderID), ORDER_POLL_MS);
+  poll.timer = setTimeout(() => checkOrder(orderID), delay);
+}
+
+/** checkOrderNow asks for the order after delay ms, following it from now on if it was not. */
+function checkOrderNow(buyer, productID, orderID, delay = 0) {
+  const poll = orderPolls.get(orderID);
+  if (!poll) {
+    pollOrder(buyer, productID, orderID, delay);
+    return;
+  }
+  clearTimeout(poll.timer);
+  poll.timer = setTimeout(() => checkOrder(orderID), delay);
+}
+
+function recheckOrder(buyer, productID, orderID) {
+  if (orderPolls.has(orderID) || Date.now() - (rechecked.get(orderID) || 0) < RECHECK_MS) return;
+  rechecked.set(orderID, Date.now());
+  pollOrder(buyer, productID, orderID, 0);
 }
 
 function stopOrderPoll(orderID) {
@@ -281,32 +319,163 @@ function stopOrderPoll(orderID) {
   orderPolls.delete(orderID);
 }
 
+/**
+ * settled reports whether an order will not change any more, by itself or by this page: paid;
+ * expired or cancelled with its unit back on sale; or confirmed by a server that has no payment
+ * window (no expires_at: nothing to pay).
+ */
+function settled(o) {
+  return o.status === 'paid' || (closedStatuses.has(o.status) && o.returned === true) ||
+    (o.status === 'confirmed' && !o.expires_at);
+}
+
+/** nextOrderPoll says how long to wait before asking for the order again. */
+function nextOrderPoll(poll, o) {
+  if (o && o.status === 'confirmed' && o.expires_at) {
+    // Now and then while the window is open (another tab may pay), quickly around its end.
+    const left = Date.parse(o.expires_at) - serverNowLatest();
+    return left > AWAITING_POLL_MS || left < -60000 ? AWAITING_POLL_MS : ORDER_POLL_MS;
+  }
+  if (o && closedStatuses.has(o.status)) {
+    // Its unit is on its way back to the stock: quickly for half a minute.
+    return Date.now() - poll.closedSeen < 30000 ? ORDER_POLL_MS : 3000;
+  }
+  if (o && o.status === 'paying') return ORDER_POLL_MS;
+  // Twice a second for a minute, then every 3 s: an order stays queued while the broker is away.
+  return Date.now() - poll.started < 60000 ? ORDER_POLL_MS : 3000;
+}
+
+/** applyOrder records an answer of GET (or pay, or cancel) for the order and shows it. */
+function applyOrder(buyer, productID, orderID, o) {
+  lastOrders.set(orderID, o);
+  rememberOrder(buyer, productID, { orderID, status: o.status });
+  const entry = state.entries.get(productID);
+  if (!entry || buyer !== state.buyer || entry.purchase.orderID !== orderID) return;
+  const pu = entry.purchase;
+  const before = `${pu.status}/${pu.order ? pu.order.returned : ''}`;
+  pu.status = o.status;
+  pu.order = o;
+  if (o.status !== 'confirmed') {
+    // Nothing left to pay: no retry, and the order line says what happened instead of an error.
+    pu.payKey = '';
+    pu.declined = false;
+    pu.payError = '';
+  }
+  if (`${o.status}/${o.returned}` !== before && (closedStatuses.has(o.status) || o.status === 'paid')) {
+    speedUp(5000); // the stock (a unit back on sale) and the live panel's counters changed
+  }
+  render(productID);
+}
+
 async function checkOrder(orderID) {
   const poll = orderPolls.get(orderID);
   if (!poll || document.hidden) return; // resumed by the visibilitychange handler
+  let o = null;
   try {
-    const o = await api.order(orderID);
-    if (o.status === 'confirmed') {
-      rememberOrder(poll.buyer, poll.productID, { orderID, status: 'confirmed' });
-      const entry = state.entries.get(poll.productID);
-      if (entry && poll.buyer === state.buyer && entry.purchase.orderID === orderID) {
-        entry.purchase.status = 'confirmed';
-        render(poll.productID);
-      }
+    o = await api.order(orderID);
+    if (!orderPolls.has(orderID)) return;
+    applyOrder(poll.buyer, poll.productID, orderID, o);
+    if (closedStatuses.has(o.status) && !poll.closedSeen) poll.closedSeen = Date.now();
+    // A closed order whose unit has not come back yet is followed for two minutes at most.
+    if (settled(o) || (poll.closedSeen && Date.now() - poll.closedSeen > 120000)) {
       stopOrderPoll(orderID);
       return;
     }
   } catch (err) {
     if (err.code === 'not_found') { // the product was reset meanwhile
       rememberOrder(poll.buyer, poll.productID, null);
+      lastOrders.delete(orderID);
       stopOrderPoll(orderID);
+      const entry = state.entries.get(poll.productID);
+      if (entry && entry.purchase.orderID === orderID && entry.purchase.phase !== 'sending') {
+        entry.purchase = newPurchase(poll.productID);
+        render(poll.productID);
+      }
       return;
     }
+    o = lastOrders.get(orderID) || null;
   }
   if (!orderPolls.has(orderID) || document.hidden) return;
-  // Twice a second for a minute, then every 3 s: an order stays queued while the broker is away.
-  const wait = Date.now() - poll.started < 60000 ? ORDER_POLL_MS : 3000;
-  poll.timer = setTimeout(() => checkOrder(orderID), wait);
+  poll.timer = setTimeout(() => checkOrder(orderID), nextOrderPoll(poll, o));
+}
+
+// ---------------------------------------------------------------- paying or cancelling
+
+/** keepFocus moves focus to the order when the button that had it went away or was disabled. */
+function keepFocus(view, button, hadFocus) {
+  if (!hadFocus || (document.activeElement !== document.body && document.activeElement !== null)) return;
+  if (!button.disabled && !view.payBox.hidden && !button.hidden) button.focus();
+  else view.order.focus();
+}
+
+/**
+ * pay pays the card's confirmed order. One Idempotency-Key per payment attempt: the retry of an
+ * unanswered attempt (no answer, 503) reuses it, so it gets that attempt's answer and can never
+ * charge twice; after a decline the next attempt is a new payment with a new key.
+ */
+async function pay(id) {
+  const entry = state.entries.get(id);
+  const view = state.views.get(id);
+  if (!entry || !view) return;
+  const pu = entry.purchase;
+  const orderID = pu.orderID;
+  if (!orderID || pu.status !== 'confirmed' || pu.payPhase || pu.cancelPhase) return;
+  const buyer = state.buyer;
+  const hadFocus = document.activeElement === view.payButton;
+  const key = pu.payKey || api.newIdempotencyKey();
+  pu.payKey = key;
+  pu.payPhase = 'paying';
+  pu.payError = '';
+  pu.error = '';
+  render(id);
+  try {
+    const o = await api.pay(orderID, buyer, key, tokenOf(buyer) || undefined);
+    pu.payKey = '';
+    applyOrder(buyer, id, orderID, o);
+    if (!settled(o)) checkOrderNow(buyer, id, orderID, ORDER_POLL_MS);
+  } catch (err) {
+    pu.payError = payMessage(err);
+    pu.declined = err.code === 'payment_declined';
+    if (!payRetryableCodes.has(err.code)) pu.payKey = '';
+    // The order moved on (expired, cancelled, paid elsewhere, being paid, gone): show where it is.
+    if (['order_expired', 'order_cancelled', 'order_already_paid', 'payment_in_progress', 'not_found'].includes(err.code)) {
+      checkOrderNow(buyer, id, orderID);
+    }
+  } finally {
+    pu.payPhase = '';
+    render(id);
+    keepFocus(view, view.payButton, hadFocus);
+  }
+}
+
+/** cancel gives the card's confirmed order up, as its buyer asked (the card asks first). */
+async function cancel(id) {
+  const entry = state.entries.get(id);
+  const view = state.views.get(id);
+  if (!entry || !view) return;
+  const pu = entry.purchase;
+  const orderID = pu.orderID;
+  if (!orderID || pu.status !== 'confirmed' || pu.payPhase || pu.cancelPhase) return;
+  const buyer = state.buyer;
+  pu.cancelPhase = 'cancelling';
+  pu.payError = '';
+  pu.error = '';
+  render(id);
+  try {
+    const o = await api.cancelOrder(orderID, buyer, tokenOf(buyer) || undefined);
+    applyOrder(buyer, id, orderID, o);
+    // Its unit goes back on sale right after: follow it there.
+    if (!settled(o)) checkOrderNow(buyer, id, orderID, ORDER_POLL_MS);
+  } catch (err) {
+    pu.payError = cancelMessage(err);
+    if (['order_already_paid', 'order_expired', 'payment_in_progress', 'not_found'].includes(err.code)) {
+      checkOrderNow(buyer, id, orderID);
+    }
+  } finally {
+    pu.cancelPhase = '';
+    render(id);
+    keepFocus(view, view.cancelButton, true);
+  }
 }
 
 function resumeOrderPolls() {
@@ -327,10 +496,13 @@ function switchBuyer(id) {
   state.buyer = id;
   showBuyer();
   for (const [productID, entry] of state.entries) entry.purchase = newPurchase(productID);
-  for (const [productID, o] of Object.entries(ordersOf(id))) {
-    if (o.status !== 'confirmed') pollOrder(id, Number(productID), o.orderID);
-  }
+  followOrders(id);
   renderAll();
+}
+
+/** followOrders polls the buyer's remembered orders: each until settled, each at least once for its details. */
+function followOrders(buyer) {
+  for (const [productID, o] of Object.entries(ordersOf(buyer))) pollOrder(buyer, Number(productID), o.orderID, 0);
 }
 
 const HINT = '1–64 letters, digits, “-” or “_”; or a buyer token, where the shop verifies buyers.';
@@ -427,8 +599,6 @@ document.addEventListener('visibilitychange', () => {
 
 showBuyer();
 setupBuyerForm();
-for (const [productID, o] of Object.entries(ordersOf(state.buyer))) {
-  if (o.status !== 'confirmed') pollOrder(state.buyer, Number(productID), o.orderID);
-}
+followOrders(state.buyer);
 refresh();
 startTicking();

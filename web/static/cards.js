@@ -2,6 +2,7 @@
 // refresh and every clock tick. Everything shown comes from the API and is set with textContent
 // or attributes, never as HTML.
 
+import { serverNowLatest } from './clock.js';
 import { formatClock, formatCount, formatCountdown, formatPrice, formatRate, formatSpokenDuration, shortID } from './format.js';
 
 const STRATEGY_NOTES = {
@@ -11,6 +12,19 @@ const STRATEGY_NOTES = {
   'redis-lua': 'Stock pre-deducted in Redis by one Lua script; written to MySQL right after.',
   none: 'No lock and no condition: oversells under load, on purpose.',
 };
+
+/** closedStatuses are the ends of an unpaid order: its unit goes back on sale. */
+export const closedStatuses = new Set(['expired', 'cancelled']);
+
+/**
+ * payDeadline returns when the payment window of a confirmed order closes (ms since the epoch),
+ * or null: the order is not awaiting payment, or the server has no payment window (no expires_at).
+ */
+export function payDeadline(pu) {
+  if (pu.status !== 'confirmed' || !pu.order || !pu.order.expires_at) return null;
+  const t = Date.parse(pu.order.expires_at);
+  return Number.isNaN(t) ? null : t;
+}
 
 /** saleState says where a sale stands at server time now. */
 export function saleState(product, now) {
@@ -24,9 +38,9 @@ export function saleState(product, now) {
 
 const el = (root, sel) => root.querySelector(sel);
 
-/** CardView is one product's card. */
+/** CardView is one product's card; actions are the page's buy(id), pay(id) and cancel(id). */
 export class CardView {
-  constructor(template, product, onBuy) {
+  constructor(template, product, actions) {
     this.id = product.id;
     const root = template.content.firstElementChild.cloneNode(true);
     this.root = root;
@@ -47,6 +61,15 @@ export class CardView {
     this.countdown = el(root, '.countdown');
     this.button = el(root, '.btn-buy');
     this.order = el(root, '.order');
+    this.order.tabIndex = -1; // focus lands here when the pay buttons it follows go away
+    this.payBox = el(root, '.pay');
+    this.payCountdown = el(root, '.pay-countdown');
+    this.payButton = el(root, '.btn-pay');
+    this.cancelButton = el(root, '.btn-cancel-order');
+    this.cancelConfirm = el(root, '.cancel-confirm');
+    this.cancelYes = el(root, '.btn-cancel-yes');
+    this.cancelNo = el(root, '.btn-cancel-no');
+    this.asking = false; // the "cancel the order?" question is open
     this.error = el(root, '.error');
     this.live = el(root, '.live');
     this.verdict = el(root, '.verdict');
@@ -54,6 +77,7 @@ export class CardView {
     this.stats = {};
     for (const dd of root.querySelectorAll('[data-stat]')) this.stats[dd.dataset.stat] = dd;
     this.oversoldCell = el(root, '.oversold');
+    this.liveOrders = el(root, '.live-orders');
 
     const liveTitle = el(root, '.live-title');
     liveTitle.id = `product-${product.id}-live`;
@@ -61,6 +85,12 @@ export class CardView {
     this.bar.setAttribute('aria-label', 'Units left');
     this.button.setAttribute('aria-describedby', `product-${product.id}-countdown`);
     this.countdown.id = `product-${product.id}-countdown`;
+    this.payCountdown.id = `product-${product.id}-pay-countdown`;
+    this.payButton.setAttribute('aria-describedby', this.payCountdown.id);
+    const question = el(root, '.cancel-question');
+    question.id = `product-${product.id}-cancel-question`;
+    this.cancelConfirm.setAttribute('role', 'group');
+    this.cancelConfirm.setAttribute('aria-labelledby', question.id);
 
     this.spark = el(root, '.spark');
     this.sparkCols = [];
@@ -75,8 +105,31 @@ export class CardView {
       this.spark.append(col);
       this.sparkCols.push({ req, acc });
     }
-    this.button.addEventListener('click', () => onBuy(this.id));
+    this.button.addEventListener('click', () => actions.buy(this.id));
+    this.payButton.addEventListener('click', () => actions.pay(this.id));
+    this.cancelButton.addEventListener('click', () => {
+      this.asking = true;
+      this.renderPay(this.lastEntry);
+      this.cancelNo.focus();
+    });
+    this.cancelNo.addEventListener('click', () => {
+      this.asking = false;
+      this.renderPay(this.lastEntry);
+      this.cancelButton.focus();
+    });
+    this.cancelYes.addEventListener('click', () => {
+      this.asking = false;
+      actions.cancel(this.id);
+    });
+    this.root.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' && this.asking) {
+        this.asking = false;
+        this.renderPay(this.lastEntry);
+        this.cancelButton.focus();
+      }
+    });
     this.lastPhase = null;
+    this.lastEntry = null;
   }
 
   /** update renders entry ({product, stats, purchase, verdict}) at server time now. */
@@ -126,9 +179,11 @@ export class CardView {
         this.countdown.setAttribute('aria-label', `Ends in ${formatSpokenDuration(st.until)}`);
     }
 
+    this.lastEntry = entry;
     this.renderButton(entry, st);
     this.renderOrder(entry);
-    setText(this.error, entry.purchase.error || '');
+    this.renderPay(entry);
+    setText(this.error, entry.purchase.error || entry.purchase.payError || '');
     this.renderLive(entry);
     this.lastPhase = st.phase;
   }
@@ -140,7 +195,9 @@ export class CardView {
     if (pu.phase === 'sending') {
       label = 'Buying…';
     } else if (pu.orderID) {
-      label = pu.status === 'confirmed' ? 'Bought' : 'Bought · confirming…';
+      label = {
+        queued: 'Bought · confirming…', expired: 'Not paid in time', cancelled: 'Order cancelled',
+      }[pu.status] || 'Bought';
     } else if (st.phase === 'upcoming') {
       label = `Opens in ${formatCountdown(st.until)}`;
     } else if (st.phase === 'ended') {
@@ -160,9 +217,14 @@ export class CardView {
     const pu = entry.purchase;
     if (!pu.orderID) {
       if (this.order.firstChild) this.order.replaceChildren();
+      delete this.order.dataset.key;
       return;
     }
-    const key = `${pu.orderID}/${pu.status}`;
+    const o = pu.order || {};
+    const status = ORDER_STATUS[pu.status] ? pu.status : 'queued';
+    const lifecycle = Boolean(o.expires_at) || (status !== 'queued' && status !== 'confirmed');
+    const returned = o.returned === true;
+    const key = `${pu.orderID}/${status}/${lifecycle}/${returned}/${o.payment_id || ''}`;
     if (this.order.dataset.key === key) return;
     this.order.dataset.key = key;
     const line = document.createElement('p');
@@ -170,22 +232,91 @@ export class CardView {
     const code = document.createElement('code');
     code.textContent = shortID(pu.orderID);
     code.title = pu.orderID;
-    const status = document.createElement('span');
-    status.className = `order-status status-${pu.status === 'confirmed' ? 'confirmed' : 'queued'}`;
-    status.dataset.status = pu.status;
-    status.textContent = pu.status === 'confirmed' ? 'confirmed' : 'queued';
-    line.append('Your order ', code, ' is ', status, pu.status === 'confirmed' ? '.' : '…');
+    const pill = document.createElement('span');
+    pill.className = `order-status status-${status}`;
+    pill.dataset.status = status;
+    pill.textContent = ORDER_STATUS[status];
+    line.append('Your order ', code, ' is ', pill);
+    const note = document.createElement('p');
+    note.className = 'order-note';
+    switch (status) {
+      case 'queued':
+        line.append('…');
+        break;
+      case 'confirmed':
+        line.append(lifecycle ? ': the unit is yours once you pay.' : '.');
+        break;
+      case 'paying':
+        line.append('…');
+        note.textContent = 'The payment is at the payment provider; this updates by itself.';
+        break;
+      case 'paid': {
+        line.append('.');
+        if (o.payment_id) {
+          const payment = document.createElement('code');
+          payment.className = 'payment-id';
+          payment.textContent = String(o.payment_id);
+          note.append('Payment ', payment, ': the unit is yours.');
+        } else {
+          note.textContent = 'The unit is yours.';
+        }
+        break;
+      }
+      default: // expired, cancelled
+        line.append('.');
+        note.textContent = `${status === 'expired' ? 'It was not paid in time. ' : ''}Nothing was charged; ${returned
+          ? 'the unit went back on sale.' : 'the unit is going back on sale…'}`;
+        note.dataset.returned = String(returned);
+    }
 
     const steps = document.createElement('ol');
     steps.className = 'steps';
     steps.setAttribute('aria-hidden', 'true');
-    for (const [name, done] of [['reserved', true], ['queued', true], ['confirmed', pu.status === 'confirmed']]) {
+    const reached = { queued: 1, confirmed: 2, paying: 2, paid: 3, expired: 3, cancelled: 3 }[status];
+    const names = ['reserved', 'queued', 'confirmed'];
+    if (lifecycle) names.push(closedStatuses.has(status) ? status : 'paid');
+    names.forEach((name, i) => {
       const li = document.createElement('li');
       li.textContent = name;
-      if (done) li.className = 'done';
+      if (i <= reached) li.className = closedStatuses.has(name) ? 'done closed' : 'done';
       steps.append(li);
+    });
+    this.order.replaceChildren(...(note.firstChild ? [line, note, steps] : [line, steps]));
+  }
+
+  /** renderPay shows the Pay and Cancel buttons and the payment countdown of a confirmed order. */
+  renderPay(entry) {
+    if (!entry) return;
+    const pu = entry.purchase;
+    const deadline = payDeadline(pu);
+    const show = deadline !== null;
+    if (this.payBox.hidden === show) this.payBox.hidden = !show;
+    if (!show) {
+      this.asking = false;
+      return;
     }
-    this.order.replaceChildren(line, steps);
+    const left = deadline - serverNowLatest();
+    const busy = Boolean(pu.payPhase || pu.cancelPhase);
+    if (left > 0) {
+      setText(this.payCountdown, `Pay within ${formatCountdown(left)}`);
+      this.payCountdown.setAttribute('aria-label', `Pay within ${formatSpokenDuration(left)}`);
+    } else {
+      setText(this.payCountdown, 'The payment window has closed · checking with the shop…');
+      this.payCountdown.removeAttribute('aria-label');
+    }
+    this.payCountdown.classList.toggle('urgent', left <= 60000);
+    let label = `Pay ${formatPrice(entry.product.price_cents * ((pu.order && pu.order.quantity) || 1))}`;
+    if (pu.payPhase) label = 'Paying…';
+    else if (pu.payKey) label = 'Try paying again';
+    else if (pu.declined) label = 'Pay again';
+    setText(this.payButton, label);
+    this.payButton.disabled = busy || left <= 0;
+    this.payButton.setAttribute('aria-busy', String(Boolean(pu.payPhase)));
+    setText(this.cancelButton, pu.cancelPhase ? 'Cancelling…' : 'Cancel order');
+    this.cancelButton.disabled = busy || left <= 0;
+    const asking = this.asking && !busy && left > 0;
+    if (this.cancelConfirm.hidden === asking) this.cancelConfirm.hidden = !asking;
+    if (this.cancelButton.hidden !== asking) this.cancelButton.hidden = asking;
   }
 
   renderLive(entry) {
@@ -199,6 +330,14 @@ export class CardView {
     setText(this.stats.oversold, formatCount(s.oversold));
     this.oversoldCell.classList.toggle('bad', s.oversold > 0);
     this.oversoldCell.classList.toggle('good', s.oversold === 0);
+    // The order lifecycle's counters, from a server with the payment window; an older one has none.
+    const lifecycle = Object.keys(LIFECYCLE_STATS).some((k) => typeof s[k] === 'number');
+    if (this.liveOrders.hidden === lifecycle) this.liveOrders.hidden = !lifecycle;
+    if (lifecycle) {
+      for (const [field, cell] of Object.entries(LIFECYCLE_STATS)) {
+        setText(this.stats[cell], typeof s[field] === 'number' ? formatCount(s[field]) : '–');
+      }
+    }
 
     const series = s.per_second;
     if (series && Array.isArray(series.requests)) {
@@ -229,6 +368,16 @@ export class CardView {
     this.verdict.className = `verdict ${verdictClass(v)}`;
   }
 }
+
+// What an order's status is called on its card.
+const ORDER_STATUS = {
+  queued: 'queued', confirmed: 'confirmed', paying: 'being paid', paid: 'paid', expired: 'expired', cancelled: 'cancelled',
+};
+
+// The stats fields of the order lifecycle and the live panel's cells that show them.
+const LIFECYCLE_STATS = {
+  awaiting_payment_units: 'awaiting', paid_units: 'paid', expired_units: 'expired', cancelled_units: 'cancelled', returned_units: 'returned',
+};
 
 /** verdictClass styles a verdict: {ok: true} passes, {ok: false} fails, {ok: null} is pending. */
 export function verdictClass(v) {

@@ -67,3 +67,12 @@ export function probeDelay(minMs) {
 export function serverNowEarliest() {
   return synced() ? Date.now() + lo : Date.now();
 }
+
+/**
+ * serverNowLatest is the latest the server's time can be now. A deadline the server enforces (the
+ * payment window) counts down on it, so that the page never shows time left that the server no
+ * longer grants.
+ */
+export function serverNowLatest() {
+  return synced() ? Date.now() + hi : Date.now();
+}
