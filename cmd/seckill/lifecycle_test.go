@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/itest"
+)
+
+// TestExpirerKilledMidBatch: an expirer SIGKILLed between committing a batch of expired orders and
+// returning their units (the expirer-after-expire failpoint) leaves them closed and not returned;
+// another process's expirer returns each unit once, and the units sell again. Paid orders are
+// untouched throughout.
+func TestExpirerKilledMidBatch(t *testing.T) {
+	s := newStack(t)
+	window := map[string]string{"SECKILL_PAYMENT_WINDOW": "2s", "SECKILL_PAYMENT_FAILURE_RATE": "0", "SECKILL_PAYMENT_LATENCY": "0s",
+		"SECKILL_EXPIRE_EVERY": "100ms"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range window {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	front := s.start(t, with("SECKILL_EXPIRER", "false"))
+	const stockN, payers = 40, 10
+	id := createProduct(t, front, "mysql", stockN, nil)
+	db := openDB(t, s.DSN)
+	orders := map[string]string{}
+	for i := range stockN {
+		user := fmt.Sprintf("buyer-%02d", i)
+		r := front.MustDo(t, "POST", purchasePath(id), map[string]any{"user_id": user}, nil)
+		if r.Status != 202 {
+			t.Fatalf("purchase %s: %d %v", user, r.Status, r.Body)
+		}
+		orders[user] = r.Str("order_id")
+	}
+	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+		f, err := audit.Load(context.Background(), db, id)
+		return err == nil && f.Orders == stockN, fmt.Sprintf("%+v %v", f, err)
+	})
+	for i := range payers {
+		user := fmt.Sprintf("buyer-%02d", i)
+		r := front.MustDo(t, "POST", "/api/v1/orders/"+orders[user]+"/pay", map[string]any{"user_id": user},
+			map[string]string{"Idempotency-Key": "pay-" + user})
+		if r.Status != 200 || r.Str("status") != "paid" {
+			t.Fatalf("pay %s: %d %v", user, r.Status, r.Body)
+		}
+	}
+
+	victim := s.startChild(t, with("SECKILL_TEST_FAILPOINT", "expirer-after-expire"))
+	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+		_, err := victim.Do("GET", "/healthz", nil, nil)
+		return err != nil, "the expirer's process is still up"
+	})
+	f, err := audit.Load(context.Background(), db, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ClosedUnits != stockN-payers || f.ReturnedUnits != 0 || f.Stock != 0 {
+		t.Fatalf("after the kill: %d closed, %d returned, stock %d; want %d closed, none returned, stock 0",
+			f.ClosedUnits, f.ReturnedUnits, f.Stock, stockN-payers)
+	}
+	t.Logf("the expirer died with %d orders expired and none of their units returned", f.ClosedUnits)
+
+	s.start(t, with()) // its expirer takes over
+	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+		f, err = audit.Load(context.Background(), db, id)
+		return err == nil && f.Drained(), fmt.Sprintf("%+v %v", f, err)
+	})
+	if v := f.Violations(true); len(v) > 0 || f.Stock != stockN-payers || f.PaidUnits != payers {
+		t.Fatalf("after the takeover: stock %d, paid %d, violations %q; want stock %d, paid %d, none", f.Stock, f.PaidUnits, v, stockN-payers, payers)
+	}
+	// The returned units sell again (within the sold-out state's staleness bound) to new buyers,
+	// no more of them, and not to a buyer who let one lapse.
+	buy := func(user string) (int, string) {
+		r := front.MustDo(t, "POST", purchasePath(id), map[string]any{"user_id": user}, nil)
+		return r.Status, r.ErrorCode()
+	}
+	if status, code := buy(fmt.Sprintf("buyer-%02d", stockN-1)); status != 409 || code != "limit_reached" {
+		t.Errorf("a buyer whose order expired buys again: %d %s, want 409 limit_reached", status, code)
+	}
+	sold := 0
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		status, code := buy("second-00")
+		sold += map[bool]int{true: 1}[status == 202]
+		return status == 202, fmt.Sprintf("the first second-wave buyer: %d %s", status, code)
+	})
+	for i := 1; ; i++ {
+		status, code := buy(fmt.Sprintf("second-%02d", i))
+		if status != 202 {
+			if code != "sold_out" {
+				t.Fatalf("second wave: %d %s after %d sold", status, code, sold)
+			}
+			break
+		}
+		sold++
+	}
+	if sold != stockN-payers {
+		t.Errorf("the second wave bought %d units, want the %d returned", sold, stockN-payers)
+	}
+	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+		f, err = audit.Load(context.Background(), db, id)
+		return err == nil && f.Orders == f.Reservations, fmt.Sprintf("%+v %v", f, err)
+	})
+	if v := f.Violations(true); len(v) > 0 || f.Stock != 0 {
+		t.Errorf("at the end: stock %d, violations %q", f.Stock, v)
+	}
+}
