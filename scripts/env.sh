@@ -11,6 +11,9 @@ export SECKILL_KAFKA_BROKERS=${SECKILL_KAFKA_BROKERS:-127.0.0.1:9092}
 export SECKILL_KAFKA_TOPIC=${SECKILL_KAFKA_TOPIC:-seckill.orders}
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}
 export SECKILL_DEFAULT_STRATEGY=${SECKILL_DEFAULT_STRATEGY:-mysql}
+# The demo's payment window: long enough to pay by hand, short enough to watch an order expire
+# and its unit come back on sale (the app's default is 10 minutes).
+export SECKILL_PAYMENT_WINDOW=${SECKILL_PAYMENT_WINDOW:-2m}
 # The dev stack serves the unsafe `none` strategy (the app's own default is false): the seeded
 # demo, the storefront's stampede and `make loadtest` use it to show an oversell being caught.
 export SECKILL_ALLOW_UNSAFE_STRATEGIES=${SECKILL_ALLOW_UNSAFE_STRATEGIES:-true}
