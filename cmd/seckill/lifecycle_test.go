@@ -54,6 +54,12 @@ func TestExpirerKilledMidBatch(t *testing.T) {
 		}
 	}
 
+	// Every unpaid order past its window before the expirer starts: its first batch takes them all.
+	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+		var due int
+		err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM orders WHERE product_id = ? AND status = 'confirmed' AND expires_at <= NOW(6)", id).Scan(&due)
+		return err == nil && due == stockN-payers, fmt.Sprintf("%d orders due (%v)", due, err)
+	})
 	victim := s.startChild(t, with("SECKILL_TEST_FAILPOINT", "expirer-after-expire"))
 	itest.Eventually(t, 30*time.Second, func() (bool, string) {
 		_, err := victim.Do("GET", "/healthz", nil, nil)
