@@ -113,9 +113,11 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		GroupID:    cfg.Kafka.GroupID,
 		Partitions: cfg.Kafka.Partitions,
 	}
-	if err := order.EnsureTopic(ctx, r.kafka); err != nil {
-		// Not fatal: the relay retries and /readyz reports the broker until it is back.
-		log.Warn("could not ensure the Kafka topic; continuing", "topic", r.kafka.Topic, "err", err)
+	for _, t := range []order.KafkaConfig{r.kafka, r.kafka.Lifecycle()} {
+		if err := order.EnsureTopic(ctx, t); err != nil {
+			// Not fatal: the relay retries and /readyz reports the broker until it is back.
+			log.Warn("could not ensure the Kafka topic; continuing", "topic", t.Topic, "err", err)
+		}
 	}
 	r.metrics = metrics.New()
 	r.metrics.CollectStock(r.store)

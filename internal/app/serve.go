@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -79,11 +80,14 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	cfg, log := r.cfg, r.log
 	p := &parts{}
 	wake := func() {}
+	lifecycle := r.metrics.RegisterLifecycle()
 	if cfg.Run.Relay {
-		w := order.NewWriter(log, r.kafka)
+		w, events := order.NewWriter(log, r.kafka), order.NewWriter(log, r.kafka.Lifecycle())
 		r.onClose(func() {
-			if err := w.Close(); err != nil {
-				log.Warn("kafka writer close", "err", err)
+			for _, w := range []io.Closer{w, events} {
+				if err := w.Close(); err != nil {
+					log.Warn("kafka writer close", "err", err)
+				}
 			}
 		})
 		relay, err := order.NewRelay(log.With("component", "relay"), r.store, w, r.metrics, order.RelayConfig{Owner: cfg.InstanceID})
@@ -94,7 +98,12 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		if r.persister != nil {
 			r.persister.SetPersisted(relay.Wake)
 		}
-		p.back = append(p.back, relay.Run)
+		// Nothing wakes the event relay: an order event waits for its next poll, 250 ms at most.
+		eventRelay, err := order.NewEventRelay(log.With("component", "event-relay"), r.store, events, lifecycle, order.RelayConfig{Owner: cfg.InstanceID})
+		if err != nil {
+			return nil, err
+		}
+		p.back = append(p.back, relay.Run, eventRelay.Run)
 	}
 	if cfg.Run.Consumer {
 		c, err := order.NewConsumer(log.With("component", "consumer"), r.kafka, r.store, r.metrics)
@@ -104,7 +113,11 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		if fp.consumerAfterCommit != nil {
 			c.SetAfterConfirm(fp.consumerAfterCommit)
 		}
-		p.back = append(p.back, c.Run)
+		ec, err := order.NewEventConsumer(log.With("component", "event-consumer"), r.kafka.Lifecycle(), r.store, lifecycle)
+		if err != nil {
+			return nil, err
+		}
+		p.back = append(p.back, c.Run, ec.Run)
 	}
 	if r.persister != nil {
 		p.back = append(p.back, func(ctx context.Context) error {

@@ -54,9 +54,10 @@ func TestRelayBacksOffAfterFailures(t *testing.T) {
 func TestConsumerConfirmRetries(t *testing.T) {
 	var logged logRecorder
 	st := &failingStore{failures: 2}
-	c := &Consumer{log: slog.New(&logged), store: st, metrics: nopMetrics{}}
+	c := &Consumer{log: slog.New(&logged), metrics: nopMetrics{}}
+	confirm := c.createOrders(st, nopMetrics{})
 	batch := []kafka.Message{{Value: []byte(`{"v":1,"order_id":"o-1"}`)}}
-	if !c.confirm(context.Background(), batch) {
+	if !confirm(context.Background(), batch) {
 		t.Fatal("confirm = false, want true once the store recovers")
 	}
 	if len(st.calls) != 3 {
@@ -72,11 +73,11 @@ func TestConsumerConfirmRetries(t *testing.T) {
 	}
 
 	st = &failingStore{failures: 1 << 30}
-	c.store = st
+	confirm = c.createOrders(st, nopMetrics{})
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if c.confirm(ctx, batch) {
+	if confirm(ctx, batch) {
 		t.Fatal("confirm = true with a store that always fails")
 	}
 	if took := time.Since(start); took > time.Second || len(st.calls) != 2 {

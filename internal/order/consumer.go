@@ -15,22 +15,30 @@ type OrderStore interface {
 	ConfirmOrders(ctx context.Context, orderIDs []string) (int64, error)
 }
 
-// ConsumerMetrics receives the consumer's counters.
+// ConsumerMetrics receives the order consumer's counters.
 type ConsumerMetrics interface {
+	GroupMetrics
 	OrdersCreated(n int64)
+}
+
+// GroupMetrics receives the counters every consumer keeps, whichever topic it reads.
+type GroupMetrics interface {
 	ConsumerBatch(size int)
 	ConsumerMalformed()
 	SetConsumerLag(n int64)
 }
 
-// Consumer reads order events in a consumer group and creates the orders. It commits a batch's
-// offsets only after the orders are committed in the database, so a crash in between redelivers
-// the batch, which ConfirmOrders makes harmless.
+// Consumer reads a topic in a consumer group and applies each batch in the database: the order
+// topic's consumer (NewConsumer) creates the orders, the lifecycle topic's (NewEventConsumer)
+// tallies the order events. It commits a batch's offsets only after the database commit, so a
+// crash in between redelivers the batch, which the write it applies makes harmless.
 type Consumer struct {
 	log     *slog.Logger
 	reader  *kafka.Reader
-	store   OrderStore
-	metrics ConsumerMetrics
+	metrics GroupMetrics
+	// apply writes a batch's effect in the database, retrying until it succeeds; it returns false
+	// if ctx ended first.
+	apply func(ctx context.Context, batch []kafka.Message) bool
 	// maxBatch bounds the events confirmed in one transaction; gather is how long a batch waits
 	// after its first event for more to arrive.
 	maxBatch int
@@ -54,11 +62,38 @@ const consumerMaxBatch = 1000
 // time for the whole burst by about 20 ms per 1,000 orders.
 const consumerGather = 100 * time.Millisecond
 
-// NewConsumer returns a consumer of cfg.Topic in group cfg.GroupID; call Run to start it.
+// NewConsumer returns the consumer that creates orders from the events of cfg.Topic, in group
+// cfg.GroupID; call Run to start it.
 func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMetrics) (*Consumer, error) {
 	if st == nil || m == nil {
-		return nil, errors.New("order: consumer needs a store and metrics")
+		return nil, errConsumerDeps
 	}
+	c, err := newConsumer(log, cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	c.apply = c.createOrders(st, m)
+	return c, nil
+}
+
+// createOrders is the order consumer's apply: it creates the orders of a batch's events.
+func (c *Consumer) createOrders(st OrderStore, m ConsumerMetrics) func(context.Context, []kafka.Message) bool {
+	return func(ctx context.Context, batch []kafka.Message) bool {
+		ids := decodeBatch(c, batch, decodeOrderID)
+		return c.retry(ctx, "create orders", len(ids), func(ctx context.Context) error {
+			n, err := st.ConfirmOrders(ctx, ids)
+			if err == nil {
+				m.OrdersCreated(n)
+			}
+			return err
+		})
+	}
+}
+
+var errConsumerDeps = errors.New("order: consumer needs a store and metrics")
+
+// newConsumer returns a consumer without its apply.
+func newConsumer(log *slog.Logger, cfg KafkaConfig, m GroupMetrics) (*Consumer, error) {
 	if cfg.GroupID == "" || cfg.Topic == "" || len(cfg.Brokers) == 0 {
 		return nil, errors.New("order: consumer needs brokers, a topic and a group id")
 	}
@@ -85,12 +120,12 @@ func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMet
 		Logger:            kafkaLogger(log, slog.LevelDebug),
 		ErrorLogger:       kafkaLogger(log, slog.LevelWarn),
 	})
-	return &Consumer{log: log, reader: reader, store: st, metrics: m, maxBatch: consumerMaxBatch, gather: consumerGather}, nil
+	return &Consumer{log: log, reader: reader, metrics: m, maxBatch: consumerMaxBatch, gather: consumerGather}, nil
 }
 
-// SetAfterConfirm installs a test hook that runs after each batch's orders are committed in the
-// database and before its offsets are: the point where a crash leaves orders that the broker
-// delivers again. Off unless set; the program sets it only for the chaos run's failpoint
+// SetAfterConfirm installs a test hook that runs after each batch is committed in the database
+// (its orders, or its tallies) and before its offsets are: the point where a crash leaves writes
+// whose events the broker delivers again. Off unless set; the program sets it only for the chaos run's failpoint
 // (SECKILL_TEST_FAILPOINT), never by default. Call it before Run.
 func (c *Consumer) SetAfterConfirm(f func()) { c.afterConfirm = f }
 
@@ -106,13 +141,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if err != nil || ctx.Err() != nil {
 			return nil
 		}
-		if !c.confirm(ctx, batch) {
+		c.metrics.ConsumerBatch(len(batch))
+		if !c.apply(ctx, batch) {
 			return nil // shutting down before the database commit: the batch will be redelivered
 		}
 		if c.afterConfirm != nil {
 			c.afterConfirm()
 		}
-		// Commit even when shutdown has begun: the orders are in the database.
+		// Commit even when shutdown has begun: the batch is in the database.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if err := c.reader.CommitMessages(cctx, batch...); err != nil {
 			c.log.Warn("consumer: commit offsets (the batch will be redelivered)", "err", err)
@@ -155,33 +191,37 @@ func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 	return batch, nil
 }
 
-// confirm creates the batch's orders, retrying until it succeeds; it returns false if ctx ended
-// first.
-func (c *Consumer) confirm(ctx context.Context, batch []kafka.Message) bool {
-	ids := make([]string, 0, len(batch))
+// decodeBatch decodes each message of batch with decode, skipping (and counting, and logging)
+// those it refuses.
+func decodeBatch[T any](c *Consumer, batch []kafka.Message, decode func([]byte) (T, error)) []T {
+	out := make([]T, 0, len(batch))
 	for _, m := range batch {
-		id, err := decodeOrderID(m.Value)
+		v, err := decode(m.Value)
 		if err != nil {
 			c.metrics.ConsumerMalformed()
 			c.log.Error("consumer: skipping malformed event", "err", err,
-				"partition", m.Partition, "offset", m.Offset)
+				"partition", m.Partition, "offset", m.Offset, "topic", m.Topic)
 			continue
 		}
-		ids = append(ids, id)
+		out = append(out, v)
 	}
-	c.metrics.ConsumerBatch(len(batch))
+	return out
+}
+
+// retry runs write, the database write of a batch of n events, until it succeeds, waiting
+// outageBackoff between attempts; it returns false if ctx ended first.
+func (c *Consumer) retry(ctx context.Context, op string, n int, write func(context.Context) error) bool {
 	var failed error // the last attempt's error, logged with the wait that follows it
 	backoff := outageBackoff()
 	logged := retry.BackoffFunc(func() (time.Duration, bool) {
 		wait, stop := backoff.Next()
-		c.log.Warn("consumer: create orders; will retry", "err", failed, "batch", len(ids), "backoff", wait)
+		c.log.Warn("consumer: "+op+"; will retry", "err", failed, "batch", n, "backoff", wait)
 		return wait, stop
 	})
 	err := retry.Do(ctx, logged, func(ctx context.Context) error {
-		n, err := c.store.ConfirmOrders(ctx, ids)
+		err := write(ctx)
 		switch {
 		case err == nil:
-			c.metrics.OrdersCreated(n)
 			return nil
 		case ctx.Err() != nil:
 			return err // shutting down: neither logged nor retried

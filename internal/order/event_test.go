@@ -42,3 +42,39 @@ func TestDecodeOrderID(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeEventID: the event consumer reads the event id of the messages the event relay
+// writes, and refuses what names no event.
+func TestDecodeEventID(t *testing.T) {
+	written, err := json.Marshal(LifecycleEvent{ID: 42, Kind: "order.paid", OrderID: "o-1", ProductID: 3, UserID: "u",
+		Quantity: 1, At: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, value string
+		want        int64
+	}{
+		{"written by the relay", string(written), 42},
+		{"fields in any order", `{"kind":"order.expired","extra":[1],"event_id":7}`, 7},
+		{"no event id", `{"kind":"order.paid"}`, 0},
+		{"event id zero", `{"event_id":0}`, 0},
+		{"event id negative", `{"event_id":-3}`, 0},
+		{"event id not a number", `{"event_id":"7"}`, 0},
+		{"not JSON", `7`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeEventID([]byte(tt.value))
+			if tt.want == 0 {
+				if err == nil {
+					t.Fatalf("decodeEventID(%s) = %d, want an error", tt.value, got)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("decodeEventID(%s) = %d, %v; want %d", tt.value, got, err, tt.want)
+			}
+		})
+	}
+}

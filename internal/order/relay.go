@@ -41,11 +41,16 @@ type MessageWriter interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
-// RelayMetrics receives the relay's counters.
+// RelayMetrics receives the counters of the reservations' relay.
 type RelayMetrics interface {
+	OutboxMetrics
+	RelayRequeued(n int64)
+}
+
+// OutboxMetrics receives the counters every relay keeps, whichever outbox it drains.
+type OutboxMetrics interface {
 	RelayPublished(n int)
 	RelayFailed()
-	RelayRequeued(n int64)
 	SetOutboxBacklog(n int64)
 }
 
@@ -90,15 +95,19 @@ func cmpOr[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// Relay publishes committed reservations to Kafka. Any number of relays may run against one
-// database: they claim disjoint batches, and a batch whose relay died is claimed again after its
-// lease. A relay that dies after publishing and before marking publishes twice; the consumer
-// makes that harmless.
+// Relay publishes the committed entries of an outbox to Kafka: reservations to the order topic
+// (NewRelay), or the order events of the lifecycle to the lifecycle topic (NewEventRelay). Any
+// number of relays may run against one database: they claim disjoint batches, and a batch whose
+// relay died is claimed again after its lease. A relay that dies after publishing and before
+// marking publishes twice; the consumer makes that harmless.
 type Relay struct {
 	log     *slog.Logger
-	outbox  Outbox
+	outbox  source
 	writer  MessageWriter
-	metrics RelayMetrics
+	metrics OutboxMetrics
+	// requeue, nil for an outbox that has none, publishes again what was published long ago and
+	// had no effect (RequeueUnconfirmed).
+	requeue func(ctx context.Context)
 	cfg     RelayConfig
 	wake    chan struct{}
 
@@ -117,10 +126,61 @@ const fullScanEvery = time.Second
 // full look, within fullScanEvery.
 const claimMargin = 1024
 
-// NewRelay returns a relay; call Run to start it.
+// source is an outbox as a relay drains it: a claim comes back as the entries' ids and the
+// messages to publish for them.
+type source interface {
+	claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]int64, []kafka.Message, error)
+	MarkPublished(ctx context.Context, ids []int64) error
+	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
+	OutboxBacklog(ctx context.Context) (int64, error)
+}
+
+// reservations is the reservation table as a source: each entry is an Event keyed by product id.
+type reservations struct{ Outbox }
+
+func (o reservations) claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]int64, []kafka.Message, error) {
+	entries, err := o.ClaimOutboxFrom(ctx, owner, lease, limit, fromID)
+	if err != nil || len(entries) == 0 {
+		return nil, nil, err
+	}
+	ids, msgs := make([]int64, len(entries)), make([]kafka.Message, len(entries))
+	for i, e := range entries {
+		value, err := json.Marshal(Event{
+			Version:       eventVersion,
+			OrderID:       e.OrderID,
+			ReservationID: e.ID,
+			ProductID:     e.ProductID,
+			UserID:        e.UserID,
+			Quantity:      e.Quantity,
+			Strategy:      e.Strategy,
+			ReservedAt:    e.CreatedAt.UTC(),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode event: %w", err)
+		}
+		ids[i], msgs[i] = e.ID, kafka.Message{Key: []byte(strconv.FormatInt(e.ProductID, 10)), Value: value}
+	}
+	return ids, msgs, nil
+}
+
+// NewRelay returns the relay of the reservations to the order topic; call Run to start it.
 func NewRelay(log *slog.Logger, outbox Outbox, w MessageWriter, m RelayMetrics, cfg RelayConfig) (*Relay, error) {
-	if outbox == nil || w == nil || m == nil {
-		return nil, errors.New("order: relay needs an outbox, a writer and metrics")
+	if outbox == nil || m == nil {
+		return nil, errRelayDeps
+	}
+	r, err := newRelay(log, reservations{outbox}, w, m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.requeue = func(ctx context.Context) { r.requeueUnconfirmed(ctx, outbox, m) }
+	return r, nil
+}
+
+var errRelayDeps = errors.New("order: relay needs an outbox, a writer and metrics")
+
+func newRelay(log *slog.Logger, outbox source, w MessageWriter, m OutboxMetrics, cfg RelayConfig) (*Relay, error) {
+	if w == nil {
+		return nil, errRelayDeps
 	}
 	if cfg.Owner == "" {
 		return nil, errors.New("order: relay needs an owner name")
@@ -141,8 +201,12 @@ func (r *Relay) Wake() {
 // which starts over after a batch that went through; it returns nil when ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
 	var backoff retry.Backoff // nil until a batch fails, and again after one goes through
-	requeue := time.NewTicker(r.cfg.RequeueEvery)
-	defer requeue.Stop()
+	var requeue <-chan time.Time
+	if r.requeue != nil {
+		t := time.NewTicker(r.cfg.RequeueEvery)
+		defer t.Stop()
+		requeue = t.C
+	}
 	poll := time.NewTimer(r.cfg.Poll)
 	defer poll.Stop()
 	lastBacklog := time.Time{}
@@ -180,8 +244,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case <-r.wake:
 		case <-poll.C:
-		case <-requeue.C:
-			r.requeueUnconfirmed(ctx)
+		case <-requeue:
+			r.requeue(ctx)
 		}
 		// The outbox was drained a moment ago: let what woke the relay gather with what follows.
 		if !sleep(ctx, time.Until(claimed.Add(r.cfg.ClaimInterval))) {
@@ -192,28 +256,11 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // publishBatch claims, publishes and marks one batch, and returns how many entries it claimed.
 func (r *Relay) publishBatch(ctx context.Context) (int, error) {
-	entries, err := r.outbox.ClaimOutboxFrom(ctx, r.cfg.Owner, r.cfg.Lease, r.cfg.Batch, r.claimFrom())
-	if err != nil || len(entries) == 0 {
+	ids, msgs, err := r.outbox.claim(ctx, r.cfg.Owner, r.cfg.Lease, r.cfg.Batch, r.claimFrom())
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	r.from = entries[0].ID
-	msgs := make([]kafka.Message, len(entries))
-	for i, e := range entries {
-		value, err := json.Marshal(Event{
-			Version:       eventVersion,
-			OrderID:       e.OrderID,
-			ReservationID: e.ID,
-			ProductID:     e.ProductID,
-			UserID:        e.UserID,
-			Quantity:      e.Quantity,
-			Strategy:      e.Strategy,
-			ReservedAt:    e.CreatedAt.UTC(),
-		})
-		if err != nil {
-			return 0, fmt.Errorf("encode event: %w", err)
-		}
-		msgs[i] = kafka.Message{Key: []byte(strconv.FormatInt(e.ProductID, 10)), Value: value}
-	}
+	r.from = ids[0]
 
 	// The publish must not outlive the lease, or another relay would publish the batch as well.
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Lease/2)
@@ -222,27 +269,27 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 
 	var done, failed []int64
 	var writeErrs kafka.WriteErrors
-	for i, e := range entries {
-		if werr == nil || (errors.As(werr, &writeErrs) && len(writeErrs) == len(entries) && writeErrs[i] == nil) {
-			done = append(done, e.ID)
+	for i, id := range ids {
+		if werr == nil || (errors.As(werr, &writeErrs) && len(writeErrs) == len(ids) && writeErrs[i] == nil) {
+			done = append(done, id)
 		} else {
-			failed = append(failed, e.ID)
+			failed = append(failed, id)
 		}
 	}
 	// Bookkeeping outlives a shutdown's cancel: what the broker acknowledged should be marked.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := r.outbox.MarkPublished(bctx, done); err != nil {
-		return len(entries), fmt.Errorf("mark %d published (they will be published again): %w", len(done), err)
+		return len(ids), fmt.Errorf("mark %d published (they will be published again): %w", len(done), err)
 	}
 	r.metrics.RelayPublished(len(done))
 	if werr != nil {
 		if err := r.outbox.ReleaseClaims(bctx, r.cfg.Owner, failed); err != nil {
 			r.log.Warn("relay: release claims", "err", err)
 		}
-		return len(entries), fmt.Errorf("publish %d of %d: %w", len(failed), len(entries), werr)
+		return len(ids), fmt.Errorf("publish %d of %d: %w", len(failed), len(ids), werr)
 	}
-	return len(entries), nil
+	return len(ids), nil
 }
 
 // claimFrom returns the smallest id the next claim considers. Published entries leave
@@ -261,14 +308,14 @@ func (r *Relay) claimFrom() int64 {
 	return max(0, r.from-claimMargin)
 }
 
-func (r *Relay) requeueUnconfirmed(ctx context.Context) {
-	n, err := r.outbox.RequeueUnconfirmed(ctx, r.cfg.RequeueAfter, 24*time.Hour, 1000)
+func (r *Relay) requeueUnconfirmed(ctx context.Context, outbox Outbox, m RelayMetrics) {
+	n, err := outbox.RequeueUnconfirmed(ctx, r.cfg.RequeueAfter, 24*time.Hour, 1000)
 	if err != nil {
 		r.log.Warn("relay: requeue unconfirmed", "err", err)
 		return
 	}
 	if n > 0 {
-		r.metrics.RelayRequeued(n)
+		m.RelayRequeued(n)
 		r.log.Warn("relay: published reservations had no order; publishing them again", "count", n, "after", r.cfg.RequeueAfter)
 	}
 }

@@ -182,7 +182,7 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 		row.SaleStartsAt, row.SaleEndsAt, row.UpdatedAt = start.UTC(), end.UTC(), now
 		row.FenceToken = 0 // a new sale, a new fence: tokens of another lock service start anywhere
 		row.SaleEpoch++
-		for _, table := range []string{"order_events", "payment_charges", "orders", "reservations"} {
+		for _, table := range []string{"order_events", "order_events_consumed", "order_event_tallies", "payment_charges", "orders", "reservations"} {
 			if err := tx.Exec("DELETE FROM "+table+" WHERE product_id = ?", id).Error; err != nil {
 				return err
 			}

@@ -116,7 +116,7 @@ func TestResetAndStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := st.Stats(ctx, p.ID)
-	want := sale.Stats{ProductID: p.ID, InitialStock: 10, Stock: 6, ReservedUnits: 4, Reservations: 4, OrdersConfirmed: 2, ConfirmedUnits: 2}
+	want := sale.Stats{ProductID: p.ID, InitialStock: 10, Stock: 6, ReservedUnits: 4, Reservations: 4, OrdersConfirmed: 2, ConfirmedUnits: 2, AwaitingUnits: 2}
 	if err != nil || got != want {
 		t.Fatalf("stats = %+v, %v; want %+v", got, err, want)
 	}
