@@ -468,3 +468,94 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveLockWait(sale.Strategy, time.Duration) {}
 func (nopObserver) LockLost(sale.Strategy)                       {}
+
+// TestReturnsRaceASecondWave: for every safe strategy, the expirer returns a sold-out sale's
+// lapsed units while a second wave of buyers hammers it: the wave gets exactly the returned
+// units, never one more, and the audit is clean.
+func TestReturnsRaceASecondWave(t *testing.T) {
+	e := newEnv(t)
+	for _, strategy := range []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK} {
+		t.Run(string(strategy), func(t *testing.T) {
+			const n, wave = 20, 40
+			p := e.product(t, strategy, n)
+			var ids []string
+			for i := range n {
+				id, err := e.buy(t, p, fmt.Sprintf("first-%d", i), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			e.due(t, ids...)
+			ctx := t.Context()
+			var returning sync.WaitGroup
+			done := make(chan struct{})
+			returning.Go(func() {
+				defer close(done)
+				svc := e.service(t, 0, 0, checkout.Options{Batch: 3}) // small batches: returns interleave with the wave
+				for {
+					if _, returned := svc.Round(ctx); returned == 0 {
+						return
+					}
+				}
+			})
+			var mu sync.Mutex
+			accepted := 0
+			var buyers sync.WaitGroup
+			for i := range wave {
+				buyers.Go(func() {
+					for {
+						_, err := e.buy(t, p, fmt.Sprintf("second-%d", i), false)
+						switch {
+						case err == nil:
+							mu.Lock()
+							accepted++
+							mu.Unlock()
+							return
+						case errors.Is(err, sale.ErrSoldOut):
+							select {
+							case <-done:
+								if _, err := e.buy(t, p, fmt.Sprintf("second-%d", i), false); err == nil {
+									mu.Lock()
+									accepted++
+									mu.Unlock()
+								}
+								return
+							case <-time.After(2 * time.Millisecond):
+							}
+						case errors.Is(err, sale.ErrRateLimited):
+							time.Sleep(2 * time.Millisecond)
+						default:
+							t.Errorf("second-wave buyer: %v", err)
+							return
+						}
+					}
+				})
+			}
+			buyers.Wait()
+			returning.Wait()
+			if accepted != n {
+				t.Fatalf("the second wave bought %d units, want exactly the %d returned", accepted, n)
+			}
+			var second []string
+			rows, err := e.st.DB().QueryContext(ctx, "SELECT order_id FROM reservations WHERE product_id = ? AND user_id LIKE 'second-%'", p.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				second = append(second, id)
+			}
+			rows.Close()
+			if _, err := e.st.ConfirmOrders(ctx, second); err != nil {
+				t.Fatal(err)
+			}
+			if f := e.audit(t, p); f.Stock != 0 || f.ReturnedUnits != n {
+				t.Fatalf("stock %d, returned %d; want 0 and %d", f.Stock, f.ReturnedUnits, n)
+			}
+		})
+	}
+}
