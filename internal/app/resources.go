@@ -181,7 +181,12 @@ var strategyTable = []strategyDef{
 		if r.persister != nil {
 			wake = r.persister.Wake
 		}
-		return redislua.NewDeductor(r.rdb, r.luaSales, r.store.ReloadSale, wake)
+		d, err := redislua.NewDeductor(r.rdb, r.luaSales, r.store.ReloadSale, wake)
+		if err != nil {
+			return nil, err
+		}
+		d.SetReturned(r.store.ReturnedOrders) // a rebuilt state must know the orders returned already
+		return d, nil
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.

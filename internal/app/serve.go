@@ -180,7 +180,7 @@ func (r *resources) buildCheckout(feed *changefeed.Feed, fp failpoints, deps *ht
 	if err != nil {
 		return err
 	}
-	svc, err := checkout.New(r.store, provider, returners, feed, checkout.Options{Log: r.log.With("component", "checkout")})
+	svc, err := checkout.New(r.store, provider, returners, feed, checkout.Options{Log: r.log.With("component", "checkout"), Metrics: r.metrics.RegisterCheckout()})
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,22 @@ type Options struct {
 	Batch int
 	// Log receives what the rounds could not do.
 	Log *slog.Logger
+	// Metrics counts payments, expiries and returns; optional.
+	Metrics Metrics
 }
+
+// Metrics counts what the service does (*metrics.Checkout).
+type Metrics interface {
+	Payment(err error)
+	OrdersExpired(n int)
+	UnitsReturned(st sale.Strategy, n int)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Payment(error)                    {}
+func (nopMetrics) OrdersExpired(int)                {}
+func (nopMetrics) UnitsReturned(sale.Strategy, int) {}
 
 // Service pays, cancels, expires and returns.
 type Service struct {
@@ -93,6 +108,9 @@ func New(st Store, p Provider, returners map[sale.Strategy]sale.Returner, feed s
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Metrics == nil {
+		o.Metrics = nopMetrics{}
+	}
 	return &Service{store: st, provider: p, returners: returners, feed: feed, o: o}, nil
 }
 
@@ -110,7 +128,8 @@ func chargeKey(orderID, key string) string { return orderID + "/" + key }
 // repeat with key answers as the first payment did once it has ended; a charge whose outcome is
 // unknown (the provider timed out) is answered sale.ErrUnavailable and settled by a retry with
 // the same key.
-func (s *Service) Pay(ctx context.Context, orderID, userID, key string) (sale.Order, error) {
+func (s *Service) Pay(ctx context.Context, orderID, userID, key string) (o sale.Order, err error) {
+	defer func() { s.o.Metrics.Payment(err) }()
 	o, replay, err := s.store.ClaimPayment(ctx, orderID, userID, key)
 	if err != nil || replay {
 		return o, err
@@ -177,6 +196,7 @@ func (s *Service) Round(ctx context.Context) (expired, returned int) {
 			break
 		}
 		expired += len(batch)
+		s.o.Metrics.OrdersExpired(len(batch))
 		if len(batch) > 0 && s.afterExpire != nil {
 			s.afterExpire(batch)
 		}
@@ -240,6 +260,7 @@ func (s *Service) returnBatch(ctx context.Context) (int, bool) {
 		}
 		if n > 0 {
 			total += n
+			s.o.Metrics.UnitsReturned(d.Strategy, n)
 			s.feed.Publish(context.WithoutCancel(ctx), sale.Change{Kind: sale.ChangeRestocked, ProductID: d.ProductID, Epoch: d.Epoch})
 		}
 	}

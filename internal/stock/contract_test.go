@@ -263,6 +263,7 @@ func newPersisted(tb testing.TB, st *store.Store) *persisted {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	d.SetReturned(st.ReturnedOrders)
 	ps, err := redislua.NewPersister(rdb, s, st, redislua.PersisterOptions{Consumer: "contract"})
 	if err != nil {
 		tb.Fatal(err)

@@ -12,19 +12,21 @@ import (
 )
 
 // Deductor is the `redis-lua` strategy as the sale service sees it (a sale.Deductor and
-// sale.BatchDeductor, a sale.ReceiptKeeper and a sale.Preparer): a purchase is decided by the
-// script alone, and accepted once it is in the sale's stream; a persister takes it to MySQL
-// afterwards.
+// sale.BatchDeductor, a sale.ReceiptKeeper, a sale.Preparer and, once SetReturned, a
+// sale.Returner): a purchase is decided by the script alone, and accepted once it is in the sale's
+// stream; a persister takes it to MySQL afterwards. Returns go the same way (see Return).
 type Deductor struct {
 	sale     *Sale
 	rdb      *redis.Client
 	reload   Reload
+	returned ReturnedOrders // nil: no returns (SetReturned)
 	accepted func(productID int64, purchases int)
 }
 
 // NewDeductor returns the strategy over s's sales in rdb. reload reads a sale from MySQL to load or
 // rebuild its state (*store.Store's ReloadSale); accepted, optional, is told of every accepted
-// batch, with the purchases it accepted (the persister's Wake).
+// batch, with the purchases it accepted, and of every return that gave units back, with none (the
+// persister's Wake).
 func NewDeductor(rdb *redis.Client, s *Sale, reload Reload, accepted func(productID int64, purchases int)) (*Deductor, error) {
 	if rdb == nil || s == nil || reload == nil {
 		return nil, errors.New("redislua: a deductor needs Redis, the sale and a reload from MySQL")
@@ -65,23 +67,45 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 		users[r.UserID] = true
 		as[i] = Attempt{Epoch: epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID}
 	}
+	var out []Outcome
+	err := d.inState(ctx, id, epoch, func() (Result, uint64, error) {
+		var err error
+		out, err = d.sale.PurchaseBatch(ctx, id, epoch, as)
+		if err != nil {
+			return 0, 0, err
+		}
+		return out[0].Result, out[0].Epoch, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d.decided(id, out), nil
+}
+
+// inState runs script, a run of one of the sale's scripts that reports the state it found (its
+// Result: NotLoaded, StaleEpoch with the state's epoch, or anything else once it decided), until
+// it ran on productID's state of epoch: a state missing, or left from an older epoch, is rebuilt
+// from MySQL once (see Sale.Rebuild), waiting a little while another process rebuilds it
+// (rebuildWait: a rebuild is one MySQL read and one Redis write). It returns sale.ErrSaleChanged
+// when the state is of a later epoch, and sale.ErrUnavailable when Redis fails or the state is
+// still not there.
+func (d *Deductor) inState(ctx context.Context, productID int64, epoch uint64, script func() (Result, uint64, error)) error {
 	var waited time.Duration
 	for rebuilt := false; ; {
-		out, err := d.sale.PurchaseBatch(ctx, id, epoch, as)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
-		}
-		switch o := out[0]; {
-		case o.Result == StaleEpoch && o.Epoch > epoch:
-			return nil, sale.ErrSaleChanged // admitted under rules that are gone
-		case o.Result != NotLoaded && o.Result != StaleEpoch:
-			return d.decided(id, out), nil
+		r, have, err := script()
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+		case r == StaleEpoch && have > epoch:
+			return sale.ErrSaleChanged // admitted under rules that are gone
+		case r != NotLoaded && r != StaleEpoch:
+			return nil
 		}
 		// Not loaded, or loaded for an epoch before the batch's.
 		if rebuilt {
-			return nil, fmt.Errorf("%w: the sale's state in Redis is not loaded", sale.ErrUnavailable)
+			return fmt.Errorf("%w: the sale's state in Redis is not loaded", sale.ErrUnavailable)
 		}
-		err = d.sale.Rebuild(ctx, d.rdb, id, epoch, false, d.reload)
+		err = d.sale.Rebuild(ctx, d.rdb, productID, epoch, false, d.reload, d.returned)
 		switch {
 		case err == nil:
 			rebuilt = true
@@ -89,14 +113,14 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 			pause := min(rebuildPoll<<min(waited/rebuildPoll, 4), rebuildWait-waited)
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: %w", sale.ErrUnavailable, ctx.Err())
+				return fmt.Errorf("%w: %w", sale.ErrUnavailable, ctx.Err())
 			case <-time.After(pause):
 			}
 			waited += pause
 		case errors.Is(err, sale.ErrSaleChanged) || errors.Is(err, sale.ErrNotFound):
-			return nil, err
+			return err
 		default:
-			return nil, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
 		}
 	}
 }
@@ -157,7 +181,7 @@ func (d *Deductor) Receipt(ctx context.Context, productID int64, userID, key str
 // still holding the old rules cannot sell from it.
 func (d *Deductor) Prepare(ctx context.Context, p sale.Product) error {
 	if p.Strategy == Strategy {
-		err := d.sale.Rebuild(ctx, d.rdb, p.ID, p.Epoch, true, d.reload)
+		err := d.sale.Rebuild(ctx, d.rdb, p.ID, p.Epoch, true, d.reload, d.returned)
 		if errors.Is(err, ErrRebuilding) {
 			return nil // another process is loading it
 		}

@@ -25,8 +25,15 @@ const Strategy = sale.StrategyRedisLua
 // stock going down by the units written (*store.Store's PersistReservations). It returns
 // sale.ErrSaleChanged when the product has left that epoch (a reset cleared its sale) or that
 // generation of its state (Redis lost the state that accepted them).
+//
+// PersistReturns writes returns that the return script made: it marks those of the orders that are
+// closed and not yet returned as returned, and gives their units back to the stock, in one
+// transaction (*store.Store's PersistReturns); an order marked already gives nothing, so a batch
+// written twice returns once. It returns the units it gave back, or sale.ErrSaleChanged as
+// PersistReservations does.
 type Writer interface {
 	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (int, error)
+	PersistReturns(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, orderIDs []string) (int, error)
 }
 
 // PersisterOptions tunes a Persister.
@@ -60,11 +67,11 @@ type PersisterOptions struct {
 	BeforeCommit, AfterCommit func()
 }
 
-// Persister moves the accepted reservations from a product's stream to MySQL. Any number may run
-// (one per process): a consumer group hands each entry to one of them, an entry is acknowledged
-// and deleted only after its reservation committed, and the entries of a persister that died
-// before acknowledging are claimed by another after ClaimAfter. Writing twice is harmless: the
-// Writer is idempotent on the order id.
+// Persister moves the accepted reservations and the returns from a product's stream to MySQL. Any
+// number may run (one per process): a consumer group hands each entry to one of them, an entry is
+// acknowledged and deleted only after its reservation or return committed, and the entries of a
+// persister that died before acknowledging are claimed by another after ClaimAfter. Writing twice
+// is harmless: the Writer is idempotent on the order id.
 type Persister struct {
 	rdb  redis.Cmdable
 	sale *Sale
@@ -222,52 +229,88 @@ func (p *Persister) read(ctx context.Context, stream, id string) ([]redis.XMessa
 	return nil, nil
 }
 
-// write commits msgs' reservations, grouped by the epoch and generation of the state that accepted
-// them, and acknowledges and deletes each group's entries once it committed (or once it turned
-// out to be of a cleared sale or a lost state).
+// write commits msgs' reservations and returns, grouped by kind and by the epoch and generation of
+// the state that made them, and acknowledges and deletes each group's entries once it committed
+// (or once it turned out to be of a cleared sale or a lost state).
 func (p *Persister) write(ctx context.Context, productID int64, stream string, msgs []redis.XMessage) (int, error) {
-	type origin struct{ epoch, gen uint64 }
-	groups := map[origin][]sale.Reservation{}
-	ids := map[origin][]string{}
+	type origin struct {
+		ret        bool
+		epoch, gen uint64
+	}
+	type group struct {
+		rs     []sale.Reservation
+		orders []string
+		ids    []string
+	}
+	groups := map[origin]*group{}
 	var order []origin
 	for _, m := range msgs {
-		r, gen, err := reservation(productID, p.o.Strategy, m)
+		// An entry the script did not write: keep it pending, loudly, rather than lose a unit.
+		var o origin
+		var r sale.Reservation
+		var ret sale.ClosedOrder
+		var err error
+		if isReturn(m) {
+			ret, o.epoch, o.gen, err = returnEntry(productID, m)
+			o.ret = true
+		} else {
+			r, o.gen, err = reservation(productID, p.o.Strategy, m)
+			o.epoch = r.Epoch
+		}
 		if err != nil {
-			// An entry the script did not write: keep it pending, loudly, rather than lose a unit.
 			return 0, err
 		}
-		o := origin{r.Epoch, gen}
-		if _, ok := groups[o]; !ok {
+		g, ok := groups[o]
+		if !ok {
+			g = &group{}
+			groups[o] = g
 			order = append(order, o)
 		}
-		groups[o] = append(groups[o], r)
-		ids[o] = append(ids[o], m.ID)
+		if o.ret {
+			g.orders = append(g.orders, ret.OrderID)
+		} else {
+			g.rs = append(g.rs, r)
+		}
+		g.ids = append(g.ids, m.ID)
 	}
 	settled := 0
 	for _, o := range order {
-		rs := groups[o]
+		g := groups[o]
 		p.o.BeforeCommit()
-		n, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, o.epoch, o.gen, rs)
+		var n int
+		var err error
+		if o.ret {
+			n, err = p.w.PersistReturns(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.orders)
+		} else {
+			n, err = p.w.PersistReservations(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.rs)
+		}
 		switch {
 		case errors.Is(err, sale.ErrSaleChanged):
-			p.o.Log.Warn("reservations of a cleared sale or a lost state dropped", "product_id", productID,
-				"epoch", o.epoch, "gen", o.gen, "entries", len(rs), "err", err)
+			p.o.Log.Warn("entries of a cleared sale or a lost state dropped", "product_id", productID,
+				"epoch", o.epoch, "gen", o.gen, "returns", o.ret, "entries", len(g.ids), "err", err)
 		case err != nil:
 			return settled, err
-		case n > 0 && p.persisted != nil:
+		case n > 0 && !o.ret && p.persisted != nil:
 			p.persisted()
 		}
 		p.o.AfterCommit()
 		if _, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.XAck(ctx, stream, p.o.Group, ids[o]...)
-			pipe.XDel(ctx, stream, ids[o]...)
+			pipe.XAck(ctx, stream, p.o.Group, g.ids...)
+			pipe.XDel(ctx, stream, g.ids...)
 			return nil
 		}); err != nil {
-			return settled, fmt.Errorf("redislua: acknowledge %d entries of %s: %w", len(rs), stream, err)
+			return settled, fmt.Errorf("redislua: acknowledge %d entries of %s: %w", len(g.ids), stream, err)
 		}
-		settled += len(rs)
+		settled += len(g.ids)
 	}
 	return settled, nil
+}
+
+// isReturn reports whether a stream entry is a return (the return script's field ret) rather than
+// a reservation (the purchase script's r).
+func isReturn(m redis.XMessage) bool {
+	_, ok := m.Values["ret"]
+	return ok
 }
 
 // reservation reads one stream entry as the script wrote it (one field, r: "order_id user_id
@@ -298,9 +341,10 @@ func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Rese
 }
 
 // Wake asks a running persister to drain productID's stream now rather than at its next round:
-// the deductor calls it after each batch that accepted purchases (how many: the burst's rate). It
-// never blocks; wakes that arrive while a drain runs are served by the next one, so under load a
-// persister drains back to back, each round writing everything that arrived during the last.
+// the deductor calls it after each batch that accepted purchases (how many: the burst's rate),
+// and after each return that gave units back (none). It never blocks; wakes that arrive while a
+// drain runs are served by the next one, so under load a persister drains back to back, each
+// round writing everything that arrived during the last.
 func (p *Persister) Wake(productID int64, purchases int) {
 	p.accepted.Add(int64(purchases))
 	p.mu.Lock()

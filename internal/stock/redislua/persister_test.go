@@ -243,7 +243,7 @@ func TestPersisterHoldsOffDuringABurst(t *testing.T) {
 		name   string
 		burst  float64
 		maxLag time.Duration
-		during bool // reservations reach MySQL while the burst lasts
+		during bool // the bulk of the burst's reservations reaches MySQL while it lasts
 	}{
 		{"holds off", 50, time.Minute, false},
 		{"no longer than MaxLag", 50, 300 * time.Millisecond, true},
@@ -287,8 +287,11 @@ func TestPersisterHoldsOffDuringABurst(t *testing.T) {
 			if n < 100 {
 				t.Fatalf("only %d purchases in a second: no burst to hold off for", n)
 			}
-			if got := during > 0; got != tc.during {
-				t.Errorf("%d reservations in MySQL while the burst lasted; want some: %v", during, tc.during)
+			// Holding off, the bulk of the burst stays in Redis; the round a wake starts may still
+			// write the few purchases of its first Linger when the previous round is long past (its
+			// rate is measured since then: see hold), as on a loaded machine it did, 5 of ~1,000.
+			if got := during > n/4; got != tc.during {
+				t.Errorf("%d of %d reservations in MySQL while the burst lasted; want more than a quarter: %v", during, n, tc.during)
 			}
 			itest.Eventually(t, 10*time.Second, func() (bool, string) {
 				got := reserved(t, st, p) - 1

@@ -18,9 +18,9 @@ import (
 var ErrRebuilding = errors.New("redislua: the sale's state is being rebuilt")
 
 // Reload is what a sale's state is (re)loaded from (*store.Store's ReloadSale): in one MySQL
-// transaction under the product's row lock, it writes the reservations surviving returns (the
-// stream entries not yet persisted that belong to the product's epoch and current generation),
-// starts a new generation, and reads the product and every reservation of its sale.
+// transaction under the product's row lock, it writes the reservations that surviving gives (the
+// stream's reservations not yet persisted that belong to the product's epoch and current
+// generation), starts a new generation, and reads the product and every reservation of its sale.
 type Reload func(ctx context.Context, productID int64, st sale.Strategy, surviving func(epoch, gen uint64) []sale.Reservation) (sale.Product, []sale.KeyedReceipt, uint64, error)
 
 // rebuildLease bounds a rebuild: a process that dies while rebuilding holds the others off no
@@ -35,15 +35,20 @@ const rebuildLease = 10 * time.Second
 // others get ErrRebuilding until the state is back. A product no longer sold with redis-lua is
 // not loaded: sale.ErrStrategyChanged.
 //
-// The stream's entries that survived are written to MySQL by the reload itself, and a new
+// The stream's reservations that survived are written to MySQL by the reload itself, and a new
 // generation starts there: a persister still holding entries it read before Redis lost the state
 // can no longer write them (their generation is gone), so the rebuilt state, read from MySQL alone,
 // counts exactly what MySQL will ever hold of the old generations. What Redis lost before any
-// persister wrote it is lost — the gap the AOF closes. The stream is then emptied, and the state
-// written, only if neither changed since they were read (WATCH), so a rebuild that outlived its
-// lease cannot overwrite a newer one. No entry of the epoch can be added meanwhile: the script
+// persister wrote it is lost — the gap the AOF closes. A return is not lost that way: the
+// stream's return entries are dropped, and their orders, still due in MySQL, are returned again
+// into the new state by the expirer. The orders MySQL has returned are read after the reload
+// (returned; nil when the sale has no returns), when no persister can mark more of them any more,
+// and kept in the state's Returned set, so that a return the expirer read as due before the
+// rebuild gives nothing after it. The stream is then emptied, and the state written, only if
+// neither changed since they were read (WATCH), so a rebuild that outlived its lease cannot
+// overwrite a newer one. No entry of the epoch can be added meanwhile: the script
 // refuses while the state is missing or of another epoch.
-func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, want uint64, force bool, reload Reload) error {
+func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, want uint64, force bool, reload Reload, returned ReturnedOrders) error {
 	k := s.Keys(productID)
 	lease, owner := k.Rebuild, strconv.FormatInt(time.Now().UnixNano(), 10)
 	ok, err := rdb.SetNX(ctx, lease, owner, rebuildLease).Result()
@@ -74,6 +79,9 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 		}
 		var parsed []entry
 		for _, m := range entries {
+			if isReturn(m) {
+				continue
+			}
 			r, gen, err := reservation(productID, Strategy, m)
 			if err != nil {
 				return err
@@ -97,8 +105,15 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 		for _, r := range rs { // one per buyer: MySQL's unique (product_id, user_id)
 			st.Buyers[r.UserID] = Bought{OrderID: r.OrderID, Quantity: r.Quantity, Key: r.Key}
 		}
+		if returned != nil {
+			if st.Returned, err = returned(ctx, productID); err != nil {
+				return err
+			}
+		}
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, k.Stream) // every entry is in MySQL now, or of a generation that is gone
+			// Every reservation is in MySQL now, or of a generation that is gone; every return too,
+			// or still due there.
+			pipe.Del(ctx, k.Stream)
 			return s.load(ctx, pipe, k, st)
 		})
 		return err

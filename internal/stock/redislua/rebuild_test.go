@@ -50,7 +50,7 @@ func left(t *testing.T, rdb *redis.Client, s *Sale, p sale.Product) int {
 // the buyers and keys of both are known again.
 func TestRebuild(t *testing.T) {
 	s, rdb, st, p := rebuildCase(t)
-	if err := s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale); err != nil {
+	if err := s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale, st.ReturnedOrders); err != nil {
 		t.Fatal(err)
 	}
 	if got := left(t, rdb, s, p); got != 30 {
@@ -85,7 +85,7 @@ func TestRebuildOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
-		wg.Go(func() { errs[i] = s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale) })
+		wg.Go(func() { errs[i] = s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale, st.ReturnedOrders) })
 	}
 	wg.Wait()
 	rebuilt := 0
@@ -103,7 +103,7 @@ func TestRebuildOnce(t *testing.T) {
 	if o, err := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: "after", Quantity: 1, OrderID: "o-after"}); err != nil || o.Result != Accepted {
 		t.Fatal(o.Result, err)
 	}
-	if err := s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale); err != nil {
+	if err := s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale, st.ReturnedOrders); err != nil {
 		t.Fatal(err)
 	}
 	if got := left(t, rdb, s, p); got != 29 {
@@ -119,7 +119,7 @@ func TestRebuildAfterFlushAll(t *testing.T) {
 	if err := rdb.Del(t.Context(), s.Keys(p.ID).Stream).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale); err != nil {
+	if err := s.Rebuild(t.Context(), rdb, p.ID, 0, false, st.ReloadSale, st.ReturnedOrders); err != nil {
 		t.Fatal(err)
 	}
 	if got := left(t, rdb, s, p); got != 38 {
@@ -153,7 +153,7 @@ func TestRebuildFencesAPersisterOfTheLostState(t *testing.T) {
 	if err := rdb.Del(ctx, k.State, k.Buyers, k.Stream).Err(); err != nil { // FLUSHALL, for this sale
 		t.Fatal(err)
 	}
-	if err := s.Rebuild(ctx, rdb, p.ID, 0, false, st.ReloadSale); err != nil {
+	if err := s.Rebuild(ctx, rdb, p.ID, 0, false, st.ReloadSale, st.ReturnedOrders); err != nil {
 		t.Fatal(err)
 	}
 	close(release)

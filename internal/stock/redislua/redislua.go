@@ -33,8 +33,12 @@ type Keys struct {
 	// Buyers is a hash: user id → the buyer's purchase in this epoch, "order_id quantity
 	// Idempotency-Key" (see Bought): the per-user limit and the key's receipt in one field.
 	Buyers string
-	// Stream holds the accepted reservations, in order, until the persister has written them.
+	// Stream holds the accepted reservations and the returns, in order, until the persister has
+	// written them.
 	Stream string
+	// Returned is a set: the orders of this epoch whose units are back in State's stock (see
+	// Sale.Return).
+	Returned string
 	// Rebuild is the lease of the one process rebuilding a lost state (see Sale.Rebuild).
 	Rebuild string
 }
@@ -43,7 +47,7 @@ type Keys struct {
 // Redis; the app uses its database name. The hash tag is {ns:id}.
 func KeysFor(ns string, productID int64) Keys {
 	tag := "seckill:{" + ns + ":" + strconv.FormatInt(productID, 10) + "}:"
-	return Keys{State: tag + "state", Buyers: tag + "buyers", Stream: tag + "stream", Rebuild: tag + "rebuild"}
+	return Keys{State: tag + "state", Buyers: tag + "buyers", Stream: tag + "stream", Returned: tag + "returned", Rebuild: tag + "rebuild"}
 }
 
 // KeysPattern matches every key of every sale under namespace ns (a SCAN pattern).
@@ -52,7 +56,10 @@ func KeysPattern(ns string) string { return "seckill:{" + ns + ":*" }
 // script are the keys the purchase script touches, in its KEYS order.
 func (k Keys) script() []string { return []string{k.State, k.Buyers, k.Stream} }
 
-func (k Keys) all() []string { return append(k.script(), k.Rebuild) }
+// data are the keys that hold the sale: the purchase script's and Returned.
+func (k Keys) data() []string { return append(k.script(), k.Returned) }
+
+func (k Keys) all() []string { return append(k.data(), k.Rebuild) }
 
 // Result is what the script decided.
 type Result int
@@ -238,6 +245,8 @@ type State struct {
 	Limit int
 	// Buyers are the purchases of this epoch, by buyer.
 	Buyers map[string]Bought
+	// Returned are the orders of this epoch whose units Stock counts again (see Sale.Return).
+	Returned []string
 }
 
 // Bought is a buyer's purchase in a sale's epoch as the state keeps it: its order, its units and
@@ -261,8 +270,9 @@ func parseBought(v string) (Bought, error) {
 	return Bought{OrderID: order, Quantity: n, Key: key}, nil
 }
 
-// Load replaces productID's state in Redis with st in one transaction, keeping the stream (its
-// entries are reservations not yet in MySQL, or already there: the persister is idempotent).
+// Load replaces productID's state in Redis (its state, buyers and returned orders) with st in one
+// transaction, keeping the stream (its entries are reservations and returns not yet in MySQL, or
+// already there: the persister is idempotent).
 func (s *Sale) Load(ctx context.Context, c redis.Cmdable, productID int64, st State) error {
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.load(ctx, p, s.Keys(productID), st) })
 	if err != nil {
@@ -273,7 +283,7 @@ func (s *Sale) Load(ctx context.Context, c redis.Cmdable, productID int64, st St
 
 // load queues the commands that replace k's state with st.
 func (s *Sale) load(ctx context.Context, p redis.Pipeliner, k Keys, st State) error {
-	p.Del(ctx, k.State, k.Buyers)
+	p.Del(ctx, k.State, k.Buyers, k.Returned)
 	p.HSet(ctx, k.State, "epoch", st.Epoch, "stock", st.Stock, "limit", st.Limit, "initial", st.Initial, "gen", st.Gen)
 	if len(st.Buyers) > 0 {
 		args := make([]any, 0, 2*len(st.Buyers))
@@ -282,13 +292,20 @@ func (s *Sale) load(ctx context.Context, p redis.Pipeliner, k Keys, st State) er
 		}
 		p.HSet(ctx, k.Buyers, args...)
 	}
+	if len(st.Returned) > 0 {
+		ids := make([]any, len(st.Returned))
+		for i, id := range st.Returned {
+			ids[i] = id
+		}
+		p.SAdd(ctx, k.Returned, ids...)
+	}
 	return nil
 }
 
 // Drop deletes productID's sale from Redis if its state is of an epoch before epoch: the product
 // left redis-lua at a reset, whose clearing covers the entries still in the stream too.
 func (s *Sale) Drop(ctx context.Context, rdb redis.Scripter, productID int64, epoch uint64) error {
-	if err := dropScript.Run(ctx, rdb, s.Keys(productID).script(), epoch).Err(); err != nil {
+	if err := dropScript.Run(ctx, rdb, s.Keys(productID).data(), epoch).Err(); err != nil {
 		return fmt.Errorf("redislua: drop product %d: %w", productID, err)
 	}
 	return nil
@@ -296,5 +313,5 @@ func (s *Sale) Drop(ctx context.Context, rdb redis.Scripter, productID int64, ep
 
 var dropScript = redis.NewScript(strings.TrimSpace(`
 local e = redis.call('HGET', KEYS[1], 'epoch')
-if e and tonumber(e) < tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) end
+if e and tonumber(e) < tonumber(ARGV[1]) then return redis.call('DEL', unpack(KEYS)) end
 return 0`))
