@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
+	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
@@ -95,7 +96,49 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	add(sale.StrategyZK, zd)
+	add(sale.StrategyRedisLua, newLua(t, st, rdb))
 	return e
+}
+
+// lua is the redis-lua strategy with its persister drained after each deduction and return, so
+// that what MySQL holds (the orders, the audit) follows what the scripts decided at once.
+type lua struct {
+	d  *redislua.Deductor
+	ps *redislua.Persister
+}
+
+func newLua(t *testing.T, st *store.Store, rdb *redis.Client) *lua {
+	s, err := redislua.New(rdb, "checkout-"+itest.Suffix(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := redislua.NewDeductor(rdb, s, st.ReloadSale, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetReturned(st.ReturnedOrders)
+	ps, err := redislua.NewPersister(rdb, s, st, redislua.PersisterOptions{Consumer: "checkout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lua{d: d, ps: ps}
+}
+
+func (l *lua) Deduct(ctx context.Context, r sale.Reservation) error {
+	if err := l.d.Deduct(ctx, r); err != nil {
+		return err
+	}
+	_, err := l.ps.Drain(ctx, r.ProductID)
+	return err
+}
+
+func (l *lua) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
+	n, err := l.d.Return(ctx, b)
+	if err != nil {
+		return n, err
+	}
+	_, err = l.ps.Drain(ctx, b.ProductID)
+	return n, err
 }
 
 // service returns a checkout service whose provider declines the given share of charges.
@@ -272,7 +315,7 @@ func TestPayDeclinedLeavesTheOrderToPay(t *testing.T) {
 // sell again, but not to the buyers who let them go.
 func TestUnpaidUnitsGoBackOnce(t *testing.T) {
 	e := newEnv(t)
-	for _, strategy := range []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK} {
+	for _, strategy := range []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK, sale.StrategyRedisLua} {
 		t.Run(string(strategy), func(t *testing.T) {
 			svc := e.service(t, 0, 0, checkout.Options{})
 			ctx := t.Context()
@@ -474,7 +517,7 @@ func (nopObserver) LockLost(sale.Strategy)                       {}
 // units, never one more, and the audit is clean.
 func TestReturnsRaceASecondWave(t *testing.T) {
 	e := newEnv(t)
-	for _, strategy := range []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK} {
+	for _, strategy := range []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK, sale.StrategyRedisLua} {
 		t.Run(string(strategy), func(t *testing.T) {
 			const n, wave = 20, 40
 			p := e.product(t, strategy, n)
