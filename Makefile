@@ -14,7 +14,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
-.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-chaos chaos k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -81,6 +81,9 @@ bench: ## the purchase path against this machine's own limits (bare gin, R), in 
 bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) against the local services
 	scripts/services.sh up
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./internal/lock/...
+
+loadtest-pay: ## the load test with its payment phase: half the winners pay, the rest expire, a second wave buys the returned units (quick on a stack started with SECKILL_PAYMENT_WINDOW=10s make up; make up's 2m window works, ~2.5 min per strategy)
+	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none -pay 0.5 -stock 100 -buyers 1000 $(LOADTEST_FLAGS)
 
 # Flags for `make loadtest`, e.g. make loadtest LOADTEST_FLAGS='-stock 1000 -workers 128'
 LOADTEST_FLAGS ?=

@@ -82,7 +82,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		Machine:   yardstick.Machine(),
 		Targets:   o.targets,
 		Settings: Settings{Stock: o.stock, Buyers: o.buyers, Attempts: o.attempts, Rate: o.rate,
-			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos},
+			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos, Pay: o.pay},
 		Passed: true,
 	}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
@@ -112,7 +112,8 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 	return rep, nil
 }
 
-// attackStrategy runs the whole cycle for one strategy: product, attack, settle, drain, audit.
+// attackStrategy runs the whole cycle for one strategy: product, attack, settle, drain, audit, and
+// with -pay the payment phase (paymentPhase).
 func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, say func(string, ...any)) (*StrategyReport, error) {
 	pid, err := admin.saleProduct(ctx, "loadtest · "+strategy, strategy, o.stock)
 	if err != nil {
@@ -129,6 +130,11 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events, nil)
 	if err != nil {
 		return nil, err
+	}
+	if o.pay > 0 {
+		if err := paymentPhase(ctx, db, o, runID, sr, answers, settled, say); err != nil {
+			return nil, err
+		}
 	}
 	sr.account(len(plan), unknown)
 	return sr, nil

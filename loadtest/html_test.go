@@ -309,6 +309,8 @@ func TestWriteHTMLNilReport(t *testing.T) {
 func edgeCaseReport() *Report {
 	mysql := strategy("mysql", 1, 200, 8, 1.6, 6, 40)
 	mysql.Events = []Event{{T: 1.2, What: "SIGKILL replica-2 (pid 4242)"}, {T: 3.1, What: "replica-2 restarted"}}
+	mysql.Payment = &PaymentReport{WindowSeconds: 5.2, First: PayTally{Orders: 200, Payers: 100, Paid: 99, Declined: 6, Late: 1},
+		Expired: 101, Returned: 101, WaitSeconds: 4.4, Second: WaveReport{Units: 101, Buyers: 2020, Accepted: 101, Pay: PayTally{Orders: 101, Payers: 101, Paid: 101}}}
 	none := oversoldControl(2, 200, 472, 6, 1.2, 3, 15)
 	evil := StrategyReport{
 		Strategy: `<script>alert("x")</script>`, ProductID: 3, Verdict: "FAIL",
@@ -316,6 +318,7 @@ func edgeCaseReport() *Report {
 		Latency:    map[string]Latency{"all": {Count: 2000, P50: 3000, P95: 3000, P99: 3000, Max: 3001}},
 		Facts:      audit.Facts{ProductID: 3, InitialStock: 200, Stock: 200, PerUserLimit: 1},
 		Violations: []string{`no answer at all: dial tcp 127.0.0.1:8083: connect: connection refused <b>`},
+		Payment:    &PaymentReport{Skipped: "-pay-skip"},
 	}
 	return &Report{
 		RunID: "20261122T201500Z-edge", StartedAt: time.Date(2026, 11, 22, 20, 15, 0, 0, time.UTC),

@@ -182,8 +182,9 @@ func tallyAnswers(answers, settled []answer, stock int, lost map[string]bool) (*
 // auditDatabase is the database's side of an attack on sr.ProductID: it waits, up to
 // o.drainTimeout, for the order queue to drain, then reads the product's rows and its orders. It
 // sets sr.Facts and sr.Oversold (the larger of the database's oversell and the buyers': sr.Accepted
-// beyond the initial stock) and returns what dbViolations finds in them. accepted are the order
-// ids the buyers were told of (tallyAnswers).
+// beyond the initial stock) and returns what dbViolations finds in them, and units of orders that
+// expired before the audit (a payment window shorter than the attack, under which its checks do
+// not hold). accepted are the order ids the buyers were told of (tallyAnswers).
 func auditDatabase(ctx context.Context, db *sql.DB, o *options, sr *StrategyReport, accepted []string) ([]string, error) {
 	facts, drained, err := waitDrained(ctx, db, sr.ProductID, len(accepted), o.drainTimeout)
 	if err != nil {
@@ -195,8 +196,15 @@ func auditDatabase(ctx context.Context, db *sql.DB, o *options, sr *StrategyRepo
 	}
 	sr.Facts = facts
 	sr.Oversold = max(facts.Oversold(), sr.Accepted-sr.Lost-facts.InitialStock)
-	return dbViolations(dbEvidence{facts: facts, drained: drained, missing: missing, unexpected: unexpected},
-		sr.Oversold, o.buyers, o.drainTimeout), nil
+	v := dbViolations(dbEvidence{facts: facts, drained: drained, missing: missing, unexpected: unexpected},
+		sr.Oversold, o.buyers, o.drainTimeout)
+	if facts.ClosedUnits > 0 {
+		// The attack's checks count every acknowledged unit as sold: one that came back and was
+		// sold again reads as an oversell, one that came back after it as an undersell.
+		v = append(v, fmt.Sprintf("%d units of the attack's orders expired before its queue drained: the replicas' payment window is shorter than the attack, "+
+			"and the checks above do not hold (raise SECKILL_PAYMENT_WINDOW or attack with fewer -buyers)", facts.ClosedUnits))
+	}
+	return v, nil
 }
 
 // dbEvidence is what auditDatabase read: the product's facts, whether its order queue drained, and

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -102,5 +103,68 @@ func TestBuyerTokens(t *testing.T) {
 	}
 	if s := run().Strategies[0]; s.Accepted != 0 {
 		t.Fatalf("without tokens: %d accepted, want none (every purchase 401)", s.Accepted)
+	}
+}
+
+// TestPaymentPhase is the payment phase in small (-pay 0.5), inside `make test`: three replicas
+// with a payment window of a few seconds and a provider that declines a fifth of the charges. For
+// every safe strategy half the winners pay, the other half's units come back and a second wave
+// takes exactly those, and the final audit is clean; the unsafe control must still be caught.
+func TestPaymentPhase(t *testing.T) {
+	const stock = 50
+	stack, targets := apptest.Cluster(t, 3, map[string]string{
+		"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true",
+		"SECKILL_PAYMENT_WINDOW":          "10s",
+		"SECKILL_EXPIRE_EVERY":            "500ms",
+		"SECKILL_PAYMENT_LATENCY":         "20ms",
+		"SECKILL_PAYMENT_FAILURE_RATE":    "0.2",
+	})
+	o, err := parseOptions([]string{
+		"-targets", strings.Join(targets, ","),
+		"-strategies", "mysql,redis,zk,redis-lua,none",
+		"-stock", fmt.Sprint(stock), "-buyers", "600", "-workers", "32", "-pay", "0.5", "-second-wave", "250",
+		"-baseline", "0", "-drain-timeout", "60s",
+		"-admin-token", apptest.AdminToken,
+		"-mysql-dsn", stack.DSN,
+		"-out", "",
+	}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := openDB(o.mysqlDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := runAll(ctx, db, o, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(markdown(rep))
+	for _, s := range rep.Strategies {
+		p := s.Payment
+		switch {
+		case p == nil || p.Skipped != "":
+			t.Errorf("%s: no payment phase: %+v", s.Strategy, p)
+		case s.Strategy == "none" && (s.Verdict != "OVERSOLD" || s.Oversold == 0):
+			t.Errorf("none: verdict %s, oversold %d; the auditor must catch the control's oversell", s.Verdict, s.Oversold)
+		case s.Strategy == "none":
+		case s.Verdict != "PASS":
+			t.Errorf("%s: %s: %q", s.Strategy, s.Verdict, s.Violations)
+		case p.First.Orders != stock || p.First.Paid+p.First.Late != stock/2 || p.Expired != stock-p.First.Paid || p.Returned != p.Expired:
+			t.Errorf("%s: %d winners, %d paid, %d late, %d expired, %d returned; want %d winners, half of them paying, the rest expired and returned",
+				s.Strategy, p.First.Orders, p.First.Paid, p.First.Late, p.Expired, p.Returned, stock)
+		case p.Second.Units != p.Returned || p.Second.Accepted != p.Returned || s.Facts.Stock != 0 || s.Facts.PaidUnits != stock:
+			t.Errorf("%s: second wave: %d units, %d accepted; stock after %d, %d paid units; want the %d returned units sold and paid",
+				s.Strategy, p.Second.Units, p.Second.Accepted, s.Facts.Stock, s.Facts.PaidUnits, p.Returned)
+		}
+	}
+	if declined := rep.Strategies[0].Payment.First.Declined; declined == 0 {
+		t.Logf("no payment was declined at a failure rate of 0.2 (possible, unlikely)")
+	}
+	if !rep.Passed {
+		t.Error("the run did not pass")
 	}
 }

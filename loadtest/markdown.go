@@ -17,8 +17,12 @@ func markdown(r *Report) string {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(&b, "\n## seckill-go load test %s — %s\n\n", r.RunID, verdict)
-	fmt.Fprintf(&b, "%s · %d replicas · %d units · %d buyers × %d attempts · %s · chaos: %s\n\n",
+	fmt.Fprintf(&b, "%s · %d replicas · %d units · %d buyers × %d attempts · %s · chaos: %s",
 		r.Machine, len(r.Targets), r.Settings.Stock, r.Settings.Buyers, r.Settings.Attempts, pace(r.Settings), orNone(r.Settings.Chaos))
+	if r.Settings.Pay > 0 {
+		fmt.Fprintf(&b, " · pay: %g of the winners", r.Settings.Pay)
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| strategy | verdict | requests | req/s | accepted | sell-out s | accepted/s | accepted/s ÷ R | sold-out req/s | sold-out req/s ÷ bare gin | accepted p50 / p95 / p99 / max ms | all p99 ms | 5xx | oversold |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, s := range r.Strategies {
@@ -40,6 +44,7 @@ func markdown(r *Report) string {
 		f := s.Facts
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", s.Strategy, f.InitialStock, f.Stock, f.ReservedUnits, f.OrderUnits, f.Unpublished, f.UsersOverLimit, f.OrphanOrders)
 	}
+	b.WriteString(paymentMarkdown(r.Strategies))
 	for _, s := range r.Strategies {
 		for _, e := range s.Events {
 			fmt.Fprintf(&b, "\n- %s, %.1f s: %s", s.Strategy, e.T, e.What)
@@ -55,6 +60,31 @@ func markdown(r *Report) string {
 		b.WriteString("\nsold-out req/s: the answers that arrived after the last first-time 202 ÷ the time from that 202 to the last answer.\n")
 	}
 	b.WriteString("\n")
+	return b.String()
+}
+
+// paymentMarkdown is the table of the payment phase (-pay), empty when no strategy had one.
+func paymentMarkdown(ss []StrategyReport) string {
+	var b strings.Builder
+	for _, s := range ss {
+		p := s.Payment
+		if p == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nPayment phase: a share of the winners pay, the rest let the window run out; a second wave of new buyers takes the units that came back and pays; audit at the end (declines and late: both waves):\n\n" +
+				"| strategy | verdict | window s | winners | paid | declines | late | expired | returned | wait s | 2nd-wave units | 2nd-wave buyers | 2nd-wave accepted | 2nd-wave paid | stock after | paid units | charges ≠ paid |\n" +
+				"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		}
+		if p.Skipped != "" {
+			fmt.Fprintf(&b, "| %s | **%s** | no payment phase (%s) |||||||||||||||\n", s.Strategy, s.Verdict, p.Skipped)
+			continue
+		}
+		f, w := s.Facts, p.Second
+		fmt.Fprintf(&b, "| %s | **%s** | %.1f | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %d | %d |\n",
+			s.Strategy, s.Verdict, p.WindowSeconds, p.First.Orders, p.First.Paid, p.First.Declined+w.Pay.Declined, p.First.Late+w.Pay.Late,
+			p.Expired, p.Returned, p.WaitSeconds, w.Units, w.Buyers, w.Accepted, w.Pay.Paid, f.Stock, f.PaidUnits, f.ChargedUnpaid+f.PaidUncharged)
+	}
 	return b.String()
 }
 

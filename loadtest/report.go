@@ -29,10 +29,11 @@ type Settings struct {
 	Stock       int           `json:"stock"`
 	Buyers      int           `json:"buyers"`
 	Attempts    int           `json:"attempts"`
-	Rate        int           `json:"rate"`         // requests per second; 0 = as fast as Workers allow
-	Workers     int           `json:"workers"`      // most requests in flight
-	MaxDuration time.Duration `json:"max_duration"` // per strategy
-	Chaos       string        `json:"chaos"`        // "" or "kill"
+	Rate        int           `json:"rate"`          // requests per second; 0 = as fast as Workers allow
+	Workers     int           `json:"workers"`       // most requests in flight
+	MaxDuration time.Duration `json:"max_duration"`  // per strategy
+	Chaos       string        `json:"chaos"`         // "" or "kill"
+	Pay         float64       `json:"pay,omitempty"` // the share of winners who pay (-pay); 0: no payment phase
 }
 
 // Yardsticks are this machine's own limits, measured in the same run (see
@@ -88,6 +89,11 @@ type StrategyReport struct {
 	// Events are what happened to the system during the attack (chaos), by time.
 	Events []Event `json:"events,omitempty"`
 
+	// Payment is the payment phase (-pay), nil without one.
+	Payment *PaymentReport `json:"payment,omitempty"`
+
+	// Facts are the database's at the last audit: after the attack's queue drained, or with -pay
+	// at the end of the payment phase.
 	Facts      audit.Facts `json:"facts"`
 	Oversold   int         `json:"oversold"`
 	Violations []string    `json:"violations"`

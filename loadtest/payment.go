@@ -1,0 +1,609 @@
+package main
+
+// The payment phase (-pay, issue #14: pay or release). After the attack's queue drains, a share
+// of its winners pay their orders and the rest let the payment window run out; the replicas'
+// expirers expire those orders and return their units through the strategy. Once every unpaid
+// unit is back, a second wave of new buyers attacks the product: it must take exactly the units
+// that came back, and its winners all pay, so that the state the audit reads is final (every unit
+// of the product paid, and every expired one returned once and sold again). The audit then proves
+// from the database and the answers that nothing was lost and nothing sold twice.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// PaymentReport is the payment phase of one strategy.
+type PaymentReport struct {
+	// Skipped says why the strategy had no payment phase (-pay-skip); empty when it had one.
+	Skipped string `json:"skipped,omitempty"`
+	// WindowSeconds is the payment window the replicas gave the first wave's orders, as the orders
+	// show it: the least expires_at − the moment the client had the purchase's 202 (the window,
+	// plus the order's way through the queue, less the answer's way back).
+	WindowSeconds float64 `json:"window_seconds"`
+	// First is the payments of the first wave's winners.
+	First PayTally `json:"first_wave"`
+	// Expired and Returned are the first wave's units in expired orders once the window ran out,
+	// and of them the units back in stock (from the database).
+	Expired  int `json:"expired"`
+	Returned int `json:"returned"`
+	// WaitSeconds is how long the run waited, after the payments, for every unpaid unit to be
+	// back in stock.
+	WaitSeconds float64 `json:"wait_seconds"`
+	// Second is the second wave: new buyers for the units that came back.
+	Second WaveReport `json:"second_wave"`
+}
+
+// WaveReport is the second wave of buyers.
+type WaveReport struct {
+	// Units were on sale when it began (the database's stock: the units that came back).
+	Units    int `json:"units"`
+	Buyers   int `json:"buyers"`
+	Requests int `json:"requests"`
+	// Accepted counts the distinct orders acknowledged with a 202.
+	Accepted int            `json:"accepted"`
+	Outcomes map[string]int `json:"outcomes"`
+	// Pay is the payments of its winners, who all pay.
+	Pay PayTally `json:"pay"`
+}
+
+// PayTally is what the payers of one wave did and were told.
+type PayTally struct {
+	// Orders are the wave's winners' orders, Payers the buyers among them who set out to pay.
+	Orders int `json:"orders"`
+	Payers int `json:"payers"`
+	// Paid counts the orders answered 200 paid.
+	Paid int `json:"paid"`
+	// Declined counts the 402 payment_declined answers: each is followed by a payment with a new
+	// Idempotency-Key (the declined key stays declined).
+	Declined int `json:"declined"`
+	// Retried counts the payments sent again with the same key after no answer, a 5xx, a 429 or
+	// a 409 that says to wait (payment_in_progress, order_not_confirmed).
+	Retried int `json:"retried"`
+	// Late counts the payers whose order expired before their payment got through (409
+	// order_expired, or already expired when they came to pay): not a fault, a window too short
+	// for the run.
+	Late int `json:"late"`
+	// GaveUp counts the payments still of unknown outcome after payTries tries of one key, or
+	// declined maxPayKeys times.
+	GaveUp int `json:"gave_up"`
+	// Answers counts every answer to a payment by outcome.
+	Answers map[string]int `json:"answers"`
+	// problems are the answers no payment should get, in words (violations).
+	problems []string
+}
+
+const (
+	// payTries is how often one payment is sent with one key before it is given up.
+	payTries = settleTries
+	// maxPayKeys is how many payments, each with a new key after a decline, one payer makes.
+	maxPayKeys = 20
+	// restockSettle is the pause between the units' return and the second wave: twice the app's
+	// default staleness bound (SECKILL_SALE_REFRESH, 1 s), the longest a replica that missed the
+	// broadcast that units came back keeps refusing them as sold out.
+	restockSettle = 2 * time.Second
+	// pollEvery is how often the run reads the database while it waits.
+	pollEvery = 200 * time.Millisecond
+)
+
+// winner is a purchase acknowledged with a 202: its order, the buyer who pays it, and when the
+// acknowledgement arrived.
+type winner struct {
+	attempt
+	orderID  string
+	accepted time.Time
+}
+
+// winnersOf returns the distinct orders acknowledged with a 202 in answers (sorted by the time
+// they were sent, as tallyAnswers leaves them) and then settled, in the order first seen.
+func winnersOf(answers, settled []answer) []winner {
+	var out []winner
+	seen := map[string]bool{}
+	for _, a := range append(slices.Clone(answers), settled...) {
+		if a.status != http.StatusAccepted || a.orderID == "" || seen[a.orderID] {
+			continue
+		}
+		seen[a.orderID] = true
+		out = append(out, winner{attempt: a.attempt, orderID: a.orderID, accepted: a.sent.Add(a.latency)})
+	}
+	return out
+}
+
+// choosePayers says which of n winners pay: round(fraction × n) of them, spread evenly over the
+// n (winner i pays when ⌊(i+1)k/n⌋ > ⌊ik/n⌋), so that payers and non-payers alike come from the
+// whole attack and from every replica.
+func choosePayers(n int, fraction float64) []bool {
+	k := int(fraction*float64(n) + 0.5)
+	k = max(0, min(k, n))
+	pays := make([]bool, n)
+	for i := range n {
+		pays[i] = (i+1)*k/n > i*k/n
+	}
+	return pays
+}
+
+// paymentPhase is the payment phase of sr, the judged attack on one strategy (answers and settled
+// are that attack's). It adds sr.Payment, the violations it finds, the oversell it sees, and the
+// final audit's facts (sr.Facts). An error means the phase could not be run (the run ended, a
+// read failed, the replicas' window is too long to wait out); what it finds broken are
+// violations, and so is a window that ran out before the attack's queue drained.
+func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr *StrategyReport, answers, settled []answer, say func(string, ...any)) error {
+	p := &PaymentReport{}
+	sr.Payment = p
+	if slices.Contains(o.paySkip, sr.Strategy) {
+		p.Skipped = "-pay-skip"
+		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(o.paySkip, ","))
+		return nil
+	}
+	if sr.Facts.ClosedUnits > 0 {
+		// Units came back during the attack and were sold again: the phase has no first wave to
+		// judge, and auditDatabase has said so (a violation). The unsafe control may get here on
+		// its own (its oversold orders expire while its slow attack still runs); its verdict
+		// stands on its oversell.
+		p.Skipped = "the window ran out during the attack"
+		say("%s: no payment phase: %d units expired during the attack", sr.Strategy, sr.Facts.ClosedUnits)
+		return nil
+	}
+	pid, client := sr.ProductID, payClient(o)
+
+	// The first wave's winners: a share pays, the others let the window run out.
+	w1 := winnersOf(answers, settled)
+	orders1, err := readOrders(ctx, client, o, w1)
+	if err != nil {
+		return err
+	}
+	p.WindowSeconds = windowOf(w1, orders1)
+	last := latestExpiry(orders1)
+	if wait := time.Until(last); wait > o.payMaxWait {
+		return fmt.Errorf("the replicas' orders wait %s more for payment, longer than -pay-max-wait %s: restart the replicas with a short window "+
+			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), o.payMaxWait)
+	}
+	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), o.pay))
+	say("%s: payment: %d orders, window ≈ %.1f s; %d paid, %d declines, %d late; waiting for the rest to expire",
+		sr.Strategy, len(w1), p.WindowSeconds, p.First.Paid, p.First.Declined, p.First.Late)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	begun := time.Now()
+	f1, backOK, err := waitSettled(ctx, db, pid, latest(last, time.Now()).Add(o.drainTimeout))
+	if err != nil {
+		return err
+	}
+	p.WaitSeconds = time.Since(begun).Seconds()
+	p.Expired, p.Returned = f1.ClosedUnits, f1.ReturnedUnits
+	say("%s: %d units expired, %d back in stock after %.1f s; second wave in %s", sr.Strategy, p.Expired, p.Returned, p.WaitSeconds, restockSettle)
+	if err := sleep(ctx, restockSettle); err != nil {
+		return err
+	}
+
+	// The second wave: new buyers for the units that came back; its winners all pay.
+	w := &p.Second
+	w.Units = f1.Stock
+	w.Buyers = o.secondWave
+	if w.Buyers == 0 {
+		// The unsafe control's stock after its returns can be anything: its wave is bounded by
+		// the first one.
+		w.Buyers = max(min(20*w.Units, o.buyers), 100)
+	}
+	o2 := *o
+	o2.buyers, o2.chaos = w.Buyers, ""
+	plan := planAttempts(&o2, runID+"w2", sr.Strategy)
+	answers2, _, err := attack(ctx, &o2, pid, plan, say)
+	if err != nil {
+		return err
+	}
+	settled2, unknown2 := settle(ctx, &o2, pid, answers2)
+	t2, accepted2 := tallyAnswers(answers2, settled2, w.Units, nil)
+	w.Requests, w.Accepted, w.Outcomes = t2.Requests, t2.Accepted, t2.Outcomes
+	w2 := winnersOf(answers2, settled2)
+	if _, _, err := waitDrained(ctx, db, pid, f1.Reservations+len(accepted2), o.drainTimeout); err != nil {
+		return err
+	}
+	orders2, err := readOrders(ctx, client, o, w2)
+	if err != nil {
+		return err
+	}
+	w.Pay = payAll(ctx, client, o, w2, orders2, choosePayers(len(w2), 1))
+	say("%s: second wave: %d units, %d buyers, %d accepted, %d paid; final audit", sr.Strategy, w.Units, w.Buyers, w.Accepted, w.Pay.Paid)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline := time.Now()
+	if w.Pay.Paid < len(w2) { // an unpaid order of the second wave expires too: wait for its return
+		deadline = latest(deadline, latestExpiry(orders2))
+	}
+	final, finalOK, err := waitSettled(ctx, db, pid, deadline.Add(o.drainTimeout))
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(w1)+len(w2))
+	for _, w := range append(slices.Clone(w1), w2...) {
+		ids = append(ids, w.orderID)
+	}
+	missing, unexpected, err := audit.CompareAccepted(ctx, db, pid, ids)
+	if err != nil {
+		return err
+	}
+
+	for _, v := range t2.Violations {
+		sr.Violations = append(sr.Violations, "second wave: "+v)
+	}
+	if t2.Requests != len(plan) {
+		sr.Violations = append(sr.Violations, fmt.Sprintf("second wave: %d requests planned, %d answered", len(plan), t2.Requests))
+	}
+	if unknown2 > 0 {
+		sr.Violations = append(sr.Violations, fmt.Sprintf("second wave: %d purchases still of unknown outcome after %d retries each", unknown2, settleTries))
+	}
+	e := paymentEvidence{
+		winners1: len(w1), paid1: p.First.Paid, afterWindow: f1, backOK: backOK,
+		units2: w.Units, buyers2: w.Buyers, accepted2: w.Accepted, paid2: w.Pay.Paid,
+		final: final, finalOK: finalOK, missing: missing, unexpected: unexpected,
+		problems: append(slices.Clone(p.First.problems), w.Pay.problems...),
+		gaveUp:   p.First.GaveUp + w.Pay.GaveUp,
+		timeout:  o.drainTimeout,
+	}
+	sr.Oversold = max(sr.Oversold, e.oversold())
+	sr.Violations = append(sr.Violations, paymentViolations(e, sr.Oversold)...)
+	sr.Facts = final
+	return nil
+}
+
+// paymentEvidence is what the payment phase saw: the answers' side and the database's.
+type paymentEvidence struct {
+	winners1, paid1 int         // the first wave's orders, and those its payers were told were paid
+	afterWindow     audit.Facts // the database once the first wave's window ran out
+	backOK          bool        // every unpaid unit of the first wave came back before the timeout
+	units2          int         // on sale when the second wave began
+	buyers2         int
+	accepted2       int         // the second wave's orders
+	paid2           int         // of them, those its payers were told were paid
+	final           audit.Facts // the database at the end
+	finalOK         bool        // every order settled (paid, or expired and returned) before the timeout
+	missing         []string    // orders acknowledged to a buyer that the database does not hold
+	unexpected      []string    // orders the database holds that no buyer was told of
+	problems        []string    // answers no payment should get
+	gaveUp          int         // payments of unknown outcome
+	timeout         time.Duration
+}
+
+// oversold is the oversell the phase sees: the database's at both audits, the second wave's
+// acceptances beyond the units on sale, and the units the buyers hold at the end by what they
+// were told (every acknowledged purchase, less the units of the orders that expired) beyond the
+// initial stock.
+func (e paymentEvidence) oversold() int {
+	held := e.winners1 + e.accepted2 - e.final.ClosedUnits
+	return max(0, e.afterWindow.Oversold(), e.final.Oversold(), e.accepted2-e.units2, held-e.final.InitialStock)
+}
+
+// paymentViolations are the invariants of the payment phase that e breaks: every unpaid unit came
+// back once (and only the unpaid ones), the second wave took all of them and no more, every
+// payment the buyers were told of is a paid order with its charge and no other charge succeeded,
+// and every order of both waves is accounted for (audit.Facts.Violations, dbViolations).
+// oversold is the run's; it excuses units left unsold (the unsafe control's stock is anything).
+func paymentViolations(e paymentEvidence, oversold int) []string {
+	var v []string
+	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+	a := e.afterWindow
+	if !e.backOK {
+		add("NOT RETURNED in time: %s after the window ran out, %d units still await payment and %d of %d expired units are back in stock",
+			e.timeout, a.ReservedUnits-a.PaidUnits-a.ClosedUnits, a.ReturnedUnits, a.ClosedUnits)
+	}
+	if unpaid := e.winners1 - e.paid1; a.ClosedUnits != unpaid {
+		add("the first wave left %d orders unpaid, but %d units expired", unpaid, a.ClosedUnits)
+	}
+	if !e.finalOK {
+		add("the second wave's orders did not settle within %s: %d units await payment, %d of %d expired units are back in stock",
+			e.timeout, e.final.ReservedUnits-e.final.PaidUnits-e.final.ClosedUnits, e.final.ReturnedUnits, e.final.ClosedUnits)
+	}
+	// The order queue drained (every reservation has its order) is what dbViolations asks: then
+	// a unit not back in stock is NOT RETURNED, however long the wait for it was.
+	queueDrained := e.final.Orders == e.final.Reservations && e.final.OrderUnits == e.final.ReservedUnits
+	v = append(v, dbViolations(dbEvidence{facts: e.final, drained: queueDrained, missing: e.missing, unexpected: e.unexpected}, oversold, 0, e.timeout)...)
+	if told := e.paid1 + e.paid2; told != e.final.PaidUnits {
+		add("the payers were told %d orders were paid; the database holds %d paid units", told, e.final.PaidUnits)
+	}
+	// The units that came back and were not sold again: the stock left, less the units of the
+	// second wave's own orders that expired (their buyers could not pay in time).
+	if left := e.final.Stock - (e.final.ClosedUnits - a.ClosedUnits); oversold == 0 && e.buyers2 > e.units2 && left > 0 {
+		add("UNDERSOLD: %d of the %d units that came back were not sold again although %d second-wave buyers came", left, e.units2, e.buyers2)
+	}
+	for _, p := range e.problems {
+		add("%s", p)
+	}
+	if e.gaveUp > 0 {
+		add("%d payments still of unknown outcome after %d tries each", e.gaveUp, payTries)
+	}
+	return v
+}
+
+// waitSettled waits until deadline for every reservation of the product to have its order, no
+// unit to await payment (queued, confirmed or paying) and every expired or cancelled unit to be
+// back in stock, and returns the last facts seen and whether it got there. Only ctx ending, or
+// a failed read, is an error.
+func waitSettled(ctx context.Context, db *sql.DB, productID int64, deadline time.Time) (audit.Facts, bool, error) {
+	for {
+		f, err := audit.Load(ctx, db, productID)
+		if err != nil {
+			return f, false, err
+		}
+		if f.Drained() && f.ReservedUnits == f.PaidUnits+f.ClosedUnits {
+			return f, true, nil
+		}
+		if time.Now().After(deadline) {
+			return f, false, nil
+		}
+		if err := sleep(ctx, pollEvery); err != nil {
+			return f, false, err
+		}
+	}
+}
+
+// orderView is an order as GET /api/v1/orders/{id} shows it.
+type orderView struct {
+	Status    string    `json:"status"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// readOrders reads the order of every winner, waiting up to o.drainTimeout for each to leave
+// queued. An order the API does not know reads as status "missing", one that stayed queued as
+// "queued". Only ctx ending is an error.
+func readOrders(ctx context.Context, client *http.Client, o *options, ws []winner) ([]orderView, error) {
+	out := make([]orderView, len(ws))
+	deadline := time.Now().Add(o.drainTimeout)
+	forEach(ctx, len(ws), o.workers, func(i int) {
+		for try := 0; ; try++ {
+			v, status := getOrder(ctx, client, o.targets[(ws[i].buyer+try)%len(o.targets)], ws[i].orderID)
+			switch {
+			case status == http.StatusNotFound:
+				v.Status = "missing"
+			case status == http.StatusOK && v.Status != string(sale.StatusQueued):
+			case time.Now().Before(deadline) && sleep(ctx, pollEvery) == nil:
+				continue
+			default:
+				v.Status = string(sale.StatusQueued)
+			}
+			out[i] = v
+			return
+		}
+	})
+	return out, ctx.Err()
+}
+
+func getOrder(ctx context.Context, client *http.Client, target, orderID string) (orderView, int) {
+	var v orderView
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/orders/"+orderID, nil)
+	if err != nil {
+		return v, 0
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return v, 0
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 8192))
+	if res.StatusCode == http.StatusOK && json.Unmarshal(data, &v) != nil {
+		return v, 0
+	}
+	return v, res.StatusCode
+}
+
+// windowOf is the payment window as the orders show it (PaymentReport.WindowSeconds), 0 when no
+// order has an expires_at.
+func windowOf(ws []winner, orders []orderView) float64 {
+	least := time.Duration(-1)
+	for i, v := range orders {
+		if v.ExpiresAt.IsZero() {
+			continue
+		}
+		if d := v.ExpiresAt.Sub(ws[i].accepted); least < 0 || d < least {
+			least = d
+		}
+	}
+	return max(least, 0).Seconds()
+}
+
+// latestExpiry is the last expires_at of orders (zero when none has one).
+func latestExpiry(orders []orderView) time.Time {
+	var t time.Time
+	for _, v := range orders {
+		t = latest(t, v.ExpiresAt)
+	}
+	return t
+}
+
+// payAll pays the orders of the winners ws whose pays is true, o.workers at a time, and tallies
+// what their payers were told. A payer whose order has expired already is late and sends
+// nothing; one whose order is missing or still queued is a problem.
+func payAll(ctx context.Context, client *http.Client, o *options, ws []winner, orders []orderView, pays []bool) PayTally {
+	t := PayTally{Orders: len(ws), Answers: map[string]int{}}
+	var mu sync.Mutex
+	forEach(ctx, len(ws), o.workers, func(i int) {
+		if !pays[i] {
+			return
+		}
+		var r payResult
+		switch orders[i].Status {
+		case string(sale.StatusConfirmed):
+			r = payOne(ctx, client, o.targets, ws[i])
+		case string(sale.StatusExpired):
+			r = payResult{outcome: "late"}
+		default:
+			r = payResult{outcome: "unexpected", problem: fmt.Sprintf("order %s of buyer %d is %s when its buyer comes to pay", ws[i].orderID, ws[i].buyer, orders[i].Status)}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.add(r)
+	})
+	return t
+}
+
+func (t *PayTally) add(r payResult) {
+	t.Payers++
+	t.Declined += r.declined
+	t.Retried += r.retried
+	for out, n := range r.answers {
+		t.Answers[out] += n
+	}
+	switch r.outcome {
+	case "paid":
+		t.Paid++
+	case "late":
+		t.Late++
+	case "gave_up":
+		t.GaveUp++
+	default:
+		t.problems = append(t.problems, r.problem)
+	}
+}
+
+// payResult is one payer's payments: how they ended (paid, late, gave_up, unexpected, with
+// problem in words), and the answers on the way.
+type payResult struct {
+	outcome           string
+	problem           string
+	declined, retried int
+	answers           map[string]int
+}
+
+// payOne pays w's order as a careful client does: one Idempotency-Key per payment, sent again
+// with the same key while the outcome is unknown (no answer, 5xx, 429) or the API says to wait
+// (a payment in progress, the order not confirmed yet), and a new key after a decline, until the
+// order is paid or has expired.
+func payOne(ctx context.Context, client *http.Client, targets []string, w winner) payResult {
+	r := payResult{answers: map[string]int{}}
+	for k := 1; k <= maxPayKeys; k++ {
+		key := fmt.Sprintf("%s-pay%d", w.user, k)
+		for try := 0; ; try++ {
+			if try == payTries || ctx.Err() != nil {
+				r.outcome = "gave_up"
+				return r
+			}
+			if try > 0 {
+				r.retried++
+				if sleep(ctx, pollEvery) != nil {
+					continue
+				}
+			}
+			status, code, paid := postPay(ctx, client, targets[(w.buyer+try)%len(targets)], w, key)
+			out := payOutcome(status, code, paid)
+			r.answers[out]++
+			switch out {
+			case "paid":
+				r.outcome = "paid"
+				return r
+			case string(sale.CodeOrderExpired):
+				r.outcome = "late"
+				return r
+			case string(sale.CodePaymentDeclined):
+				r.declined++
+			case "transport_error", string(sale.CodeUnavailable), string(sale.CodeRateLimited),
+				string(sale.CodePaymentInProgress), string(sale.CodeOrderNotConfirmed):
+				continue
+			default:
+				r.outcome = "unexpected"
+				r.problem = fmt.Sprintf("payment of order %s by buyer %d: unexpected answer %d %s", w.orderID, w.buyer, status, code)
+				return r
+			}
+			break // declined: the next payment, with a new key
+		}
+	}
+	r.outcome = "gave_up"
+	return r
+}
+
+// payOutcome names an answer to a payment: paid (200 with the order paid), the API's error code,
+// transport_error (no answer, or a proxy's 502/504 without one), or other.
+func payOutcome(status int, code string, paid bool) string {
+	switch {
+	case status == http.StatusOK && paid:
+		return "paid"
+	case status == 0, (status == http.StatusBadGateway || status == http.StatusGatewayTimeout) && code == "":
+		return "transport_error"
+	case status == http.StatusPaymentRequired && code == string(sale.CodePaymentDeclined),
+		status == http.StatusConflict && code != "",
+		status == http.StatusServiceUnavailable && code == string(sale.CodeUnavailable),
+		status == http.StatusTooManyRequests && code == string(sale.CodeRateLimited):
+		return code
+	}
+	return "other"
+}
+
+// postPay sends one payment of w's order with key and returns the answer's status, its error
+// code, and whether it shows the order paid.
+func postPay(ctx context.Context, client *http.Client, target string, w winner, key string) (status int, code string, paid bool) {
+	body, _ := json.Marshal(map[string]string{"user_id": w.user})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/api/v1/orders/"+w.orderID+"/pay", strings.NewReader(string(body)))
+	if err != nil {
+		return 0, "", false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	if w.token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.token)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, "", false
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 8192))
+	var b struct {
+		Status string `json:"status"`
+		Error  struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(data, &b)
+	return res.StatusCode, b.Error.Code, b.Status == string(sale.StatusPaid)
+}
+
+// payClient is the HTTP client of the payment phase: keep-alive connections for o.workers
+// requests in flight.
+func payClient(o *options) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.workers}}
+}
+
+// forEach calls fn(i) for every i below n, workers at a time, and returns once every call has;
+// calls not begun when ctx ends are not made.
+func forEach(ctx context.Context, n, workers int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(max(workers, 1), n) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
