@@ -17,7 +17,7 @@ type Checkout struct {
 // RegisterCheckout registers the checkout metrics on m's registry. Call it once per Metrics.
 func (m *Metrics) RegisterCheckout() *Checkout {
 	f := factory{m.reg}
-	return &Checkout{
+	c := &Checkout{
 		payments: f.counterVec("seckill_payments_total",
 			"Payments answered, by code: paid (a replay included), payment_declined, order_expired, order_cancelled, order_already_paid, payment_in_progress, order_not_confirmed, not_found, unavailable.", "code"),
 		expired: f.counter("seckill_orders_expired_total",
@@ -25,6 +25,14 @@ func (m *Metrics) RegisterCheckout() *Checkout {
 		returned: f.counterVec("seckill_units_returned_total",
 			"Units of expired or cancelled orders this process returned to their sale, by strategy.", "strategy"),
 	}
+	// Every series from the start, at 0: a rate over a series that appears only at its first
+	// event misses that event, and a dashboard shows nothing rather than 0 before it.
+	c.payments.WithLabelValues("paid")
+	c.payments.WithLabelValues(string(sale.CodePaymentDeclined))
+	for _, st := range sale.Strategies {
+		c.returned.WithLabelValues(string(st))
+	}
+	return c
 }
 
 // Payment counts one payment's answer (nil: paid).
