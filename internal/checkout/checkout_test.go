@@ -602,3 +602,31 @@ func TestReturnsRaceASecondWave(t *testing.T) {
 		})
 	}
 }
+
+// TestPaymentTimeoutResumedWithItsKey: a charge that outlives its timeout is answered 503 and
+// leaves the order claimed; the buyer's retry with the same key resumes it, and the provider's
+// idempotency on the key makes it one charge.
+func TestPaymentTimeoutResumedWithItsKey(t *testing.T) {
+	e := newEnv(t)
+	p := e.product(t, sale.StrategyMySQL, 5)
+	id, err := e.buy(t, p, "slow", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.service(t, 0, 300*time.Millisecond, checkout.Options{ChargeTimeout: 20 * time.Millisecond}).Pay(t.Context(), id, "slow", "k")
+	want(t, err, sale.ErrUnavailable)
+	if o := e.order(t, id); o.Status != sale.StatusPaying {
+		t.Fatalf("after the timeout the order is %s, want paying (claimed by the payment)", o.Status)
+	}
+	_, err = e.service(t, 0, 0, checkout.Options{}).Pay(t.Context(), id, "slow", "other")
+	want(t, err, sale.ErrPaymentInProgress)
+	o, err := e.service(t, 0, 0, checkout.Options{}).Pay(t.Context(), id, "slow", "k")
+	if err != nil || o.Status != sale.StatusPaid {
+		t.Fatalf("the retry with the same key = %+v, %v; want paid", o, err)
+	}
+	var charges int
+	if err := e.st.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM payment_charges WHERE order_id = ?", id).Scan(&charges); err != nil || charges != 1 {
+		t.Fatalf("charges = %d (%v), want 1", charges, err)
+	}
+	e.audit(t, p)
+}
