@@ -6,6 +6,7 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -157,22 +158,26 @@ func (f Facts) Violations(drained bool) []string {
 }
 
 // WaitDrained polls until MySQL holds at least accepted reservations of the product and every
-// reservation has its order, or ctx ends, and returns the last facts seen (with ctx's error if it
+// reservation has its order, or ctx ends, and returns the last facts read (with ctx's error if it
 // ended first). accepted is how many purchases the caller saw accepted, 0 if it does not know: a
 // redis-lua purchase is answered before its reservation reaches MySQL (its persister holds off
 // during a burst), so without it a queue can look drained before the last of them arrive.
 func WaitDrained(ctx context.Context, db *sql.DB, productID int64, accepted int, poll time.Duration) (Facts, error) {
+	var last Facts // the last facts read: a read cut short by ctx's end must not replace them
 	for {
 		f, err := Load(ctx, db, productID)
-		if err == nil && f.Reservations >= accepted && f.Drained() {
-			return f, nil
+		if err == nil {
+			if f.Reservations >= accepted && f.Drained() {
+				return f, nil
+			}
+			last = f
 		}
 		select {
 		case <-ctx.Done():
-			if err == nil {
-				err = ctx.Err()
+			if err != nil && !errors.Is(err, ctx.Err()) {
+				return last, fmt.Errorf("%w (the last read failed: %v)", ctx.Err(), err)
 			}
-			return f, err
+			return last, ctx.Err()
 		case <-time.After(poll):
 		}
 	}
