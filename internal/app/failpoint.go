@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // failpointEnv names the chaos run's test hooks (make chaos), off unless set: each kills the
@@ -21,11 +22,16 @@ import (
 //	                          acknowledged and deleted its entries in the stream
 //	expirer-after-expire      right after the expirer committed a batch of expired orders, before
 //	                          it returned their units to the stock
+//	holder-kill               inside a lock strategy's critical section, with the lock (or the
+//	                          row lock) held: a holder that dies holding it
+//	holder-stall@DURATION     the same place, but the holder stalls for DURATION (a GC pause, a
+//	                          swapped-out process) and then goes on as if nothing happened;
+//	                          DURATION is a Go duration, 30s when left out
 //
 // each optionally followed by :PATH: the hook then fires at the first such point reached while
-// the file PATH exists; the process that removes PATH is the one that dies, so of the processes
-// armed with one PATH, one dies per file created. A process armed with a PATH that never appears
-// behaves as if unarmed.
+// the file PATH exists; the process that removes PATH is the one that fires it (dies, stalls), so
+// of the processes armed with one PATH, one fires per file created. A process armed with a PATH
+// that never appears behaves as if unarmed.
 const failpointEnv = "SECKILL_TEST_FAILPOINT"
 
 const (
@@ -33,9 +39,14 @@ const (
 	failpointPersisterBeforeCommit = "persister-before-commit"
 	failpointPersisterAfterCommit  = "persister-after-commit"
 	failpointExpirerAfterExpire    = "expirer-after-expire"
+	failpointHolderKill            = "holder-kill"
+	failpointHolderStall           = "holder-stall"
 )
 
-var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire}
+var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire, failpointHolderKill, failpointHolderStall + "@DURATION"}
+
+// defaultStall is how long holder-stall stalls when its spec names no duration.
+const defaultStall = 30 * time.Second
 
 // failpoints are the test hooks set from failpointEnv; nil members are off.
 type failpoints struct {
@@ -46,6 +57,8 @@ type failpoints struct {
 	persisterBeforeCommit, persisterAfterCommit func()
 	// expirerAfterExpire runs between an expiry batch's commit and the return of its units.
 	expirerAfterExpire func()
+	// holder runs inside the critical section of every lock strategy (holder-kill, holder-stall).
+	holder func()
 }
 
 // parseFailpoints reads failpointEnv's value. An unknown one is an error: a misspelt hook that
@@ -57,8 +70,11 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 	}
 	for _, one := range strings.Split(spec, ",") {
 		name, trigger, _ := strings.Cut(one, ":")
+		name, arg, hasArg := strings.Cut(name, "@")
 		var hook *func()
 		switch name {
+		case failpointHolderKill, failpointHolderStall:
+			hook = &fp.holder
 		case failpointConsumerAfterCommit:
 			hook = &fp.consumerAfterCommit
 		case failpointPersisterBeforeCommit:
@@ -68,14 +84,54 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 		case failpointExpirerAfterExpire:
 			hook = &fp.expirerAfterExpire
 		}
-		if hook == nil || *hook != nil {
+		if hook == nil || *hook != nil || (hasArg && name != failpointHolderStall) {
 			return failpoints{}, fmt.Errorf("%s=%q: want a list of distinct %s, each optionally :PATH",
 				failpointEnv, spec, strings.Join(failpointNames, ", "))
 		}
-		*hook = killer(log, one, trigger)
+		if name != failpointHolderStall {
+			*hook = killer(log, one, trigger)
+			continue
+		}
+		stall := defaultStall
+		if hasArg {
+			d, err := time.ParseDuration(arg)
+			if err != nil || d <= 0 {
+				return failpoints{}, fmt.Errorf("%s=%q: %s@%q is not a positive duration", failpointEnv, spec, name, arg)
+			}
+			stall = d
+		}
+		*hook = staller(log, one, trigger, stall)
 	}
 	log.Warn("test failpoints armed: this process kills itself at one of them", "failpoints", spec)
 	return fp, nil
+}
+
+// fire reports whether a hook armed with trigger fires now: always without a trigger, else when
+// this process is the one that removes the file.
+func fire(log *slog.Logger, trigger string) bool {
+	if trigger == "" {
+		return true
+	}
+	if err := os.Remove(trigger); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("failpoint trigger", "path", trigger, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// staller returns a hook that sleeps for d, ignoring everything else, each time its trigger
+// appears (every time it runs, without a trigger).
+func staller(log *slog.Logger, spec, trigger string, d time.Duration) func() {
+	return func() {
+		if !fire(log, trigger) {
+			return
+		}
+		log.Error("test failpoint: this process stalls", "failpoint", spec, "for", d)
+		time.Sleep(d)
+		log.Error("test failpoint: the stall is over", "failpoint", spec)
+	}
 }
 
 // killer returns a hook that SIGKILLs the process the first time it runs while trigger exists
@@ -83,16 +139,8 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 func killer(log *slog.Logger, spec, trigger string) func() {
 	var fired atomic.Bool
 	return func() {
-		if fired.Load() {
+		if fired.Load() || !fire(log, trigger) {
 			return
-		}
-		if trigger != "" {
-			if err := os.Remove(trigger); err != nil {
-				if !errors.Is(err, os.ErrNotExist) {
-					log.Warn("failpoint trigger", "path", trigger, "err", err)
-				}
-				return
-			}
 		}
 		fired.Store(true)
 		log.Error("test failpoint: killing this process", "failpoint", spec)

@@ -43,6 +43,8 @@ type resources struct {
 	// strategies are the served strategies' own objects (before any combining), made once: the
 	// deductors and the returners are both read from them.
 	strategies map[sale.Strategy]any
+	// fp are the test failpoints this process was started with.
+	fp failpoints
 
 	closers []func()
 }
@@ -50,7 +52,7 @@ type resources struct {
 // openResources opens every resource, or none: on an error it closes what it had opened. The
 // persister gets its test failpoints from fp.
 func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp failpoints) (_ *resources, err error) {
-	r := &resources{log: log, cfg: cfg}
+	r := &resources{log: log, cfg: cfg, fp: fp}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -270,6 +272,9 @@ func (r *resources) madeStrategies() (map[sale.Strategy]any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if h, ok := m.(holdSetter); ok && r.fp.holder != nil {
+			h.SetHold(func(context.Context) { r.fp.holder() })
+		}
 		made[d.strategy] = m
 	}
 	r.strategies = made
@@ -290,6 +295,12 @@ func (r *resources) returners() (map[sale.Strategy]sale.Returner, error) {
 		}
 	}
 	return out, nil
+}
+
+// holdSetter is a lock strategy whose critical section can run a test hook (the holder-*
+// failpoints).
+type holdSetter interface {
+	SetHold(func(ctx context.Context))
 }
 
 // keeperPreparer is a strategy that keeps receipts and prepares sales itself (redis-lua).

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -126,5 +127,37 @@ func TestParseFailpoints(t *testing.T) {
 	fp.persisterAfterCommit()
 	if fp, err := parseFailpoints(log, failpointPersisterAfterCommit+":"+never); err != nil || fp.persisterAfterCommit == nil || fp.consumerAfterCommit != nil {
 		t.Errorf("one alone: %+v, %v; want only persisterAfterCommit", fp, err)
+	}
+}
+
+// TestHolderStall: holder-stall@D stalls the holder that removes the trigger, for D, once per
+// file; the others go on. Kill and stall are one hook: both cannot be armed.
+func TestHolderStall(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, bad := range []string{"holder-stall@", "holder-stall@-1s", "holder-stall@soon", "holder-kill@1s", "consumer-after-commit@1s", "holder-kill,holder-stall"} {
+		if _, err := parseFailpoints(log, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	trigger := t.TempDir() + "/stall"
+	fp, err := parseFailpoints(log, "holder-stall@150ms:"+trigger)
+	if err != nil || fp.holder == nil {
+		t.Fatalf("armed: %+v, %v", fp, err)
+	}
+	took := func() time.Duration { start := time.Now(); fp.holder(); return time.Since(start) }
+	if d := took(); d > 100*time.Millisecond {
+		t.Errorf("no trigger file: stalled %s", d)
+	}
+	if err := os.WriteFile(trigger, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d := took(); d < 150*time.Millisecond {
+		t.Errorf("trigger present: stalled only %s, want 150ms", d)
+	}
+	if _, err := os.Stat(trigger); !os.IsNotExist(err) {
+		t.Errorf("the stalled holder left its trigger: %v", err)
+	}
+	if d := took(); d > 100*time.Millisecond {
+		t.Errorf("trigger consumed: stalled again %s", d)
 	}
 }

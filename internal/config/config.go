@@ -180,7 +180,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_BUYER_JWT_AUDIENCE", flag: "buyer-jwt-audience", def: "", usage: "required aud of buyer tokens (empty: not checked)", set: str(&c.Buyer.JWTAudience)},
 		{env: "SECKILL_BUYER_JWT_LEEWAY", flag: "buyer-jwt-leeway", def: "30s", usage: "clock skew tolerated on a buyer token's exp, nbf and iat", set: dur(&c.Buyer.JWTLeeway)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
-		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the `none` strategy, which oversells on purpose", set: boolean(&c.Sale.AllowUnsafe)},
+		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the unsafe strategies (`none`, which oversells, and the lock zoo's unsafe variants), kept to show how they fail", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
 		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "Redis lock lease, renewed every third of it while held", set: dur(&c.Sale.LockTTL)},
 		{env: "SECKILL_BATCH_MAX", flag: "batch-max", def: "128", usage: "most purchases of one product combined into one deduction (1: one transaction and one lock per buyer)", set: integer(&c.Sale.BatchMax)},
@@ -281,8 +281,8 @@ func (c *Config) validate() error {
 	} else if cfg.DBName == "" {
 		add("SECKILL_MYSQL_DSN names no database (…/seckill)")
 	}
-	if c.Sale.DefaultStrategy == sale.StrategyNone && !c.Sale.AllowUnsafe {
-		add("SECKILL_DEFAULT_STRATEGY=none needs SECKILL_ALLOW_UNSAFE_STRATEGIES=true")
+	if !c.Sale.DefaultStrategy.Safe() && !c.Sale.AllowUnsafe {
+		add("SECKILL_DEFAULT_STRATEGY=%s needs SECKILL_ALLOW_UNSAFE_STRATEGIES=true: it is unsafe", c.Sale.DefaultStrategy)
 	}
 	for _, d := range []struct {
 		name string

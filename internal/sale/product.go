@@ -6,48 +6,6 @@ import (
 	"time"
 )
 
-// Strategy names how a product's stock is deducted. It is a property of the product, not of a
-// request: two different locks on one product at the same time would exclude nothing.
-type Strategy string
-
-// The strategies. StrategyNone is unsafe by design.
-const (
-	// StrategyMySQL deducts with one conditional UPDATE (`WHERE stock >= qty`) in the purchase
-	// transaction: the database row lock is the mutual exclusion.
-	StrategyMySQL Strategy = "mysql"
-	// StrategyRedis serialises the read-check-write under a Redis lock with a fencing token.
-	StrategyRedis Strategy = "redis"
-	// StrategyZK serialises the read-check-write under a ZooKeeper lock with a fencing token.
-	StrategyZK Strategy = "zk"
-	// StrategyRedisLua decides each purchase with one Lua script over the sale's state in Redis
-	// (stock, buyers, receipts) and appends it to a Redis Stream, from which persisters write it
-	// to MySQL: no lock, no database round trip on the purchase path.
-	StrategyRedisLua Strategy = "redis-lua"
-	// StrategyNone runs the same read-check-write with no lock and no condition. It oversells under
-	// concurrency and exists only to prove that the tests and the load test catch an oversell.
-	StrategyNone Strategy = "none"
-)
-
-// Strategies lists every strategy the code knows, safe ones first.
-var Strategies = []Strategy{StrategyMySQL, StrategyRedis, StrategyZK, StrategyRedisLua, StrategyNone}
-
-// Safe reports whether the strategy guarantees no oversell.
-func (s Strategy) Safe() bool { return s != StrategyNone }
-
-// ParseStrategy returns the strategy named s, or a *ValidationError.
-func ParseStrategy(s string) (Strategy, error) {
-	for _, known := range Strategies {
-		if string(known) == s {
-			return known, nil
-		}
-	}
-	names := make([]string, len(Strategies))
-	for i, known := range Strategies {
-		names[i] = string(known)
-	}
-	return "", invalid("strategy", "must be one of %s", strings.Join(names, ", "))
-}
-
 // Product is an item on flash sale.
 type Product struct {
 	ID           int64

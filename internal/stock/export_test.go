@@ -6,10 +6,6 @@ import (
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
-// SetPause installs a hook that runs inside the critical section, between the read and the
-// write: the tests use it to stall a lease holder beyond its lease.
-func (l *Locked) SetPause(f func(ctx context.Context)) { l.pause = f }
-
 // DisableFence makes the strategy write without claiming or checking the fence: the negative
 // control showing that the fence, not luck, refuses a stale holder's write.
 func (l *Locked) DisableFence() { l.unfenced = true }

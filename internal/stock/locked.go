@@ -19,7 +19,8 @@ type LockObserver interface {
 	LockLost(st sale.Strategy)
 }
 
-// Locked deducts under a distributed lock (the `redis` and `zk` strategies): it takes the
+// Locked deducts under a distributed lock (the `redis` and `zk` strategies, and the lock zoo's
+// lock strategies: mysql-lock-table, zk-herd, zk-reentrant, …): it takes the
 // product's lock, then runs the same read-check-write as `none`, with a plain write. The lock is
 // what keeps two deductions out of the critical section at once; the fencing token is what keeps
 // a holder whose lease ran out (a GC pause, a stalled network) from writing over a newer holder:
@@ -43,29 +44,48 @@ type Locked struct {
 	locker   lock.Locker
 	wait     time.Duration
 	observer LockObserver
-	// pause, when set by a test, runs inside the critical section, between the read and the write.
-	pause func(ctx context.Context)
-	// unfenced, set only by the fence's negative-control test, skips the fence.
+	// hold, when set (a test, a failpoint of the chaos runs), runs inside the critical section,
+	// between the read and the write: a holder that stalls or dies there.
+	hold func(ctx context.Context)
+	// unfenced skips the fence: the fence's negative-control test, and the zoo's unsafe variants
+	// that the write-ups describe without one.
 	unfenced bool
 }
+
+// LockedOption changes how a Locked strategy works.
+type LockedOption func(*Locked)
+
+// Unfenced makes the strategy write without claiming or checking the fence, as the locks of the
+// write-ups do: a holder whose lease ran out writes over the next holder's sale. Unsafe.
+func Unfenced() LockedOption { return func(l *Locked) { l.unfenced = true } }
+
+// SetHold installs f to run inside the critical section of every deduction, between the read
+// and the write, with the lock held (nil removes it): the tests and the chaos runs stall or kill
+// a holder there.
+func (l *Locked) SetHold(f func(ctx context.Context)) { l.hold = f }
 
 var (
 	_ sale.Deductor      = (*Locked)(nil)
 	_ sale.BatchDeductor = (*Locked)(nil)
 )
 
-// NewLocked returns the strategy st (redis or zk) over locker. wait bounds the lock wait; a
+// NewLocked returns the lock strategy named strategy over locker. wait bounds the lock wait; a
 // purchase that waits longer gets sale.ErrLockTimeout.
-func NewLocked(st *store.Store, strategy sale.Strategy, locker lock.Locker, wait time.Duration, obs LockObserver) (*Locked, error) {
+func NewLocked(st *store.Store, strategy sale.Strategy, locker lock.Locker, wait time.Duration, obs LockObserver, opts ...LockedOption) (*Locked, error) {
 	switch {
 	case st == nil || locker == nil || obs == nil:
 		return nil, errors.New("stock: locked strategy needs a store, a locker and an observer")
 	case wait <= 0:
 		return nil, errors.New("stock: lock wait must be positive")
-	case strategy != sale.StrategyRedis && strategy != sale.StrategyZK:
-		return nil, fmt.Errorf("stock: %q is not a lock strategy", strategy)
 	}
-	return &Locked{store: st, strategy: strategy, locker: locker, wait: wait, observer: obs}, nil
+	if _, ok := strategy.Info(); !ok {
+		return nil, fmt.Errorf("stock: unknown strategy %q", strategy)
+	}
+	l := &Locked{store: st, strategy: strategy, locker: locker, wait: wait, observer: obs}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // LockName is the name of a product's lock: the database's name and the product's id, since two
@@ -128,8 +148,8 @@ func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]e
 
 // write is the end of the critical section: the new stock, fenced.
 func (l *Locked) write(ctx context.Context, tx *store.PurchaseTx, lease lock.Lease, r0 sale.Reservation, stock int) error {
-	if l.pause != nil {
-		l.pause(ctx)
+	if l.hold != nil {
+		l.hold(ctx)
 	}
 	select {
 	case <-lease.Lost():

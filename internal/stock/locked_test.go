@@ -133,7 +133,7 @@ func testStaleHolder(t *testing.T, st *store.Store, strategy sale.Strategy, dial
 	}
 	var bErr error
 	var once sync.Once
-	a.SetPause(func(context.Context) {
+	a.SetHold(func(context.Context) {
 		once.Do(func() {
 			partition.Cut() // A is cut off from the lock service; its lease runs out
 			bErr = b.Deduct(t.Context(), reservation(p, "buyer-b", 1, ""))

@@ -43,8 +43,10 @@ func (l *Locked) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
 		return 0, err
 	}
 	defer l.release(ctx, lease)
-	if err := l.store.ClaimFence(ctx, b.ProductID, l.strategy, b.Epoch, lease.Token()); err != nil {
-		return 0, err
+	if !l.unfenced {
+		if err := l.store.ClaimFence(ctx, b.ProductID, l.strategy, b.Epoch, lease.Token()); err != nil {
+			return 0, err
+		}
 	}
 	var units int
 	err = l.store.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
@@ -54,6 +56,9 @@ func (l *Locked) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
 		}
 		if units, err = tx.MarkReturned(ctx, b.ProductID, orderIDs(b)); err != nil || units == 0 {
 			return err
+		}
+		if l.unfenced {
+			return tx.SetStock(ctx, b.ProductID, l.strategy, b.Epoch, stock+units)
 		}
 		return tx.SetStockFenced(ctx, b.ProductID, l.strategy, b.Epoch, lease.Token(), stock+units)
 	})

@@ -30,7 +30,7 @@ func TestLockedReturnWaitsForTheLock(t *testing.T) {
 				var d interface {
 					sale.Deductor
 					sale.Returner
-					SetPause(func(context.Context))
+					SetHold(func(context.Context))
 				}
 				if strategy == sale.StrategyRedis {
 					d = newLocked(t, st, strategy, redisLocker(t, itest.RedisAddr, 10*time.Second), 30*time.Second)
@@ -50,7 +50,7 @@ func TestLockedReturnWaitsForTheLock(t *testing.T) {
 
 				var returned sync.WaitGroup
 				var once sync.Once
-				d.SetPause(func(context.Context) {
+				d.SetHold(func(context.Context) {
 					once.Do(func() { // the buyer's deduction has read the stock (2) and not written it
 						returned.Go(func() {
 							if underLock {

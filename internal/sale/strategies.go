@@ -1,0 +1,119 @@
+package sale
+
+import "strings"
+
+// Strategy names how a product's stock is deducted. It is a property of the product, not of a
+// request: two different locks on one product at the same time would exclude nothing.
+type Strategy string
+
+// The strategies. The first five are the project's own; the others are the lock zoo: every
+// mechanism of the classic write-ups on distributed locks, each kept to show how it fails. The
+// unsafe ones (Safe() == false) are served only with SECKILL_ALLOW_UNSAFE_STRATEGIES.
+const (
+	// StrategyMySQL deducts with one conditional UPDATE (`WHERE stock >= qty`) in the purchase
+	// transaction: the database row lock is the mutual exclusion.
+	StrategyMySQL Strategy = "mysql"
+	// StrategyRedis serialises the read-check-write under a Redis lock with a fencing token.
+	StrategyRedis Strategy = "redis"
+	// StrategyZK serialises the read-check-write under a ZooKeeper lock with a fencing token.
+	StrategyZK Strategy = "zk"
+	// StrategyRedisLua decides each purchase with one Lua script over the sale's state in Redis
+	// (stock, buyers, receipts) and appends it to a Redis Stream, from which persisters write it
+	// to MySQL: no lock, no database round trip on the purchase path.
+	StrategyRedisLua Strategy = "redis-lua"
+	// StrategyNone runs the same read-check-write with no lock and no condition. It oversells under
+	// concurrency and exists only to prove that the tests and the load test catch an oversell.
+	StrategyNone Strategy = "none"
+
+	// StrategyMySQLForUpdate is the pessimistic lock: SELECT … FOR UPDATE, check, UPDATE, commit.
+	// The row lock is held across round trips, so a stalled holder blocks every buyer until
+	// innodb_lock_wait_timeout.
+	StrategyMySQLForUpdate Strategy = "mysql-for-update"
+	// StrategyMySQLVersion is the optimistic lock: read stock and version, write only if the
+	// version is unchanged, run again on conflict until the lock wait is spent (429, never a
+	// false sold_out).
+	StrategyMySQLVersion Strategy = "mysql-version"
+	// StrategyMySQLVersionCapped gives up after a few conflicts and answers sold_out while stock
+	// remains: the undersell of capped optimistic retries. Unsafe.
+	StrategyMySQLVersionCapped Strategy = "mysql-version-capped"
+	// StrategyMySQLLockTable is a lock row inserted under a unique index, with an owner, an
+	// expiry that a reaper enforces, waiting with back-off, and its auto-increment id as the
+	// fencing token.
+	StrategyMySQLLockTable Strategy = "mysql-lock-table"
+	// StrategyMySQLLockTableNaive is the lock table of the write-ups: no expiry, no owner, no
+	// fence. A holder that dies leaves its row and the sale stalls until someone deletes it. Unsafe.
+	StrategyMySQLLockTableNaive Strategy = "mysql-lock-table-naive"
+	// StrategyZKHerd is the naive ZooKeeper lock: every waiter watches all the lock's children,
+	// so every release wakes every waiter (the herd effect). Fenced, so safe; slow.
+	StrategyZKHerd Strategy = "zk-herd"
+	// StrategyZKReentrant is the zk lock with the holder's identity in its node: the same owner
+	// re-enters at once (Curator's InterProcessMutex), another owner waits.
+	StrategyZKReentrant Strategy = "zk-reentrant"
+)
+
+// StrategyInfo describes a strategy for people: the storefront's drawer, the load-test report,
+// the zoo matrix.
+type StrategyInfo struct {
+	Strategy Strategy
+	// Family is what guards the stock: "mysql", "redis", "zookeeper" or "control".
+	Family string
+	// Safe is false for the strategies kept to show a failure (see Strategy.Safe).
+	Safe bool
+	// Summary says in one line how it works and, for the zoo's, what breaks it.
+	Summary string
+}
+
+// Catalog lists every strategy the code knows, in the order they are shown: the project's own
+// first, then the zoo by family, the unsafe ones after the safe ones of their family.
+var Catalog = []StrategyInfo{
+	{StrategyMySQL, "mysql", true, "One conditional UPDATE on the product’s MySQL row: the row lock is the mutual exclusion."},
+	{StrategyRedis, "redis", true, "Read-check-write under a Redis lock, fenced by a token."},
+	{StrategyZK, "zookeeper", true, "Read-check-write under a ZooKeeper lock (predecessor watch), fenced by a token."},
+	{StrategyRedisLua, "redis", true, "Stock pre-deducted in Redis by one Lua script; written to MySQL right after."},
+	{StrategyMySQLForUpdate, "mysql", true, "SELECT … FOR UPDATE, check, UPDATE: a stalled holder blocks every buyer until the lock wait times out."},
+	{StrategyMySQLVersion, "mysql", true, "Optimistic: write only if the version is unchanged, try again on conflict; most attempts lose under contention."},
+	{StrategyMySQLLockTable, "mysql", true, "A lock row under a unique index, with owner, expiry, reaper and its id as fencing token."},
+	{StrategyZKHerd, "zookeeper", true, "Every waiter watches every lock node: each release wakes them all (the herd effect)."},
+	{StrategyZKReentrant, "zookeeper", true, "The zk lock with the holder in its node: the same owner re-enters at once."},
+	{StrategyMySQLVersionCapped, "mysql", false, "Optimistic with capped retries: says sold out while stock remains (undersells)."},
+	{StrategyMySQLLockTableNaive, "mysql", false, "Lock row with no expiry and no fence: a holder that dies stalls the sale until a human deletes it."},
+	{StrategyNone, "control", false, "No lock and no condition: oversells under load, on purpose."},
+}
+
+// Strategies lists every strategy the code knows, in Catalog order.
+var Strategies = func() []Strategy {
+	out := make([]Strategy, len(Catalog))
+	for i, c := range Catalog {
+		out[i] = c.Strategy
+	}
+	return out
+}()
+
+// Info returns the catalog entry of s, and false for an unknown strategy.
+func (s Strategy) Info() (StrategyInfo, bool) {
+	for _, c := range Catalog {
+		if c.Strategy == s {
+			return c, true
+		}
+	}
+	return StrategyInfo{}, false
+}
+
+// Safe reports whether the strategy guarantees neither oversell nor undersell nor a sale stalled
+// for good. Unknown strategies are not safe.
+func (s Strategy) Safe() bool {
+	c, ok := s.Info()
+	return ok && c.Safe
+}
+
+// ParseStrategy returns the strategy named s, or a *ValidationError.
+func ParseStrategy(s string) (Strategy, error) {
+	if _, ok := Strategy(s).Info(); ok {
+		return Strategy(s), nil
+	}
+	names := make([]string, len(Strategies))
+	for i, known := range Strategies {
+		names[i] = string(known)
+	}
+	return "", invalid("strategy", "must be one of %s", strings.Join(names, ", "))
+}
