@@ -25,6 +25,7 @@ type Metrics struct {
 	purchaseDuration *prometheus.HistogramVec
 	lockWait         *prometheus.HistogramVec
 	locksLost        *prometheus.CounterVec
+	zoo              *zooMetrics
 	batchSize        *prometheus.HistogramVec
 	batchDuration    *prometheus.HistogramVec
 
@@ -112,6 +113,7 @@ func New() *Metrics {
 	for _, st := range lockStrategies {
 		m.locksLost.WithLabelValues(string(st))
 	}
+	m.registerZoo()
 	return m
 }
 
