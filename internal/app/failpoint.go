@@ -57,8 +57,23 @@ type failpoints struct {
 	persisterBeforeCommit, persisterAfterCommit func()
 	// expirerAfterExpire runs between an expiry batch's commit and the return of its units.
 	expirerAfterExpire func()
-	// holder runs inside the critical section of every lock strategy (holder-kill, holder-stall).
-	holder func()
+	// holderKill and holderStall run inside the critical section of every lock strategy.
+	holderKill, holderStall func()
+}
+
+// holder is what runs inside a lock strategy's critical section: the holder-* hooks armed, or
+// nil.
+func (fp failpoints) holder() func() {
+	if fp.holderKill == nil && fp.holderStall == nil {
+		return nil
+	}
+	return func() {
+		for _, h := range []func(){fp.holderStall, fp.holderKill} {
+			if h != nil {
+				h()
+			}
+		}
+	}
 }
 
 // parseFailpoints reads failpointEnv's value. An unknown one is an error: a misspelt hook that
@@ -73,8 +88,10 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 		name, arg, hasArg := strings.Cut(name, "@")
 		var hook *func()
 		switch name {
-		case failpointHolderKill, failpointHolderStall:
-			hook = &fp.holder
+		case failpointHolderKill:
+			hook = &fp.holderKill
+		case failpointHolderStall:
+			hook = &fp.holderStall
 		case failpointConsumerAfterCommit:
 			hook = &fp.consumerAfterCommit
 		case failpointPersisterBeforeCommit:

@@ -272,8 +272,9 @@ func (r *resources) madeStrategies() (map[sale.Strategy]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h, ok := m.(holdSetter); ok && r.fp.holder != nil {
-			h.SetHold(func(context.Context) { r.fp.holder() })
+		if h, ok := m.(holdSetter); ok && r.fp.holder() != nil {
+			hold := r.fp.holder()
+			h.SetHold(func(context.Context) { hold() })
 		}
 		made[d.strategy] = m
 	}

@@ -131,20 +131,21 @@ func TestParseFailpoints(t *testing.T) {
 }
 
 // TestHolderStall: holder-stall@D stalls the holder that removes the trigger, for D, once per
-// file; the others go on. Kill and stall are one hook: both cannot be armed.
+// file; the others go on. Kill and stall can be armed together, each with its own trigger.
 func TestHolderStall(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	for _, bad := range []string{"holder-stall@", "holder-stall@-1s", "holder-stall@soon", "holder-kill@1s", "consumer-after-commit@1s", "holder-kill,holder-stall"} {
+	for _, bad := range []string{"holder-stall@", "holder-stall@-1s", "holder-stall@soon", "holder-kill@1s", "consumer-after-commit@1s", "holder-kill,holder-kill:x"} {
 		if _, err := parseFailpoints(log, bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	trigger := t.TempDir() + "/stall"
-	fp, err := parseFailpoints(log, "holder-stall@150ms:"+trigger)
-	if err != nil || fp.holder == nil {
+	fp, err := parseFailpoints(log, "holder-stall@150ms:"+trigger+",holder-kill:"+t.TempDir()+"/never")
+	if err != nil || fp.holderStall == nil || fp.holderKill == nil {
 		t.Fatalf("armed: %+v, %v", fp, err)
 	}
-	took := func() time.Duration { start := time.Now(); fp.holder(); return time.Since(start) }
+	hold := fp.holder()
+	took := func() time.Duration { start := time.Now(); hold(); return time.Since(start) }
 	if d := took(); d > 100*time.Millisecond {
 		t.Errorf("no trigger file: stalled %s", d)
 	}
