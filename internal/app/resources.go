@@ -190,6 +190,18 @@ var strategyTable = []strategyDef{
 		d.SetReturned(r.store.ReturnedOrders) // a rebuilt state must know the orders returned already
 		return d, nil
 	}},
+	// The row lock of SELECT … FOR UPDATE, waited for at most the lock wait.
+	{strategy: sale.StrategyMySQLForUpdate, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewForUpdate(r.store, r.cfg.Sale.LockWait, r.metrics)
+	}},
+	// Versioned writes, tried again until the lock wait is spent.
+	{strategy: sale.StrategyMySQLVersion, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics)
+	}},
+	// The same, giving up after three lost writes with a false sold out: undersells.
+	{strategy: sale.StrategyMySQLVersionCapped, unsafe: true, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics, stock.Capped())
+	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.
 	{strategy: sale.StrategyNone, unsafe: true, single: func(r *resources) (sale.Deductor, error) {

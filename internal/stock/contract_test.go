@@ -47,6 +47,15 @@ func deductorCases() []deductorCase {
 		{sale.StrategyRedisLua, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newPersisted(tb, st)
 		}, true},
+		{sale.StrategyMySQLForUpdate, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newForUpdate(tb, st, 30*time.Second, &attempts{})
+		}, false},
+		{sale.StrategyMySQLVersion, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newOptimistic(tb, st, 30*time.Second, &attempts{}, false)
+		}, false},
+		{sale.StrategyMySQLVersionCapped, false, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newOptimistic(tb, st, 30*time.Second, &attempts{}, true)
+		}, false},
 		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			d, err := stock.NewNone(st)
 			if err != nil {
@@ -168,6 +177,17 @@ func testConcurrentBuyers(t *testing.T, st *store.Store, d sale.Deductor, dc ded
 	violations := f.Violations(false)
 	t.Logf("%s: accepted %d, sold out %d, stock %d, reserved %d, violations %q",
 		dc.strategy, accepted.Load(), soldOut.Load(), f.Stock, f.ReservedUnits, violations)
+	if dc.strategy == sale.StrategyMySQLVersionCapped {
+		// Unsafe, but not by overselling: capped retries undersell (sold out answered while stock
+		// remains), so it is held here to what it still guarantees, no oversell and a consistent
+		// audit, and not to selling the whole stock. How much it undersells depends on how its
+		// tries collide; TestOptimisticUnderContention asserts the undersell under a load that
+		// makes it certain.
+		if len(violations) > 0 || accepted.Load() > stockN {
+			t.Errorf("accepted %d of %d, violations %q", accepted.Load(), stockN, violations)
+		}
+		return
+	}
 	if !dc.safe {
 		// The negative control: the audit must catch the oversell that `none` produces.
 		if f.Oversold() == 0 || len(violations) == 0 {

@@ -15,3 +15,7 @@ func (l *Locked) DisableFence() { l.unfenced = true }
 func (m *MySQL) SetHooks(afterReserve, beforeCommit func(ctx context.Context, tx *store.PurchaseTx) error) {
 	m.afterReserve, m.beforeCommit = afterReserve, beforeCommit
 }
+
+// SetBeforeWrite installs a function that runs in each try of a deduction between its read and
+// its versioned write.
+func (v *Optimistic) SetBeforeWrite(f func(ctx context.Context)) { v.beforeWrite = f }
