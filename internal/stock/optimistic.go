@@ -22,7 +22,9 @@ package stock
 // then answers 429 (sale.ErrLockTimeout, nothing deducted): busy, not sold out. It says sold out
 // only from a stock it read that cannot serve the purchase: a committed stock, which only
 // returns ever raise, so a buyer told sold out was told the truth. A batch of purchases makes one
-// try for all of them. Every write is counted, won or lost, so the waste is on the dashboard.
+// try for all of them (and a replica's combiner runs one batch of a product at a time, so the
+// tries collide across replicas). Every write is counted, won or lost, so the waste is on the
+// dashboard.
 
 import (
 	"context"
