@@ -273,8 +273,8 @@ func (r *resources) madeStrategies() (map[sale.Strategy]any, error) {
 			return nil, err
 		}
 		if h, ok := m.(holdSetter); ok && r.fp.holder() != nil {
-			hold := r.fp.holder()
-			h.SetHold(func(context.Context) { hold() })
+			hold, st := r.fp.holder(), string(d.strategy)
+			h.SetHold(func(context.Context) { hold(st) })
 		}
 		made[d.strategy] = m
 	}
