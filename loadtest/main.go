@@ -148,7 +148,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
 	fs.StringVar(&o.redisAddr, "redis-addr", envOr("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "with -faults: the app's Redis, which the redis-flush fault empties (password: SECKILL_REDIS_PASSWORD)")
 	o.redisPassword = getenv("SECKILL_REDIS_PASSWORD")
-	fs.BoolVar(&o.zoo, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 100, -step 12s, -rate 200, -fault-after 2s unless given")
+	fs.BoolVar(&o.zoo, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
 	fs.DurationVar(&o.zooPause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
 	fs.DurationVar(&o.zooLockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
 	fs.DurationVar(&o.zooSession, "zoo-session", 4*time.Second, "with -zoo: the replicas' SECKILL_ZK_SESSION_TIMEOUT")
@@ -179,13 +179,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if o.zoo {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		for name, v := range map[string]any{"stock": &o.stock, "step": &o.stepFor, "rate": &o.rate, "fault-after": &o.faultAfter} {
+		for name, v := range map[string]any{"stock": &o.stock, "buyers": &o.buyers, "step": &o.stepFor, "rate": &o.rate, "fault-after": &o.faultAfter} {
 			if given[name] {
 				continue
 			}
 			switch p := v.(type) {
 			case *int:
-				*p = map[string]int{"stock": 100, "rate": 200}[name]
+				*p = map[string]int{"stock": 1000, "buyers": 4000, "rate": 200}[name]
 			case *time.Duration:
 				*p = map[string]time.Duration{"step": 12 * time.Second, "fault-after": 2 * time.Second}[name]
 			}

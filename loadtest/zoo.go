@@ -346,10 +346,18 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 	}
 	d := after.minus(before)
 	row.LockWaitP50, row.LockWaitP99 = d.waitQuantile(0.50)*1000, d.waitQuantile(0.99)*1000
+	// A lock that does not count its tries is granted once per timed wait (a few waits time
+	// out, which this counts as grants: the figure is per acquisition).
 	row.Grants = d.won
-	row.WastedPerGrant, row.WakeupsPerGrant = ratioOf(d.lost, d.won), ratioOf(d.wakeups, d.won)
-	if d.won == 0 {
-		row.WastedPerGrant, row.WakeupsPerGrant = -1, -1
+	if row.Grants == 0 {
+		row.Grants = d.waits
+	}
+	row.WastedPerGrant, row.WakeupsPerGrant = -1, -1
+	if d.won > 0 {
+		row.WastedPerGrant = d.lost / d.won
+	}
+	if d.wakeups > 0 && row.Grants > 0 {
+		row.WakeupsPerGrant = d.wakeups / row.Grants
 	}
 	say("zoo · %s · load: %s (expected %s) — %s", st, row.Load.Outcome, row.Load.Expected, row.Load.Detail)
 	row.Passed = row.Load.ok()
@@ -504,13 +512,15 @@ func deleteLockRow(ctx context.Context, db *sql.DB, productID int64) (string, er
 // zooCounters are the lock metrics of one strategy, summed over the replicas.
 type zooCounters struct {
 	won, lost, wakeups float64
+	// waits counts the lock acquisitions that were timed, granted or not.
+	waits float64
 	// wait are the cumulative counts of seckill_lock_wait_seconds by upper bound.
 	wait map[float64]float64
 }
 
 // minus returns c − b, counter by counter.
 func (c zooCounters) minus(b zooCounters) zooCounters {
-	d := zooCounters{won: c.won - b.won, lost: c.lost - b.lost, wakeups: c.wakeups - b.wakeups, wait: map[float64]float64{}}
+	d := zooCounters{won: c.won - b.won, lost: c.lost - b.lost, wakeups: c.wakeups - b.wakeups, waits: c.waits - b.waits, wait: map[float64]float64{}}
 	for le, n := range c.wait {
 		d.wait[le] = n - b.wait[le]
 	}
@@ -606,10 +616,14 @@ func addZoo(c *zooCounters, families map[string]*dto.MetricFamily, st string) {
 		if label(m, "strategy") != st {
 			continue
 		}
+		// The text format lists the +Inf bucket, which is the sample count; keep it once.
 		h := m.GetHistogram()
 		for _, b := range h.GetBucket() {
-			c.wait[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				c.wait[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
 		}
 		c.wait[math.Inf(1)] += float64(h.GetSampleCount())
+		c.waits += float64(h.GetSampleCount())
 	}
 }
