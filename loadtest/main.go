@@ -81,6 +81,7 @@ type options struct {
 	zoo                              bool
 	zooPause, zooLockTTL, zooSession time.Duration
 	zooDir                           string
+	zooFaults                        []string
 	redisPassword                    string
 	auditOnly                        bool
 	productID                        int64
@@ -152,6 +153,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.zooPause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
 	fs.DurationVar(&o.zooLockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
 	fs.DurationVar(&o.zooSession, "zoo-session", 4*time.Second, "with -zoo: the replicas' SECKILL_ZK_SESSION_TIMEOUT")
+	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill); empty: the loads alone, which need no replica started by make up")
 	fs.StringVar(&o.zooDir, "zoo-dir", ".run/zoo", "with -zoo: where the holder failpoints' trigger files go")
 	fs.BoolVar(&o.auditOnly, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
@@ -193,6 +195,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		var err error
 		if o.zooDir, err = filepath.Abs(o.zooDir); err != nil {
 			return nil, err
+		}
+		o.zooFaults = cli.SplitList(*zooFaultList)
+		for _, f := range o.zooFaults {
+			if !slices.Contains(zooFaults, f) {
+				return nil, fmt.Errorf("-zoo-faults: %q is none of %s", f, strings.Join(zooFaults, ", "))
+			}
 		}
 	}
 	o.paySkip = cli.SplitList(*paySkip)

@@ -115,6 +115,8 @@ type ZooSettings struct {
 	Step       time.Duration `json:"step"`
 	StepRate   int           `json:"step_rate"`
 	FaultAfter time.Duration `json:"fault_after"`
+	// Faults are the faults played; none: the loads alone.
+	Faults []string `json:"faults"`
 }
 
 // ZooRow is one strategy's line of the matrix.
@@ -186,6 +188,20 @@ func (z *zooEnv) armReplica(ctx context.Context, n int, restart bool) error {
 		return err
 	}
 	z.armed[n] = true
+	return nil
+}
+
+// armAll restarts every replica of the stack armed (armReplica).
+func (z *zooEnv) armAll(ctx context.Context) error {
+	if err := os.MkdirAll(z.dir, 0o755); err != nil {
+		return err
+	}
+	for n := 1; n <= z.o.replicas; n++ {
+		z.say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, z.o.zooPause, z.o.zooLockTTL, z.o.zooSession)
+		if err := z.armReplica(ctx, n, true); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -277,7 +293,7 @@ func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		RunID: began.UTC().Format("20060102-150405"), StartedAt: began.UTC(), Machine: yardstick.Machine(),
 		Targets: o.targets, Passed: true,
 		Settings: ZooSettings{Stock: o.stock, Buyers: o.buyers, Workers: o.workers, Pause: o.zooPause, LockTTL: o.zooLockTTL,
-			ZKSession: o.zooSession, Step: o.stepFor, StepRate: o.rate, FaultAfter: o.faultAfter},
+			ZKSession: o.zooSession, Step: o.stepFor, StepRate: o.rate, FaultAfter: o.faultAfter, Faults: o.zooFaults},
 	}
 	if o.baselineFor > 0 {
 		ys, err := measureYardsticks(ctx, o, say)
@@ -287,20 +303,16 @@ func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		rep.Yardsticks = ys
 	}
 	z := &zooEnv{faultEnv: &faultEnv{o: o, say: say, armed: map[int]bool{}}, dir: o.zooDir}
-	if err := os.MkdirAll(z.dir, 0o755); err != nil {
-		return nil, err
-	}
-	defer func() {
-		say("zoo: restarting the replicas with the stack's own settings")
-		if err := z.disarm(ctx); err != nil {
-			say("zoo: COULD NOT PUT THE REPLICAS BACK (make up): %v", err)
-		}
-	}()
-	for n := 1; n <= o.replicas; n++ {
-		say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, o.zooPause, o.zooLockTTL, o.zooSession)
-		if err := z.armReplica(ctx, n, true); err != nil {
+	if len(o.zooFaults) > 0 {
+		if err := z.armAll(ctx); err != nil {
 			return nil, err
 		}
+		defer func() {
+			say("zoo: restarting the replicas with the stack's own settings")
+			if err := z.disarm(ctx); err != nil {
+				say("zoo: COULD NOT PUT THE REPLICAS BACK (make up): %v", err)
+			}
+		}()
 	}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
 	for _, name := range o.strategies {
@@ -362,7 +374,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 	say("zoo · %s · load: %s (expected %s) — %s", st, row.Load.Outcome, row.Load.Expected, row.Load.Detail)
 	row.Passed = row.Load.ok()
 
-	for _, name := range zooFaults {
+	for _, name := range o.zooFaults {
 		want, applies := spec.faults[name]
 		if !applies {
 			continue

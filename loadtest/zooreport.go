@@ -15,9 +15,14 @@ func zooMarkdown(r *ZooReport) string {
 	fmt.Fprintf(&b, "\n## seckill-go lock zoo %s\n\n", r.RunID)
 	fmt.Fprintf(&b, "%s · %s · took %.0f s · targets %s\n\n", r.Machine, r.StartedAt.Format("2006-01-02 15:04 UTC"), r.Took, strings.Join(r.Targets, ", "))
 	s := r.Settings
-	fmt.Fprintf(&b, "load: %d units, %d buyers × 3 tries, %d workers, as fast as they go · faults: a step of %s at %d req/s per strategy, the fault %s in; "+
-		"pause = the lock holder's process stopped %s (lock TTL %s, ZooKeeper session %s); kill = SIGKILLed and restarted\n\n",
-		s.Stock, s.Buyers, s.Workers, s.Step, s.StepRate, s.FaultAfter, s.Pause, s.LockTTL, s.ZKSession)
+	fmt.Fprintf(&b, "load: %d units, %d buyers × 3 tries, %d workers, as fast as they go", s.Stock, s.Buyers, s.Workers)
+	if len(s.Faults) == 0 {
+		b.WriteString(" · faults: none played (-zoo-faults)\n\n")
+	} else {
+		fmt.Fprintf(&b, " · faults (%s): a step of %s at %d req/s per strategy, the fault %s in; "+
+			"pause = the lock holder's process stopped %s (lock TTL %s, ZooKeeper session %s); kill = SIGKILLed and restarted\n\n",
+			strings.Join(s.Faults, ", "), s.Step, s.StepRate, s.FaultAfter, s.Pause, s.LockTTL, s.ZKSession)
+	}
 	if y := r.Yardsticks; y != nil {
 		fmt.Fprintf(&b, "R (one hot row's conditional UPDATE, autocommit, without the app): %s rows/s · bare gin: %s req/s\n\n",
 			rate(y.R.RowsPerSec), rate(y.BareGin.RequestsPerSec))
