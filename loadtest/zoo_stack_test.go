@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"io"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/seckill-go/seckill-go/internal/apptest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -16,29 +13,8 @@ import (
 // plays them on the stack of make up). Each must come out as the write-ups say: the safe ones
 // whole, `none` oversold, the capped optimistic lock undersold.
 func TestZooShort(t *testing.T) {
-	stack := apptest.NewStack(t)
-	env := map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"}
-	var targets []string
-	for range 3 {
-		targets = append(targets, stack.Start(t, env).URL)
-	}
-	o, err := parseOptions([]string{
-		"-zoo", "-zoo-faults", "", "-strategies", "all",
-		"-targets", strings.Join(targets, ","),
-		"-stock", "200", "-buyers", "800", "-workers", "64",
-		"-baseline", "500ms", "-drain-timeout", "90s",
-		"-admin-token", apptest.AdminToken,
-		"-mysql-dsn", stack.DSN,
-		"-out", t.TempDir(),
-	}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := openDB(o.mysqlDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	o, db := threeReplicas(t, "-zoo", "-zoo-faults", "", "-strategies", "all",
+		"-stock", "200", "-buyers", "800", "-workers", "64")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rep, err := runZoo(ctx, db, o, t.Logf)

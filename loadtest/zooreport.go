@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"html/template"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -100,29 +97,13 @@ func perGrant(x float64) string {
 	return fmt.Sprintf("%.2f", x)
 }
 
-// writeZooReport writes the matrix as Markdown, HTML and JSON into dir.
+// writeZooReport writes results/zoo-<run>.md, .html and .json and returns their paths.
 func writeZooReport(dir string, r *ZooReport) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base := filepath.Join(dir, "zoo-"+r.RunID)
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
 	var page strings.Builder
 	if err := zooPage.Execute(&page, zooPageView(r)); err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{base + ".md": []byte(zooMarkdown(r)), base + ".html": []byte(page.String()), base + ".json": js}
-	var out []string
-	for _, ext := range []string{".md", ".html", ".json"} {
-		if err := os.WriteFile(base+ext, files[base+ext], 0o644); err != nil {
-			return nil, err
-		}
-		out = append(out, base+ext)
-	}
-	return out, nil
+	return writeFiles(dir, "zoo-"+r.RunID, r, map[string]string{".md": zooMarkdown(r), ".html": page.String()})
 }
 
 type zooCellView struct {
