@@ -241,7 +241,8 @@ func card(id int64) string { return fmt.Sprintf(`.card[data-product-id="%d"]`, i
 // sale opens on its countdown and the buyer buys (once, however many clicks) and sees the order
 // confirmed and the stock go down, pays it with the Pay button within its countdown and sees it
 // paid, a second buyer sees the last unit sold out, every API error
-// code has a human message, the demo drawer runs a stampede with the unsafe strategy (OVERSOLD, as
+// code has a human message, the cards and the drawer describe the strategies as GET
+// /api/v1/strategies does (the drawer offering the served ones), the demo drawer runs a stampede with the unsafe strategy (OVERSOLD, as
 // the database says) and with mysql (PASS), the page logs no console error, and screenshots are
 // taken at desktop and phone sizes. The steps share the stack and the browser and build on each
 // other's page, so the first one that fails ends the test.
@@ -635,6 +636,11 @@ func TestStorefront(t *testing.T) {
 		}
 		if s := a.eval(`document.getElementById('demo-strategy').getAttribute('aria-describedby')`); s != "demo-strategy-summary" {
 			t.Errorf("the strategy select is described by %q", s)
+		}
+		// Before the catalog is read (a module instance of its own, never loaded), or when it cannot
+		// be, the page offers the project's own five strategies.
+		if got := a.eval(`import('/static/strategies.js?unread').then((m) => m.strategies().map((s) => s.name + (s.safe ? '' : ' · unsafe')).join(', '))`); got != "mysql, redis, zk, redis-lua, none · unsafe" {
+			t.Errorf("the fallback strategies: %s", got)
 		}
 	})
 
