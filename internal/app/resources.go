@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -197,7 +198,9 @@ var strategyTable = []strategyDef{
 	}},
 }
 
-// servedStrategies lists, in strategyTable order, the strategies this configuration serves.
+// servedStrategies lists, in sale.Catalog order, the strategies this configuration serves. The
+// seed makes its demo sales in this order, and the storefront shows them by id: a strategy added
+// out of place in strategyTable must not reorder the cards.
 func servedStrategies(cfg *config.Config) []sale.Strategy {
 	var out []sale.Strategy
 	for _, d := range strategyTable {
@@ -205,6 +208,9 @@ func servedStrategies(cfg *config.Config) []sale.Strategy {
 			out = append(out, d.strategy)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b sale.Strategy) int {
+		return slices.Index(sale.Strategies, a) - slices.Index(sale.Strategies, b)
+	})
 	return out
 }
 
