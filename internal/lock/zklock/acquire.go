@@ -230,7 +230,9 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool,
 			return nil, err
 		}
 		var children []string
-		var changed <-chan zk.Event // herd: the watch on the list of children
+		// herd: the watch on the list of children. After the grant it stays set until the next
+		// change (the own release at the latest) fires it into its buffered channel, unread.
+		var changed <-chan zk.Event
 		err := c.retry(ctx, func() (err error) {
 			if h.herd && wait {
 				children, _, changed, err = c.conn.ChildrenW(parent)

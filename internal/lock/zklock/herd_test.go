@@ -136,7 +136,7 @@ func TestHerdWakesEveryWaiter(t *testing.T) {
 //	go test -run='^$' -bench=HerdVsPredecessor -benchtime=200x ./internal/lock/zklock/
 func BenchmarkHerdVsPredecessor(b *testing.B) {
 	root := testRoot(b)
-	for _, n := range []int{1, 5, 10, 20} {
+	for _, n := range []int{1, 5, 10, 20, 50} {
 		for _, herd := range []bool{false, true} {
 			mode := "predecessor"
 			if herd {
