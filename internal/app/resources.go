@@ -176,7 +176,7 @@ var strategyTable = []strategyDef{
 		return stock.NewLocked(r.store, sale.StrategyRedis, r.redisLocks.Locker(), r.cfg.Sale.LockWait, r.metrics)
 	}},
 	{strategy: sale.StrategyZK, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Locker(), r.cfg.Sale.LockWait, r.metrics)
+		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Mutex(r.zkCounted(sale.StrategyZK, false)).Locker(), r.cfg.Sale.LockWait, r.metrics)
 	}},
 	// One script run decides a batch: one Redis round trip for the purchases that queued up.
 	{strategy: sale.StrategyRedisLua, batch: func(r *resources) (sale.BatchDeductor, error) {
@@ -191,11 +191,29 @@ var strategyTable = []strategyDef{
 		d.SetReturned(r.store.ReturnedOrders) // a rebuilt state must know the orders returned already
 		return d, nil
 	}},
+	// The zk lock's session, with the naive wait: every waiter watches every lock node.
+	{strategy: sale.StrategyZKHerd, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyZKHerd, r.zk.Mutex(r.zkCounted(sale.StrategyZKHerd, true)).Locker(), r.cfg.Sale.LockWait, r.metrics)
+	}},
+	// A batch and its write step each take the lock, for one owner: the write step re-enters.
+	{strategy: sale.StrategyZKReentrant, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyZKReentrant, r.zk.Reentrant(r.zkCounted(sale.StrategyZKReentrant, false)).Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
+	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.
 	{strategy: sale.StrategyNone, unsafe: true, single: func(r *resources) (sale.Deductor, error) {
 		return stock.NewNone(r.store)
 	}},
+}
+
+// zkCounted are the options of a ZooKeeper strategy's locks: herd or predecessor watch, with its
+// wake-ups and its looks at the queue (won, or a wasted look) counted for the lock zoo.
+func (r *resources) zkCounted(st sale.Strategy, herd bool) zklock.MutexOptions {
+	return zklock.MutexOptions{
+		Herd:   herd,
+		OnWake: func() { r.metrics.LockWakeups(st, 1) },
+		OnLook: func(won bool) { r.metrics.LockAttempt(st, won) },
+	}
 }
 
 // servedStrategies lists, in sale.Catalog order, the strategies this configuration serves. The
