@@ -20,7 +20,7 @@ import (
 func TestLockedReturnWaitsForTheLock(t *testing.T) {
 	itest.Integration(t)
 	st, _ := itest.Store(t)
-	for _, strategy := range []sale.Strategy{sale.StrategyRedis, sale.StrategyZK} {
+	for _, strategy := range []sale.Strategy{sale.StrategyRedis, sale.StrategyZK, sale.StrategyZKHerd, sale.StrategyZKReentrant} {
 		for _, underLock := range []bool{true, false} {
 			name := string(strategy) + "/through the strategy"
 			if !underLock {
@@ -35,7 +35,7 @@ func TestLockedReturnWaitsForTheLock(t *testing.T) {
 				if strategy == sale.StrategyRedis {
 					d = newLocked(t, st, strategy, redisLocker(t, itest.RedisAddr, 10*time.Second), 30*time.Second)
 				} else {
-					d = newLocked(t, st, strategy, zkLocker(t, itest.ZKServers), 30*time.Second)
+					d = zkLocked(t, st, strategy, 30*time.Second)
 				}
 				p := newProduct(t, st, strategy, 3)
 				lapsed := reservation(p, "lapsed", 1, "")
