@@ -207,8 +207,12 @@ var strategyTable = []strategyDef{
 	{strategy: sale.StrategyZKReentrant, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyZKReentrant, r.zk.Reentrant(r.zkCounted(sale.StrategyZKReentrant, false)).Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
 	}},
-	// mysql-version giving up after three lost writes with a false sold out: undersells.
-	{strategy: sale.StrategyMySQLVersionCapped, unsafe: true, batch: func(r *resources) (sale.BatchDeductor, error) {
+	// mysql-version giving up after three lost writes with a false sold out: undersells. One buyer
+	// per try, as in the write-ups: combined, a replica's tries collide only with the other
+	// replicas' batches, seldom three times running, and the undersell it is kept to show hides
+	// (the zoo's load on three replicas, 400 buyers for 200 units: batched, every unit sold with
+	// 1.0 wasted tries per grant; one buyer per try, units left unsold with 7.3).
+	{strategy: sale.StrategyMySQLVersionCapped, unsafe: true, single: func(r *resources) (sale.Deductor, error) {
 		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics, stock.Capped())
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
