@@ -38,6 +38,7 @@ func TestStampede(t *testing.T) {
 		{"redis", true},
 		{"zk", true},
 		{"redis-lua", true},
+		{"mysql-lock-table", true},
 		{"none", false},
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {

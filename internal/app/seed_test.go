@@ -30,7 +30,7 @@ func TestDemoProducts(t *testing.T) {
 // TestServedStrategies: one table says which strategies a configuration serves.
 func TestServedStrategies(t *testing.T) {
 	cfg := &config.Config{}
-	if diff := cmp.Diff([]sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK, sale.StrategyRedisLua}, servedStrategies(cfg)); diff != "" {
+	if diff := cmp.Diff([]sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK, sale.StrategyRedisLua, sale.StrategyMySQLLockTable}, servedStrategies(cfg)); diff != "" {
 		t.Errorf("safe only (-want +got):\n%s", diff)
 	}
 	cfg.Sale.AllowUnsafe = true
