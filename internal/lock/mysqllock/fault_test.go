@@ -161,7 +161,7 @@ func (h *holder) signal(t *testing.T, sig syscall.Signal) {
 // lock table that its holder died. The naive lock stalls until a person deletes the row; the
 // shipped one lets the next caller reap it once its TTL has passed, with a larger token.
 func TestHolderKilled(t *testing.T) {
-	const ttl = 400 * time.Millisecond // the holder's lease, and the yardstick of the naive stall
+	const ttl = 600 * time.Millisecond // the holder's lease, and the yardstick of the naive stall
 	t.Run("naive: the sale stalls until a person cleans up", func(t *testing.T) {
 		t.Parallel()
 		db, dsn := newDB(t, "")
@@ -170,7 +170,7 @@ func TestHolderKilled(t *testing.T) {
 		h.signal(t, syscall.SIGKILL)
 		killed := time.Now()
 		tries := 0
-		for time.Since(killed) < 5*ttl {
+		for time.Since(killed) < 4*ttl {
 			ctx, cancel := context.WithTimeout(t.Context(), ttl/2)
 			l, err := c.Acquire(ctx, "killed")
 			cancel()
@@ -209,9 +209,11 @@ func TestHolderKilled(t *testing.T) {
 		}
 		l := mustAcquire(t, c, "killed")
 		waited := time.Since(killed)
-		// The dead holder renewed at most TTL/3 before it died, so its row lived at least 2/3 of
-		// a TTL longer; the upper bound is a liveness claim.
-		if waited < ttl/2 || waited > ttl+5*time.Second {
+		// The row was live after the kill (checked above), so the grant came from reaping it.
+		// The dead holder renewed about TTL/3 before it died, so its row lived about 2/3 of a
+		// TTL longer: the lower bound leaves room for late renewals on a busy machine, the
+		// upper one is a liveness claim.
+		if waited < ttl/4 || waited > ttl+5*time.Second {
 			t.Errorf("granted %s after the kill; the TTL is %s", waited, ttl)
 		}
 		if l.Token() <= h.token {

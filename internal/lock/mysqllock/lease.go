@@ -23,7 +23,7 @@ type Lease struct {
 	lost     chan struct{} // never closed in naive mode: nothing watches the grant
 	lostOnce sync.Once
 
-	ctx    context.Context // of renewals: the Acquire ctx's values without its end
+	ctx    context.Context // of renewals: the Acquire ctx's values without its end; nil if naive
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
@@ -41,10 +41,10 @@ type Lease struct {
 // out at sent+TTL at the latest as the database counts (its expiry was set after that).
 func (c *Client) newLease(ctx context.Context, name string, owner any, token uint64, sent time.Time) *Lease {
 	l := &Lease{c: c, name: name, owner: owner, token: token, lost: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if c.naive {
 		return l
 	}
+	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	l.mu.Lock() // the callbacks must see the timers
 	defer l.mu.Unlock()
 	l.expiresAt = sent.Add(c.ttl)

@@ -63,8 +63,10 @@
 //
 // A call the server answered with an error other than contention is returned as it is. A call
 // that did not reach the server (a dial error, a broken connection, a closed pool), or whose ctx
-// deadline passed inside the call rather than between tries, returns an error matching
-// lock.ErrUnavailable at once: a caller should tell an unreachable database from a busy lock.
+// deadline passed inside an Acquire's first try, before the database had answered anything,
+// returns an error matching lock.ErrUnavailable at once: a caller should tell an unreachable
+// database from a busy lock. A deadline that passes in a later try, after the lock was found held,
+// is a wait for the holder: lock.ErrTimeout.
 //
 // The watchdog, the reaper and the waiters use the pool they are given: a pool exhausted by other
 // work delays renewals, and a lease whose renewals are late past the TTL is lost. Give the lock
@@ -256,6 +258,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		return nil, err
 	}
 	backoff := c.minBackoff
+	answered := false // a try was answered: the database is reachable, and the lock held
 	for {
 		if err := ctx.Err(); err != nil { // database/sql would send the insert anyway
 			return nil, fmt.Errorf("mysqllock: acquire %q: %w: %w", name, lock.ErrTimeout, err)
@@ -265,10 +268,11 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		case err == nil:
 			return lease, nil
 		case !errors.Is(err, errHeld):
-			return nil, c.acquireErr(ctx, name, err)
+			return nil, c.acquireErr(ctx, name, err, answered)
 		case reaped:
 			continue // a dead holder's row is gone: try again at once
 		}
+		answered = true
 		sleep := backoff/2 + mrand.N(backoff/2+1)
 		backoff = min(2*backoff, c.maxBackoff)
 		t := time.NewTimer(sleep)
@@ -281,15 +285,16 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	}
 }
 
-// acquireErr is the error of an Acquire or TryAcquire of name whose call failed with err.
-func (c *Client) acquireErr(ctx context.Context, name string, err error) error {
+// acquireErr is the error of an Acquire or TryAcquire of name whose call failed with err;
+// answered says an earlier try of the same call found the lock held.
+func (c *Client) acquireErr(ctx context.Context, name string, err error, answered bool) error {
 	switch {
 	case errors.Is(err, lock.ErrUnavailable):
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// The wait ran out inside a call: the database did not answer in time, which is no
-		// busy lock (a try finds a held lock in one round trip).
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !answered:
+		// The wait ran out inside the first call: the database did not answer in time, which
+		// is no busy lock (a try finds a held lock in one round trip).
 		err = fmt.Errorf("%w: no answer within the wait: %w", lock.ErrUnavailable, err)
-	case ctx.Err() != nil: // the caller left
+	case ctx.Err() != nil: // the caller left, or its wait for a holder ran out mid-try
 		err = fmt.Errorf("%w: %w", lock.ErrTimeout, ctx.Err())
 	}
 	return fmt.Errorf("mysqllock: acquire %q: %w", name, err)
@@ -312,7 +317,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	case errors.Is(err, errHeld):
 		return nil, fmt.Errorf("mysqllock: try %q: %w", name, lock.ErrNotAcquired)
 	case err != nil:
-		return nil, c.acquireErr(ctx, name, err)
+		return nil, c.acquireErr(ctx, name, err, false)
 	}
 	return lease, nil
 }

@@ -129,7 +129,7 @@ func TestNamesAndEndedContext(t *testing.T) {
 // row's expiry stays in the future, and nobody else gets the lock meanwhile.
 func TestRenewalKeepsLease(t *testing.T) {
 	t.Parallel()
-	const ttl = 150 * time.Millisecond
+	const ttl = 300 * time.Millisecond
 	db, _ := newDB(t, "")
 	c := newClient(t, db, mysqllock.Options{TTL: ttl})
 	other := newClient(t, db, mysqllock.Options{TTL: ttl})
