@@ -339,3 +339,61 @@ func TestContendedAcrossClients(t *testing.T) {
 	t.Logf("%d grants to %d goroutines in %s (%.0f/s): %s, %.1f tries per grant",
 		grants, locktest.Workers, took.Round(time.Millisecond), grants/took.Seconds(), a, float64(a.won.Load()+a.lost.Load())/grants)
 }
+
+// TestInsertSelectHoldsTheAutoIncLock checks what the package doc's Fencing tokens section relies
+// on: at innodb_autoinc_lock_mode 0 or 1, an INSERT … SELECT holds the table's AUTO-INC lock
+// until its statement ends, rows written and unique keys checked, and the lock table's inserts
+// (INSERT … SELECT too) wait for it. So no insert can take an id while another that took a
+// smaller one has not yet checked its name: ids follow grants. A statement that writes two rows
+// and sleeps between them holds the lock through the sleep; the control, a multi-row INSERT …
+// VALUES (a "simple insert"), takes its ids at once and holds nothing while it sleeps.
+func TestInsertSelectHoldsTheAutoIncLock(t *testing.T) {
+	t.Parallel()
+	db, _ := newDB(t, "")
+	var mode int
+	if err := db.QueryRowContext(t.Context(), "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode > 1 {
+		t.Skipf("innodb_autoinc_lock_mode = %d: ids may come out of grant order (the fence then refuses the late holder)", mode)
+	}
+	c := newClient(t, db, mysqllock.Options{})
+	for _, q := range []string{
+		"CREATE TABLE stream (v CHAR(1) PRIMARY KEY)",
+		"INSERT INTO stream VALUES ('x'), ('y')",
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const pause = time.Second
+	for _, tc := range []struct {
+		name, slow string
+		holds      bool
+	}{
+		{"INSERT … SELECT", "INSERT INTO lock_table (name, acquired_at) " +
+			"SELECT CONCAT('slow-select-', v, IF(v = 'x', '', SLEEP(?))), UTC_TIMESTAMP(6) FROM stream ORDER BY v", true},
+		{"control: INSERT … VALUES", "INSERT INTO lock_table (name, acquired_at) " +
+			"VALUES ('slow-values-x', UTC_TIMESTAMP(6)), (CONCAT('slow-values-y', SLEEP(?)), UTC_TIMESTAMP(6))", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow := make(chan error, 1)
+			go func() {
+				_, err := db.ExecContext(t.Context(), tc.slow, pause.Seconds())
+				slow <- err
+			}()
+			time.Sleep(pause / 4) // the slow statement has written its first row and sleeps
+			start := time.Now()
+			l := mustAcquire(t, c, "fast")
+			waited := time.Since(start)
+			mustRelease(t, l)
+			if err := <-slow; err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("the lock's insert took %s beside a statement sleeping %s (innodb_autoinc_lock_mode = %d)", waited.Round(time.Millisecond), pause, mode)
+			if tc.holds != (waited >= pause/2) {
+				t.Fatalf("the lock's insert took %s beside a statement sleeping %s; want it to wait: %t", waited, pause, tc.holds)
+			}
+		})
+	}
+}
