@@ -7,12 +7,13 @@
 //
 // A row inserted under a unique index on the lock's name IS the lock: the insert that succeeds
 // holds it, an insert that fails with a duplicate key (error 1062) finds it held, and deleting the
-// row unlocks. What the write-ups say breaks it, and what Options.Naive keeps on purpose:
+// row unlocks. What the write-ups say breaks it (Options.Naive keeps all of it, on purpose):
 //
 //   - No expiry: a holder that dies (SIGKILL, a lost host) leaves its row for ever, and every
 //     later caller waits for it until a person deletes it (ForceRelease).
 //   - Insert is non-blocking: there is nobody to wake a waiter; callers must spin.
-//   - Not re-entrant: a holder that asks again waits for itself.
+//   - Not re-entrant: a holder that asks again waits for itself (in shipped mode too, until its
+//     ctx ends: its own watchdog keeps the row alive).
 //   - Release deletes by name, so a holder that lost the lock deletes someone else's.
 //
 // # What this implementation adds
@@ -25,7 +26,7 @@
 //     finds the row gone or expired, or none succeeds before the lease would have run out
 //     (counted from before the insert or the last renewal was sent, on the safe side), Lost()
 //     closes.
-//   - An owner: 128 random bits per grant. Renewal and Release touch only `WHERE id = ? AND owner
+//   - An owner: 128 random bits per grant (crypto/rand.Text). Renewal and Release touch only `WHERE id = ? AND owner
 //     = ?`, so a holder that lost the lock can neither extend nor delete the next holder's.
 //   - Waiting with jittered exponential back-off (Options.MinBackoff to MaxBackoff), honouring
 //     ctx: spinning is what a lock the server cannot wait on costs, and the back-off bounds it.
@@ -53,11 +54,12 @@
 // happen as one and ids follow the order of grants; at 1 ("consecutive", MariaDB's default) a
 // simple `INSERT … VALUES` allocates under a short mutex and lets go before the check, but an
 // `INSERT … SELECT` still holds the AUTO-INC lock to the end of its statement (and simple inserts
-// wait behind it: measured here, on MariaDB 10.11); at 2 ("interleaved", MySQL 8.0's default)
-// nothing does. This package inserts with INSERT … SELECT, so at 0 and 1 tokens follow grants. At
-// 2 the corner remains, and is safe: the later holder's smaller token is refused by the storage's
-// fence, so its batch sells nothing and the caller tries again. The price of the AUTO-INC lock is
-// that inserts into the lock table, whatever their name, run one at a time; each is a single row.
+// wait behind it: TestInsertSelectHoldsTheAutoIncLock, on MariaDB 10.11); at 2 ("interleaved",
+// MySQL 8.0's default) nothing does. This package inserts with INSERT … SELECT, so at 0 and 1
+// tokens follow grants. At 2 the corner remains, and is safe: the late holder still excludes
+// everyone (its row is the lock), but the storage's fence refuses its smaller token, so its batch
+// sells nothing. The price of the AUTO-INC lock is that inserts into the lock table, whatever
+// their name, run one at a time; each is a single row.
 //
 // # Failing
 //
