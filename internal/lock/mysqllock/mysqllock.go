@@ -64,11 +64,16 @@
 // # Failing
 //
 // A call the server answered with an error other than contention is returned as it is. A call
-// that did not reach the server (a dial error, a broken connection, a closed pool), or whose ctx
-// deadline passed inside an Acquire's first try, before the database had answered anything,
-// returns an error matching lock.ErrUnavailable at once: a caller should tell an unreachable
-// database from a busy lock. A deadline that passes in a later try, after the lock was found held,
-// is a wait for the holder: lock.ErrTimeout.
+// that did not reach the server (a dial error, a broken connection, a closed pool), or an insert
+// the server left unanswered for TryTimeout, returns an error matching lock.ErrUnavailable at once:
+// a caller should tell an unreachable database from a busy lock.
+//
+// An insert is never cut short by the caller's ctx: cut, its row may be made all the same, by a
+// server thread that carries on after the client hung up, and that row, whose id and owner nobody
+// knows, would block the name for a TTL (in naive mode for ever, as a dead holder's). So the try
+// in flight when ctx ends runs to its end (TryTimeout at most), and a grant that comes too late is
+// deleted at once. A ctx that ends while the database hangs is therefore answered up to
+// TryTimeout late.
 //
 // The watchdog, the reaper and the waiters use the pool they are given: a pool exhausted by other
 // work delays renewals, and a lease whose renewals are late past the TTL is lost. Give the lock
@@ -105,6 +110,9 @@ const (
 	// (191 four-byte characters fit InnoDB's oldest index-prefix limit of 767 bytes). A longer name
 	// is refused rather than truncated: two names truncated alike would be one lock.
 	MaxNameLen = 191
+	// TryTimeout bounds an insert, which the caller's ctx does not cut (see Failing): a database
+	// that does not answer one in this time is taken for unreachable.
+	TryTimeout = 5 * time.Second
 )
 
 // Options configures a Client. The zero value is valid.
@@ -146,7 +154,7 @@ type Client struct {
 
 // queries are the client's statements, with its table's name in them.
 type queries struct {
-	create, insert, reap, renew, release, releaseByName string
+	create, insert, reap, renew, release, releaseByName, undo string
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
@@ -211,6 +219,7 @@ func New(db *sql.DB, opts Options) (*Client, error) {
 		renew: "UPDATE " + t + " SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND " +
 			"WHERE id = ? AND owner = ? AND expires_at >= UTC_TIMESTAMP(6)",
 		release:       "DELETE FROM " + t + " WHERE id = ? AND owner = ?",
+		undo:          "DELETE FROM " + t + " WHERE id = ?", // ids are never reused
 		releaseByName: "DELETE FROM " + t + " WHERE name = ?",
 	}
 	return c, nil
@@ -260,7 +269,6 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		return nil, err
 	}
 	backoff := c.minBackoff
-	answered := false // a try was answered: the database is reachable, and the lock held
 	for {
 		if err := ctx.Err(); err != nil { // database/sql would send the insert anyway
 			return nil, fmt.Errorf("mysqllock: acquire %q: %w: %w", name, lock.ErrTimeout, err)
@@ -270,11 +278,10 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		case err == nil:
 			return lease, nil
 		case !errors.Is(err, errHeld):
-			return nil, c.acquireErr(ctx, name, err, answered)
+			return nil, c.acquireErr(ctx, name, err)
 		case reaped:
 			continue // a dead holder's row is gone: try again at once
 		}
-		answered = true
 		sleep := backoff/2 + mrand.N(backoff/2+1)
 		backoff = min(2*backoff, c.maxBackoff)
 		t := time.NewTimer(sleep)
@@ -287,16 +294,11 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	}
 }
 
-// acquireErr is the error of an Acquire or TryAcquire of name whose call failed with err;
-// answered says an earlier try of the same call found the lock held.
-func (c *Client) acquireErr(ctx context.Context, name string, err error, answered bool) error {
+// acquireErr is the error of an Acquire or TryAcquire of name whose call failed with err.
+func (c *Client) acquireErr(ctx context.Context, name string, err error) error {
 	switch {
 	case errors.Is(err, lock.ErrUnavailable):
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !answered:
-		// The wait ran out inside the first call: the database did not answer in time, which
-		// is no busy lock (a try finds a held lock in one round trip).
-		err = fmt.Errorf("%w: no answer within the wait: %w", lock.ErrUnavailable, err)
-	case ctx.Err() != nil: // the caller left, or its wait for a holder ran out mid-try
+	case ctx.Err() != nil: // the caller left, or its wait ran out, during a try
 		err = fmt.Errorf("%w: %w", lock.ErrTimeout, ctx.Err())
 	}
 	return fmt.Errorf("mysqllock: acquire %q: %w", name, err)
@@ -319,7 +321,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	case errors.Is(err, errHeld):
 		return nil, fmt.Errorf("mysqllock: try %q: %w", name, lock.ErrNotAcquired)
 	case err != nil:
-		return nil, c.acquireErr(ctx, name, err, false)
+		return nil, c.acquireErr(ctx, name, err)
 	}
 	return lease, nil
 }
@@ -333,7 +335,10 @@ func (c *Client) try(ctx context.Context, name string) (lease *Lease, reaped boo
 		owner, micros = rand.Text(), c.ttl.Microseconds()
 	}
 	sent := time.Now()
-	res, err := c.db.ExecContext(ctx, c.q.insert, name, owner, micros)
+	// Not cut by ctx (see Failing): its outcome must be known.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TryTimeout)
+	defer cancel()
+	res, err := c.db.ExecContext(ictx, c.q.insert, name, owner, micros)
 	if err == nil {
 		var id int64
 		if id, err = res.LastInsertId(); err != nil || id <= 0 {
@@ -341,9 +346,18 @@ func (c *Client) try(ctx context.Context, name string) (lease *Lease, reaped boo
 			return nil, false, fmt.Errorf("no LAST_INSERT_ID (%d): %w", id, err)
 		}
 		c.onAttempt(true)
+		if err := ctx.Err(); err != nil { // granted after the caller left: give it back
+			if _, err := c.db.ExecContext(ictx, c.q.undo, id); err != nil {
+				c.log.WarnContext(ctx, "mysqllock: could not delete a grant made too late", "lock", name, "token", id, "err", err)
+			}
+			return nil, false, err
+		}
 		return c.newLease(ctx, name, owner, uint64(id), sent), false, nil
 	}
-	if !contended(err) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, false, fmt.Errorf("%w: no answer to an insert within %s: %w", lock.ErrUnavailable, TryTimeout, err)
+	case !contended(err):
 		return nil, false, reachErr(err)
 	}
 	c.onAttempt(false)

@@ -3,6 +3,7 @@ package mysqllock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -394,6 +395,55 @@ func TestInsertSelectHoldsTheAutoIncLock(t *testing.T) {
 			if tc.holds != (waited >= pause/2) {
 				t.Fatalf("the lock's insert took %s beside a statement sleeping %s; want it to wait: %t", waited, pause, tc.holds)
 			}
+		})
+	}
+}
+
+// TestGrantAfterTheCallerLeft: an insert is not cut when the caller's ctx ends (cut, the server
+// may still make the row, and nobody would know its id to delete it). An insert held up behind
+// another statement's AUTO-INC lock past the caller's deadline is granted late; Acquire gives the
+// grant back and answers ErrTimeout, and the name is free. Without that, the row would block the
+// name for a TTL (the naive lock: for ever).
+func TestGrantAfterTheCallerLeft(t *testing.T) {
+	t.Parallel()
+	db, _ := newDB(t, "")
+	var mode int
+	if err := db.QueryRowContext(t.Context(), "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode > 1 {
+		t.Skipf("innodb_autoinc_lock_mode = %d: no AUTO-INC lock to hold the insert up with", mode)
+	}
+	for _, naive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("naive=%t", naive), func(t *testing.T) {
+			c := newClient(t, db, mysqllock.Options{Naive: naive, Table: fmt.Sprintf("lock_table_late_%t", naive)})
+			const pause = time.Second
+			slow := make(chan error, 1)
+			go func() {
+				_, err := db.ExecContext(t.Context(), "INSERT INTO `"+c.Table()+"` (name, acquired_at) "+
+					"SELECT CONCAT('slow-', v, IF(v = 'x', '', SLEEP(?))), UTC_TIMESTAMP(6) FROM (SELECT 'x' AS v UNION ALL SELECT 'y') s", pause.Seconds())
+				slow <- err
+			}()
+			time.Sleep(pause / 4)
+			ctx, cancel := context.WithTimeout(t.Context(), pause/4)
+			defer cancel()
+			start := time.Now()
+			l, err := c.Acquire(ctx, "late")
+			took := time.Since(start)
+			if err := <-slow; err != nil {
+				t.Fatal(err)
+			}
+			if err == nil {
+				t.Fatalf("Acquire returned a grant (token %d) after its ctx ended", l.Token())
+			}
+			if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Acquire = %v, want ErrTimeout and context.DeadlineExceeded", err)
+			}
+			t.Logf("answered %s after a %s deadline: %v", took.Round(time.Millisecond), pause/4, err)
+			if r, ok := lockRow(t, db, c, "late"); ok {
+				t.Fatalf("the late grant's row is still there: %+v", r)
+			}
+			mustRelease(t, locktest.MustAcquire(t, c.TryAcquire, "late"))
 		})
 	}
 }
