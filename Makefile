@@ -14,7 +14,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
-.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos zoo k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -100,6 +100,13 @@ CHAOS_FLAGS ?=
 chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; Redis SIGKILLed, emptied; a replica SIGKILLed, one SIGTERMed; the order consumer and the redis-lua persister killed between their commits; each audited; report in loadtest/results/
 	scripts/up.sh
 	$(GO) run ./loadtest -faults all -strategies mysql,redis,zk,redis-lua,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
+
+# Flags for `make zoo`, e.g. make zoo ZOO_FLAGS='-strategies zk,zk-herd -zoo-pause 8s'
+# (.ci/run runs a short form: a few strategies, one of each lesson).
+ZOO_FLAGS ?=
+zoo: ## the lock zoo on the stack of make up (started if needed): every strategy through the same load, then its lock holder paused past its lease and SIGKILLed; one matrix against what the write-ups say (~8 min); report in loadtest/results/
+	scripts/up.sh
+	$(GO) run ./loadtest -zoo -strategies all $(ZOO_FLAGS)
 
 # `make k6` settings; purchase.js reads more from the environment (BUYERS, PEAK_RATE, RAMP_UP, HOLD,
 # MAX_VUS, ...: see loadtest/k6/purchase.js), e.g. make k6 K6_STRATEGY=zk BUYERS=500 PEAK_RATE=300

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -175,19 +172,5 @@ func seconds(x float64) string {
 
 // writeChaosReport writes results/chaos-<run>.md and .json and returns their paths.
 func writeChaosReport(dir string, r *ChaosReport) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base := filepath.Join(dir, "chaos-"+r.RunID)
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".json", js, 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".md", []byte(chaosMarkdown(r)), 0o644); err != nil {
-		return nil, err
-	}
-	return []string{base + ".json", base + ".md"}, nil
+	return writeFiles(dir, "chaos-"+r.RunID, r, map[string]string{".md": chaosMarkdown(r)})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"strings"
@@ -19,29 +20,8 @@ func TestMain(m *testing.M) { yardstick.Main(m.Run) }
 // unsafe control over three replicas, 50 units, 1,000 buyers each. The safe ones must pass every
 // check; the control must be caught overselling — the proof that the auditor catches one.
 func TestSmoke(t *testing.T) {
-	stack := apptest.NewStack(t)
-	env := map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"}
-	var targets []string
-	for range 3 {
-		targets = append(targets, stack.Start(t, env).URL)
-	}
-	o, err := parseOptions([]string{
-		"-targets", strings.Join(targets, ","),
-		"-strategies", "mysql,redis,zk,redis-lua,none",
-		"-stock", "50", "-buyers", "1000", "-workers", "32",
-		"-baseline", "500ms", "-drain-timeout", "90s",
-		"-admin-token", apptest.AdminToken,
-		"-mysql-dsn", stack.DSN,
-		"-out", t.TempDir(),
-	}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := openDB(o.mysqlDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	o, db := threeReplicas(t, "-strategies", "mysql,redis,zk,redis-lua,none",
+		"-stock", "50", "-buyers", "1000", "-workers", "32")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := runAll(ctx, db, o, t.Logf)
@@ -68,6 +48,35 @@ func TestSmoke(t *testing.T) {
 	if !rep.Passed {
 		t.Error("the run did not pass")
 	}
+}
+
+// threeReplicas starts three replicas of the app, the unsafe strategies served, on a fresh
+// database, and returns the options of a run of args against them (yardsticks of 500 ms, reports
+// in a temporary directory) and the database.
+func threeReplicas(t *testing.T, args ...string) (*options, *sql.DB) {
+	t.Helper()
+	stack := apptest.NewStack(t)
+	env := map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"}
+	var targets []string
+	for range 3 {
+		targets = append(targets, stack.Start(t, env).URL)
+	}
+	o, err := parseOptions(append(args,
+		"-targets", strings.Join(targets, ","),
+		"-baseline", "500ms", "-drain-timeout", "90s",
+		"-admin-token", apptest.AdminToken,
+		"-mysql-dsn", stack.DSN,
+		"-out", t.TempDir(),
+	), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := openDB(o.mysqlDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return o, db
 }
 
 // TestBuyerTokens: against a replica that verifies buyer tokens, the load test with

@@ -27,10 +27,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
@@ -75,11 +77,16 @@ type options struct {
 	servicesScript   string
 	failpointTrigger string
 	redisAddr        string // the redis-flush fault's
-	redisPassword    string
-	auditOnly        bool
-	productID        int64
-	k6Summary        string
-	quiet            bool
+	// The lock zoo (-zoo): see zoo.go.
+	zoo                              bool
+	zooPause, zooLockTTL, zooSession time.Duration
+	zooDir                           string
+	zooFaults                        []string
+	redisPassword                    string
+	auditOnly                        bool
+	productID                        int64
+	k6Summary                        string
+	quiet                            bool
 	// signer signs each buyer's token when the replicas verify buyer tokens; nil: user ids are
 	// claims, as the app's default is.
 	signer *buyer.Signer
@@ -142,6 +149,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
 	fs.StringVar(&o.redisAddr, "redis-addr", envOr("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "with -faults: the app's Redis, which the redis-flush fault empties (password: SECKILL_REDIS_PASSWORD)")
 	o.redisPassword = getenv("SECKILL_REDIS_PASSWORD")
+	fs.BoolVar(&o.zoo, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
+	fs.DurationVar(&o.zooPause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
+	fs.DurationVar(&o.zooLockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
+	fs.DurationVar(&o.zooSession, "zoo-session", 4*time.Second, "with -zoo: the replicas' SECKILL_ZK_SESSION_TIMEOUT")
+	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill); empty: the loads alone, which need no replica started by make up")
+	fs.StringVar(&o.zooDir, "zoo-dir", ".run/zoo", "with -zoo: where the holder failpoints' trigger files go")
 	fs.BoolVar(&o.auditOnly, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
 	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
@@ -159,6 +172,37 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		o.signer, o.tokenTTL = s, 2*o.maxDuration+o.drainTimeout+10*time.Minute
 	}
 	o.strategies = cli.SplitList(*strategies)
+	if slices.Equal(o.strategies, []string{"all"}) {
+		o.strategies = o.strategies[:0]
+		for _, st := range sale.Strategies {
+			o.strategies = append(o.strategies, string(st))
+		}
+	}
+	if o.zoo {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, v := range map[string]any{"stock": &o.stock, "buyers": &o.buyers, "step": &o.stepFor, "rate": &o.rate, "fault-after": &o.faultAfter} {
+			if given[name] {
+				continue
+			}
+			switch p := v.(type) {
+			case *int:
+				*p = map[string]int{"stock": 1000, "buyers": 4000, "rate": 200}[name]
+			case *time.Duration:
+				*p = map[string]time.Duration{"step": 12 * time.Second, "fault-after": 2 * time.Second}[name]
+			}
+		}
+		var err error
+		if o.zooDir, err = filepath.Abs(o.zooDir); err != nil {
+			return nil, err
+		}
+		o.zooFaults = cli.SplitList(*zooFaultList)
+		for _, f := range o.zooFaults {
+			if !slices.Contains(zooFaults, f) {
+				return nil, fmt.Errorf("-zoo-faults: %q is none of %s", f, strings.Join(zooFaults, ", "))
+			}
+		}
+	}
 	o.paySkip = cli.SplitList(*paySkip)
 	if o.adminURL == "" && len(o.targets) > 0 {
 		o.adminURL = o.targets[0]
@@ -189,6 +233,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-stock, -buyers and -workers must be positive, -attempts 1 to 3, -rate not negative")
 	case o.chaos != "" && o.chaos != "kill":
 		return nil, fmt.Errorf("-chaos %q: only kill is known", o.chaos)
+	case o.zoo && (len(o.faults) > 0 || o.chaos != "" || o.pay > 0):
+		return nil, errors.New("-zoo runs its own faults: not with -faults, -chaos or -pay")
+	case o.zoo && (o.zooPause <= o.zooLockTTL || o.zooPause <= o.zooSession):
+		return nil, errors.New("-zoo-pause must be longer than -zoo-lock-ttl and -zoo-session: the pause must outlast the leases")
 	case len(o.faults) > 0 && o.chaos != "":
 		return nil, errors.New("-faults and -chaos: one or the other")
 	case !(o.pay >= 0 && o.pay <= 1) || o.secondWave < 0 || o.payMaxWait <= 0:
@@ -218,6 +266,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if len(o.faults) > 0 {
 		return faultRun(ctx, db, o, stdout)
+	}
+	if o.zoo {
+		return zooRun(ctx, db, o, stdout)
 	}
 	rep, err := runAll(ctx, db, o, progress(stdout, o.quiet))
 	if err != nil {
@@ -253,6 +304,27 @@ func faultRun(ctx context.Context, db *sql.DB, o *options, stdout io.Writer) err
 	}
 	if !rep.Passed {
 		return cli.Failure("a fault broke an invariant or a promise; see the verdicts above")
+	}
+	return nil
+}
+
+// zooRun is run for -zoo: the matrix, its report, and exit status 1 if a cell is not what the
+// write-ups say it should be.
+func zooRun(ctx context.Context, db *sql.DB, o *options, stdout io.Writer) error {
+	rep, err := runZoo(ctx, db, o, progress(stdout, o.quiet))
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, zooMarkdown(rep))
+	if o.outDir != "" {
+		files, err := writeZooReport(o.outDir, rep)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nreport: %s\n", strings.Join(files, ", "))
+	}
+	if !rep.Passed {
+		return cli.Failure("a strategy did not behave as the write-ups say; see the matrix")
 	}
 	return nil
 }

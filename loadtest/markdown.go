@@ -1,11 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -131,27 +127,9 @@ func fivexx(s StrategyReport) int {
 
 // writeReport writes results/<run>.md, .json and .html and returns their paths.
 func writeReport(dir string, r *Report) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base := filepath.Join(dir, r.RunID)
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	files := map[string][]byte{base + ".md": []byte(markdown(r)), base + ".json": js}
 	var html strings.Builder
 	if err := writeHTML(&html, r); err != nil {
 		return nil, err
 	}
-	files[base+".html"] = []byte(html.String())
-	var names []string
-	for name, data := range files {
-		if err := os.WriteFile(name, data, 0o644); err != nil {
-			return nil, err
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, nil
+	return writeFiles(dir, r.RunID, r, map[string]string{".md": markdown(r), ".html": html.String()})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/seckill-go/seckill-go/internal/app"
 	"github.com/seckill-go/seckill-go/internal/apptest"
@@ -77,6 +78,28 @@ func productIDs(t *testing.T, base string) map[string]int64 {
 		out[p.Name] = p.ID
 	}
 	return out
+}
+
+// strategy is one stock strategy as GET /api/v1/strategies describes it.
+type strategy struct {
+	Name    string `json:"name"`
+	Family  string `json:"family"`
+	Safe    bool   `json:"safe"`
+	Served  bool   `json:"served"`
+	Summary string `json:"summary"`
+}
+
+// strategyCatalog returns the server's catalog of strategies, in its order.
+func strategyCatalog(t *testing.T, base string) []strategy {
+	t.Helper()
+	r := apptest.Client{URL: base}.MustDo(t, "GET", "/api/v1/strategies", nil, nil)
+	var body struct {
+		Strategies []strategy `json:"strategies"`
+	}
+	if err := json.Unmarshal([]byte(r.Raw), &body); err != nil || r.Status != 200 || len(body.Strategies) == 0 {
+		t.Fatalf("GET /api/v1/strategies = %d %s (%v)", r.Status, r.Raw, err)
+	}
+	return body.Strategies
 }
 
 // console collects what a tab writes to its console: calls of the console API, uncaught
@@ -218,7 +241,8 @@ func card(id int64) string { return fmt.Sprintf(`.card[data-product-id="%d"]`, i
 // sale opens on its countdown and the buyer buys (once, however many clicks) and sees the order
 // confirmed and the stock go down, pays it with the Pay button within its countdown and sees it
 // paid, a second buyer sees the last unit sold out, every API error
-// code has a human message, the demo drawer runs a stampede with the unsafe strategy (OVERSOLD, as
+// code has a human message, the cards and the drawer describe the strategies as GET
+// /api/v1/strategies does (the drawer offering the served ones), the demo drawer runs a stampede with the unsafe strategy (OVERSOLD, as
 // the database says) and with mysql (PASS), the page logs no console error, and screenshots are
 // taken at desktop and phone sizes. The steps share the stack and the browser and build on each
 // other's page, so the first one that fails ends the test.
@@ -256,6 +280,19 @@ func TestStorefront(t *testing.T) {
 	if opensLater == 0 || mysqlProduct == 0 || noneProduct == 0 {
 		t.Fatalf("the seed made %v", ids)
 	}
+	// The strategies the cluster serves, as the storefront reads them: one seeded sale each.
+	catalog := strategyCatalog(t, base)
+	var served []strategy
+	for _, s := range catalog {
+		if s.Served {
+			served = append(served, s)
+		}
+	}
+	if !slices.ContainsFunc(served, func(s strategy) bool { return s.Name == "none" && !s.Safe }) ||
+		!slices.ContainsFunc(served, func(s strategy) bool { return s.Name == "mysql" && s.Safe }) {
+		t.Fatalf("with the unsafe strategies allowed, the served strategies are %+v", served)
+	}
+	cards := len(served) + 3 // and the sale that opens soon, and the two products made above
 
 	// The browser, and the tabs of the steps: the buyer's on a desktop, a second buyer's in a
 	// browser context of their own (own localStorage), a phone's.
@@ -296,15 +333,14 @@ func TestStorefront(t *testing.T) {
 		}
 	}
 
-	// One card per seeded sale (one per strategy, none included, and one opening in 3 minutes)
-	// and per product made above. Reduced motion: no transition is caught half-way in a
+	// One card per seeded sale (one per served strategy, none included, and one opening in 3
+	// minutes) and per product made above. Reduced motion: no transition is caught half-way in a
 	// screenshot (and the CSS honours it).
 	step("seeded sales show", func(t *testing.T) {
 		a := page{t, desktop}
 		a.do("open the storefront", chromedp.EmulateViewport(1440, 900), reducedMotion(), chromedp.Navigate(base+"/"))
-		a.waitJS("8 product cards", `document.querySelectorAll('.card').length === 8`, 15*time.Second)
-		for _, want := range []string{"Demo sale · mysql strategy", "Demo sale · redis strategy", "Demo sale · zk strategy",
-			"Demo sale · redis-lua strategy", "Demo sale · none strategy", "Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
+		a.waitJS(fmt.Sprintf("%d product cards", cards), fmt.Sprintf(`document.querySelectorAll('.card').length === %d`, cards), 15*time.Second)
+		for _, want := range []string{"Demo sale · opens soon", "Lightning deal · opens in seconds", "Last one · signed poster"} {
 			if !strings.Contains(a.text("#products"), want) {
 				t.Errorf("no card for %q", want)
 			}
@@ -312,6 +348,33 @@ func TestStorefront(t *testing.T) {
 		laterBuy := card(opensLater) + " .btn-buy"
 		if got, disabled := a.text(laterBuy), a.eval(fmt.Sprintf(`String(document.querySelector('%s').disabled)`, laterBuy)); !strings.HasPrefix(got, "Opens in 0") || disabled != "true" {
 			t.Errorf("the sale opening in 3 minutes shows %q on its button (disabled %s)", got, disabled)
+		}
+	})
+
+	// A seeded sale per served strategy, in the catalog's order; each card's badge names its
+	// strategy, "· unsafe" for an unsafe one, styled by its family, and its note is the catalog's
+	// summary of it.
+	step("cards describe their strategy from the catalog", func(t *testing.T) {
+		a := page{t, desktop}
+		type cardFacts struct{ Strategy, Badge, Class, Note string }
+		var got []cardFacts
+		js := `JSON.stringify([...document.querySelectorAll('.card')].filter((c) => /^Demo sale · .* strategy$/.test(c.querySelector('.card-title').textContent))
+			.map((c) => ({Strategy: c.dataset.strategy, Badge: c.querySelector('.badge').textContent, Class: c.querySelector('.badge').className,
+				Note: c.querySelector('.strategy-note').hidden ? '(hidden)' : c.querySelector('.strategy-note').textContent})))`
+		if err := json.Unmarshal([]byte(a.eval(js)), &got); err != nil {
+			t.Fatal(err)
+		}
+		var want []cardFacts
+		for _, s := range served {
+			f := cardFacts{Strategy: s.Name, Badge: s.Name, Class: "badge badge-family-" + s.Family, Note: s.Summary}
+			if !s.Safe {
+				f.Badge += " · unsafe"
+				f.Class += " badge-unsafe"
+			}
+			want = append(want, f)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("the seeded sales' cards, in page order (-want +got):\n%s", diff)
 		}
 	})
 
@@ -523,6 +586,64 @@ func TestStorefront(t *testing.T) {
 		a.waitJS("the token kept for the tab", fmt.Sprintf(`sessionStorage.getItem('seckill.adminToken') === %q`, apptest.AdminToken), 5*time.Second)
 	})
 
+	// The drawer's strategy select lists the catalog by family, the unsafe strategies marked and
+	// styled, the ones not served disabled; the chosen strategy's summary shows under it.
+	step("drawer offers the catalog's strategies", func(t *testing.T) {
+		a := page{t, desktop}
+		type option struct {
+			Group, Value, Text string
+			Disabled, Unsafe   bool
+		}
+		var got []option
+		if err := json.Unmarshal([]byte(a.eval(`JSON.stringify([...document.querySelectorAll('#demo-strategy option')].map((o) => ({
+			Group: o.parentElement.tagName === 'OPTGROUP' ? o.parentElement.label : '', Value: o.value, Text: o.textContent,
+			Disabled: o.disabled, Unsafe: o.classList.contains('unsafe')})))`)), &got); err != nil {
+			t.Fatal(err)
+		}
+		groups := map[string]string{"mysql": "MySQL", "redis": "Redis", "zookeeper": "ZooKeeper", "control": "Control (no lock)"}
+		var families []string // in order of first appearance: the order of the groups
+		for _, s := range catalog {
+			if !slices.Contains(families, s.Family) {
+				families = append(families, s.Family)
+			}
+		}
+		var want []option
+		for _, f := range families {
+			for _, s := range catalog {
+				if s.Family != f {
+					continue
+				}
+				o := option{Group: groups[f], Value: s.Name, Text: s.Name, Disabled: !s.Served, Unsafe: !s.Safe}
+				if !s.Safe {
+					o.Text += " · unsafe"
+				}
+				if !s.Served {
+					o.Text += " (not served)"
+				}
+				want = append(want, o)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("the strategy select (-want +got):\n%s", diff)
+		}
+		for _, s := range served {
+			a.do("choose "+s.Name, setField("demo-strategy", s.Name))
+			summary := a.eval(`(() => { const p = document.getElementById('demo-strategy-summary');
+				return [p.hidden ? '(hidden)' : p.textContent, p.classList.contains('unsafe'), document.getElementById('demo-strategy').classList.contains('unsafe')].join(' | '); })()`)
+			if want := fmt.Sprintf("%s | %t | %t", s.Summary, !s.Safe, !s.Safe); summary != want {
+				t.Errorf("with %s chosen, the summary (text | styled unsafe | select styled unsafe) is %q, want %q", s.Name, summary, want)
+			}
+		}
+		if s := a.eval(`document.getElementById('demo-strategy').getAttribute('aria-describedby')`); s != "demo-strategy-summary" {
+			t.Errorf("the strategy select is described by %q", s)
+		}
+		// Before the catalog is read (a module instance of its own, never loaded), or when it cannot
+		// be, the page offers the project's own five strategies.
+		if got := a.eval(`import('/static/strategies.js?unread').then((m) => m.strategies().map((s) => s.name + (s.safe ? '' : ' · unsafe')).join(', '))`); got != "mysql, redis, zk, redis-lua, none · unsafe" {
+			t.Errorf("the fallback strategies: %s", got)
+		}
+	})
+
 	// stampede runs a stampede from the open drawer and returns its verdict.
 	stampede := func(t *testing.T, product int64, strategy string) string {
 		t.Helper()
@@ -601,7 +722,7 @@ func TestStorefront(t *testing.T) {
 	step("phone loads the page", func(t *testing.T) {
 		p := page{t, phone}
 		p.do("open the storefront on a phone", phoneScreen, chromedp.Navigate(base+"/"))
-		p.waitJS("the cards with their stats", `document.querySelectorAll('.card').length === 8 && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, 15*time.Second)
+		p.waitJS("the cards with their stats", fmt.Sprintf(`document.querySelectorAll('.card').length === %d && document.querySelector('.card [data-stat="stock"]').textContent !== '–'`, cards), 15*time.Second)
 		if w := p.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
 			t.Errorf("the page is %s px wide on a 390 px screen", w)
 		}

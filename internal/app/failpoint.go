@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -24,14 +26,17 @@ import (
 //	                          it returned their units to the stock
 //	holder-kill               inside a lock strategy's critical section, with the lock (or the
 //	                          row lock) held: a holder that dies holding it
-//	holder-stall@DURATION     the same place, but the holder stalls for DURATION (a GC pause, a
-//	                          swapped-out process) and then goes on as if nothing happened;
-//	                          DURATION is a Go duration, 30s when left out
+//	holder-pause@DURATION     the same place, but the whole process stops (SIGSTOP) for
+//	                          DURATION, its lease renewals and heartbeats too, and then goes on as
+//	                          if nothing happened: the stop-the-world GC pause or swapped-out VM
+//	                          of the fencing-token argument; DURATION is a Go duration, 10s when
+//	                          left out
 //
 // each optionally followed by :PATH: the hook then fires at the first such point reached while
-// the file PATH exists; the process that removes PATH is the one that fires it (dies, stalls), so
+// the file PATH exists; the process that removes PATH is the one that fires it (dies, pauses), so
 // of the processes armed with one PATH, one fires per file created. A process armed with a PATH
-// that never appears behaves as if unarmed.
+// that never appears behaves as if unarmed. The holder-* hooks also fire on PATH.STRATEGY (say
+// .run/zoo/holder-kill.zk-herd), in a critical section of that strategy only.
 const failpointEnv = "SECKILL_TEST_FAILPOINT"
 
 const (
@@ -40,13 +45,13 @@ const (
 	failpointPersisterAfterCommit  = "persister-after-commit"
 	failpointExpirerAfterExpire    = "expirer-after-expire"
 	failpointHolderKill            = "holder-kill"
-	failpointHolderStall           = "holder-stall"
+	failpointHolderPause           = "holder-pause"
 )
 
-var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire, failpointHolderKill, failpointHolderStall + "@DURATION"}
+var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire, failpointHolderKill, failpointHolderPause + "@DURATION"}
 
-// defaultStall is how long holder-stall stalls when its spec names no duration.
-const defaultStall = 30 * time.Second
+// defaultPause is how long holder-pause stops the process when its spec names no duration.
+const defaultPause = 10 * time.Second
 
 // failpoints are the test hooks set from failpointEnv; nil members are off.
 type failpoints struct {
@@ -57,20 +62,21 @@ type failpoints struct {
 	persisterBeforeCommit, persisterAfterCommit func()
 	// expirerAfterExpire runs between an expiry batch's commit and the return of its units.
 	expirerAfterExpire func()
-	// holderKill and holderStall run inside the critical section of every lock strategy.
-	holderKill, holderStall func()
+	// holderKill and holderPause run inside the critical section of every lock strategy, told
+	// which strategy it is.
+	holderKill, holderPause func(strategy string)
 }
 
 // holder is what runs inside a lock strategy's critical section: the holder-* hooks armed, or
 // nil.
-func (fp failpoints) holder() func() {
-	if fp.holderKill == nil && fp.holderStall == nil {
+func (fp failpoints) holder() func(strategy string) {
+	if fp.holderKill == nil && fp.holderPause == nil {
 		return nil
 	}
-	return func() {
-		for _, h := range []func(){fp.holderStall, fp.holderKill} {
+	return func(strategy string) {
+		for _, h := range []func(string){fp.holderPause, fp.holderKill} {
 			if h != nil {
-				h()
+				h(strategy)
 			}
 		}
 	}
@@ -86,12 +92,14 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 	for _, one := range strings.Split(spec, ",") {
 		name, trigger, _ := strings.Cut(one, ":")
 		name, arg, hasArg := strings.Cut(name, "@")
+		if name == failpointHolderKill || name == failpointHolderPause {
+			if err := fp.armHolder(log, one, name, arg, hasArg, trigger); err != nil {
+				return failpoints{}, fmt.Errorf("%s=%q: %w", failpointEnv, spec, err)
+			}
+			continue
+		}
 		var hook *func()
 		switch name {
-		case failpointHolderKill:
-			hook = &fp.holderKill
-		case failpointHolderStall:
-			hook = &fp.holderStall
 		case failpointConsumerAfterCommit:
 			hook = &fp.consumerAfterCommit
 		case failpointPersisterBeforeCommit:
@@ -101,26 +109,81 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 		case failpointExpirerAfterExpire:
 			hook = &fp.expirerAfterExpire
 		}
-		if hook == nil || *hook != nil || (hasArg && name != failpointHolderStall) {
-			return failpoints{}, fmt.Errorf("%s=%q: want a list of distinct %s, each optionally :PATH",
-				failpointEnv, spec, strings.Join(failpointNames, ", "))
+		if hook == nil || *hook != nil || hasArg {
+			return failpoints{}, fmt.Errorf("%s=%q: %w", failpointEnv, spec, errFailpointSpec)
 		}
-		if name != failpointHolderStall {
-			*hook = killer(log, one, trigger)
-			continue
-		}
-		stall := defaultStall
-		if hasArg {
-			d, err := time.ParseDuration(arg)
-			if err != nil || d <= 0 {
-				return failpoints{}, fmt.Errorf("%s=%q: %s@%q is not a positive duration", failpointEnv, spec, name, arg)
-			}
-			stall = d
-		}
-		*hook = staller(log, one, trigger, stall)
+		*hook = killer(log, one, trigger)
 	}
 	log.Warn("test failpoints armed: this process kills itself at one of them", "failpoints", spec)
 	return fp, nil
+}
+
+var errFailpointSpec = fmt.Errorf("want a list of distinct %s, each optionally :PATH", strings.Join(failpointNames, ", "))
+
+// armHolder sets the holder-* hook name.
+func (fp *failpoints) armHolder(log *slog.Logger, spec, name, arg string, hasArg bool, trigger string) error {
+	if name == failpointHolderKill {
+		if fp.holderKill != nil || hasArg {
+			return errFailpointSpec
+		}
+		var fired atomic.Bool
+		kill := killer(log, spec, "")
+		fp.holderKill = func(strategy string) {
+			if !fired.Load() && fireFor(log, trigger, strategy) {
+				fired.Store(true)
+				kill()
+			}
+		}
+		return nil
+	}
+	if fp.holderPause != nil {
+		return errFailpointSpec
+	}
+	d := defaultPause
+	if hasArg {
+		var err error
+		if d, err = time.ParseDuration(arg); err != nil || d <= 0 {
+			return fmt.Errorf("%s@%q is not a positive duration", name, arg)
+		}
+	}
+	fp.holderPause = func(strategy string) {
+		if fireFor(log, trigger, strategy) {
+			log.Error("test failpoint: this process stops", "failpoint", spec, "strategy", strategy, "for", d)
+			pauseProcess(log, d)
+			log.Error("test failpoint: the process goes on", "failpoint", spec, "strategy", strategy)
+		}
+	}
+	return nil
+}
+
+// fireFor is fire for the holder-* hooks: trigger.STRATEGY fires in strategy's critical
+// sections only, trigger in any.
+func fireFor(log *slog.Logger, trigger, strategy string) bool {
+	if trigger == "" {
+		return true
+	}
+	if _, err := os.Stat(trigger + "." + strategy); err == nil && fire(log, trigger+"."+strategy) {
+		return true
+	}
+	if _, err := os.Stat(trigger); err == nil {
+		return fire(log, trigger)
+	}
+	return false
+}
+
+// pauseProcess stops the whole process for d, as a stop-the-world pause does: a child shell
+// sends it SIGCONT after d, then it sends itself SIGSTOP. Every goroutine stops, the lease
+// renewals and session heartbeats too, which a sleep in one goroutine would not do.
+func pauseProcess(log *slog.Logger, d time.Duration) {
+	pid := os.Getpid()
+	wake := exec.Command("/bin/sh", "-c", fmt.Sprintf("sleep %.3f; kill -CONT %d", d.Seconds(), pid))
+	if err := wake.Start(); err != nil {
+		log.Error("test failpoint: cannot arrange the wake-up; sleeping instead", "err", err)
+		time.Sleep(d)
+		return
+	}
+	go func() { _ = wake.Wait() }()
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
 }
 
 // fire reports whether a hook armed with trigger fires now: always without a trigger, else when
@@ -136,19 +199,6 @@ func fire(log *slog.Logger, trigger string) bool {
 		return false
 	}
 	return true
-}
-
-// staller returns a hook that sleeps for d, ignoring everything else, each time its trigger
-// appears (every time it runs, without a trigger).
-func staller(log *slog.Logger, spec, trigger string, d time.Duration) func() {
-	return func() {
-		if !fire(log, trigger) {
-			return
-		}
-		log.Error("test failpoint: this process stalls", "failpoint", spec, "for", d)
-		time.Sleep(d)
-		log.Error("test failpoint: the stall is over", "failpoint", spec)
-	}
 }
 
 // killer returns a hook that SIGKILLs the process the first time it runs while trigger exists

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -218,7 +219,7 @@ var strategyTable = []strategyDef{
 		return stock.NewLocked(r.store, sale.StrategyRedis, r.redisLocks.Locker(), r.cfg.Sale.LockWait, r.metrics)
 	}},
 	{strategy: sale.StrategyZK, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Locker(), r.cfg.Sale.LockWait, r.metrics)
+		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Mutex(r.zkCounted(sale.StrategyZK, false)).Locker(), r.cfg.Sale.LockWait, r.metrics)
 	}},
 	// One script run decides a batch: one Redis round trip for the purchases that queued up.
 	{strategy: sale.StrategyRedisLua, batch: func(r *resources) (sale.BatchDeductor, error) {
@@ -236,6 +237,14 @@ var strategyTable = []strategyDef{
 	{strategy: sale.StrategyMySQLLockTable, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyMySQLLockTable, r.lockTable.Locker(), r.cfg.Sale.LockWait, r.metrics)
 	}},
+	// The zk lock's session, with the naive wait: every waiter watches every lock node.
+	{strategy: sale.StrategyZKHerd, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyZKHerd, r.zk.Mutex(r.zkCounted(sale.StrategyZKHerd, true)).Locker(), r.cfg.Sale.LockWait, r.metrics)
+	}},
+	// A batch and its write step each take the lock, for one owner: the write step re-enters.
+	{strategy: sale.StrategyZKReentrant, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyZKReentrant, r.zk.Reentrant(r.zkCounted(sale.StrategyZKReentrant, false)).Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
+	}},
 	// The write-ups' lock table: no expiry, no owner, no fence.
 	{strategy: sale.StrategyMySQLLockTableNaive, unsafe: true, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyMySQLLockTableNaive, r.naiveLockTable.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
@@ -247,7 +256,19 @@ var strategyTable = []strategyDef{
 	}},
 }
 
-// servedStrategies lists, in strategyTable order, the strategies this configuration serves.
+// zkCounted are the options of a ZooKeeper strategy's locks: herd or predecessor watch, with its
+// wake-ups and its looks at the queue (won, or a wasted look) counted for the lock zoo.
+func (r *resources) zkCounted(st sale.Strategy, herd bool) zklock.MutexOptions {
+	return zklock.MutexOptions{
+		Herd:   herd,
+		OnWake: func() { r.metrics.LockWakeups(st, 1) },
+		OnLook: func(won bool) { r.metrics.LockAttempt(st, won) },
+	}
+}
+
+// servedStrategies lists, in sale.Catalog order, the strategies this configuration serves. The
+// seed makes its demo sales in this order, and the storefront shows them by id: a strategy added
+// out of place in strategyTable must not reorder the cards.
 func servedStrategies(cfg *config.Config) []sale.Strategy {
 	var out []sale.Strategy
 	for _, d := range strategyTable {
@@ -255,6 +276,9 @@ func servedStrategies(cfg *config.Config) []sale.Strategy {
 			out = append(out, d.strategy)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b sale.Strategy) int {
+		return slices.Index(sale.Strategies, a) - slices.Index(sale.Strategies, b)
+	})
 	return out
 }
 
@@ -323,8 +347,8 @@ func (r *resources) madeStrategies() (map[sale.Strategy]any, error) {
 			return nil, err
 		}
 		if h, ok := m.(holdSetter); ok && r.fp.holder() != nil {
-			hold := r.fp.holder()
-			h.SetHold(func(context.Context) { hold() })
+			hold, st := r.fp.holder(), string(d.strategy)
+			h.SetHold(func(context.Context) { hold(st) })
 		}
 		made[d.strategy] = m
 	}

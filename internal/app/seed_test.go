@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,14 +28,74 @@ func TestDemoProducts(t *testing.T) {
 	}
 }
 
-// TestServedStrategies: one table says which strategies a configuration serves.
+// TestServedStrategies: a configuration serves the unsafe strategies only when it allows them, and
+// lists what it serves in the catalog's order (the seed's, so the storefront's), whatever the
+// order of strategyTable.
 func TestServedStrategies(t *testing.T) {
-	cfg := &config.Config{}
-	if diff := cmp.Diff([]sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK, sale.StrategyRedisLua, sale.StrategyMySQLLockTable}, servedStrategies(cfg)); diff != "" {
-		t.Errorf("safe only (-want +got):\n%s", diff)
+	built := map[sale.Strategy]bool{}
+	for _, d := range strategyTable {
+		built[d.strategy] = true
 	}
-	cfg.Sale.AllowUnsafe = true
-	if diff := cmp.Diff(sale.Strategies, servedStrategies(cfg)); diff != "" {
-		t.Errorf("with the unsafe ones (-want +got):\n%s", diff)
+	var safe, all []sale.Strategy
+	for _, s := range sale.Strategies {
+		if built[s] {
+			all = append(all, s)
+			if s.Safe() {
+				safe = append(safe, s)
+			}
+		}
+	}
+	// The project's own strategies are built on every branch of the zoo.
+	for _, s := range []sale.Strategy{sale.StrategyMySQL, sale.StrategyRedis, sale.StrategyZK, sale.StrategyRedisLua} {
+		if !slices.Contains(safe, s) {
+			t.Errorf("%s is not served by default", s)
+		}
+	}
+	if slices.Contains(safe, sale.StrategyNone) || !slices.Contains(all, sale.StrategyNone) {
+		t.Errorf("none: served by default %t, with the unsafe ones %t; want false, true", slices.Contains(safe, sale.StrategyNone), slices.Contains(all, sale.StrategyNone))
+	}
+
+	reversed := slices.Clone(strategyTable)
+	slices.Reverse(reversed)
+	for _, tc := range []struct {
+		name   string
+		table  []strategyDef
+		unsafe bool
+		want   []sale.Strategy
+	}{
+		{"safe only", strategyTable, false, safe},
+		{"with the unsafe ones", strategyTable, true, all},
+		{"a table out of order, safe only", reversed, false, safe},
+		{"a table out of order, with the unsafe ones", reversed, true, all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			saved := strategyTable
+			strategyTable = tc.table
+			t.Cleanup(func() { strategyTable = saved })
+			cfg := &config.Config{}
+			cfg.Sale.AllowUnsafe = tc.unsafe
+			if diff := cmp.Diff(tc.want, servedStrategies(cfg)); diff != "" {
+				t.Errorf("served (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStrategyTableMatchesCatalog: every strategy the program builds is in the catalog (which the
+// storefront and GET /api/v1/strategies describe it from) once, and is unsafe exactly when the
+// catalog says so.
+func TestStrategyTableMatchesCatalog(t *testing.T) {
+	seen := map[sale.Strategy]bool{}
+	for _, d := range strategyTable {
+		if _, ok := d.strategy.Info(); !ok {
+			t.Errorf("%s is built but not in sale.Catalog", d.strategy)
+		}
+		if seen[d.strategy] {
+			t.Errorf("%s is in strategyTable twice", d.strategy)
+		}
+		seen[d.strategy] = true
+		if d.unsafe == d.strategy.Safe() {
+			t.Errorf("%s: unsafe %t in strategyTable, Safe() %t in the catalog", d.strategy, d.unsafe, d.strategy.Safe())
+		}
 	}
 }

@@ -126,7 +126,7 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 			}, cfg.Persist.Every)
 		})
 	}
-	deps := httpapi.Deps{Log: log, HTTPMetrics: r.metrics}
+	deps := httpapi.Deps{Log: log, HTTPMetrics: r.metrics, Strategies: servedStrategies(cfg)}
 	feed, err := changefeed.New(log.With("component", "changefeed"), r.rdb, cfg.DatabaseName())
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,35 +131,64 @@ func TestParseFailpoints(t *testing.T) {
 	}
 }
 
-// TestHolderStall: holder-stall@D stalls the holder that removes the trigger, for D, once per
-// file; the others go on. Kill and stall can be armed together, each with its own trigger.
-func TestHolderStall(t *testing.T) {
+// TestHolderPause: holder-pause@D stops the whole process — this test's, here — for D when its
+// trigger appears, once per file, and only for the strategy the file names, if it names one; kill
+// and pause can be armed together, each with its own trigger.
+func TestHolderPause(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	for _, bad := range []string{"holder-stall@", "holder-stall@-1s", "holder-stall@soon", "holder-kill@1s", "consumer-after-commit@1s", "holder-kill,holder-kill:x"} {
+	for _, bad := range []string{"holder-pause@", "holder-pause@-1s", "holder-pause@soon", "holder-kill@1s", "consumer-after-commit@1s", "holder-kill,holder-kill:x", "holder-pause,holder-pause@1s"} {
 		if _, err := parseFailpoints(log, bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	trigger := t.TempDir() + "/stall"
-	fp, err := parseFailpoints(log, "holder-stall@150ms:"+trigger+",holder-kill:"+t.TempDir()+"/never")
-	if err != nil || fp.holderStall == nil || fp.holderKill == nil {
+	trigger := t.TempDir() + "/pause"
+	fp, err := parseFailpoints(log, "holder-pause@300ms:"+trigger+",holder-kill:"+t.TempDir()+"/never")
+	if err != nil || fp.holderPause == nil || fp.holderKill == nil {
 		t.Fatalf("armed: %+v, %v", fp, err)
 	}
 	hold := fp.holder()
-	took := func() time.Duration { start := time.Now(); hold(); return time.Since(start) }
-	if d := took(); d > 100*time.Millisecond {
-		t.Errorf("no trigger file: stalled %s", d)
+	// A ticker counts the time the process ran: a paused process misses the ticks of its pause,
+	// where a sleeping goroutine would not.
+	var ticks atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tk := time.NewTicker(10 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-tk.C:
+				ticks.Add(1)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	took := func(st string) time.Duration { start := time.Now(); hold(st); return time.Since(start) }
+	if d := took("zk"); d > 200*time.Millisecond {
+		t.Errorf("no trigger file: held %s", d)
 	}
-	if err := os.WriteFile(trigger, nil, 0o600); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{trigger + ".mysql-for-update"} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if d := took(); d < 150*time.Millisecond {
-		t.Errorf("trigger present: stalled only %s, want 150ms", d)
+	if d := took("zk"); d > 200*time.Millisecond {
+		t.Errorf("a trigger of another strategy paused zk for %s", d)
 	}
-	if _, err := os.Stat(trigger); !os.IsNotExist(err) {
-		t.Errorf("the stalled holder left its trigger: %v", err)
+	before := ticks.Load()
+	if d := took("mysql-for-update"); d < 300*time.Millisecond {
+		t.Errorf("its trigger present: paused only %s, want 300ms", d)
 	}
-	if d := took(); d > 100*time.Millisecond {
-		t.Errorf("trigger consumed: stalled again %s", d)
+	// Ticks missed while stopped are dropped (a Ticker's channel holds one): 300 ms of running
+	// would have counted ~30.
+	if n := ticks.Load() - before; n > 10 {
+		t.Errorf("%d ticks during the pause: the process kept running", n)
+	}
+	if _, err := os.Stat(trigger + ".mysql-for-update"); !os.IsNotExist(err) {
+		t.Errorf("the paused holder left its trigger: %v", err)
+	}
+	if d := took("mysql-for-update"); d > 200*time.Millisecond {
+		t.Errorf("trigger consumed: paused again for %s", d)
 	}
 }

@@ -55,6 +55,40 @@ type productsJSON struct {
 	Products []productJSON `json:"products"`
 }
 
+// strategyJSON is one strategy of sale.Catalog as GET /api/v1/strategies lists it.
+type strategyJSON struct {
+	Name    string `json:"name"`
+	Family  string `json:"family"`
+	Safe    bool   `json:"safe"`
+	Served  bool   `json:"served"`
+	Summary string `json:"summary"`
+}
+
+type strategiesJSON struct {
+	Strategies []strategyJSON `json:"strategies"`
+}
+
+// toStrategiesJSON lists every strategy of sale.Catalog, in its order, marking the served ones.
+// A served strategy that the catalog does not know is an error: no client could describe it.
+func toStrategiesJSON(served []sale.Strategy) (strategiesJSON, error) {
+	for _, s := range served {
+		if _, ok := s.Info(); !ok {
+			return strategiesJSON{}, fmt.Errorf("httpapi: the served strategy %q is not in the catalog", s)
+		}
+	}
+	out := strategiesJSON{Strategies: make([]strategyJSON, len(sale.Catalog))}
+	for i, c := range sale.Catalog {
+		out.Strategies[i] = strategyJSON{
+			Name:    string(c.Strategy),
+			Family:  c.Family,
+			Safe:    c.Safe,
+			Served:  slices.Contains(served, c.Strategy),
+			Summary: c.Summary,
+		}
+	}
+	return out, nil
+}
+
 type purchaseJSON struct {
 	UserID   string `json:"user_id"`
 	Quantity *int   `json:"quantity"`

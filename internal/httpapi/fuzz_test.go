@@ -393,7 +393,7 @@ func FuzzRawBodies(f *testing.F) {
 func FuzzMethodPath(f *testing.F) {
 	for _, p := range []string{
 		"/", "/healthz", "/readyz", "/metrics", "/api/v1/products", "/api/v1/products/", "/api/v1/products/1",
-		"/api/v1/products/1/stats", "/api/v1/products/1/purchase", "/api/v1/orders/x", "/api/v1/admin/products",
+		"/api/v1/products/1/stats", "/api/v1/strategies", "/api/v1/products/1/purchase", "/api/v1/orders/x", "/api/v1/admin/products",
 		"/api/v1/admin/stampedes/0123456789ab", "/static/app.js", "/static/", "/static", "/static/../index.html",
 		"//api/v1/products", "/api/v1//products", "/API/V1/PRODUCTS", "/api/v2/everything", "", "*", "/\x00", "/é",
 	} {

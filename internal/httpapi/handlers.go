@@ -49,6 +49,9 @@ type handlers struct {
 	live      LiveRates
 	ready     map[string]Check
 	now       func() time.Time
+	// strategies is the answer of GET /api/v1/strategies, made once: it changes only with a
+	// restart.
+	strategies strategiesJSON
 }
 
 // productID parses the :id path parameter; a malformed id is a 400, a well-formed unknown one
@@ -78,6 +81,16 @@ func (h *handlers) writeProducts(c *gin.Context, list func(context.Context) ([]s
 		out.Products[i] = toProductJSON(p)
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// strategiesCacheControl lets a browser or a proxy keep the list of strategies for a minute: it
+// changes only when the servers restart with another configuration.
+const strategiesCacheControl = "public, max-age=60"
+
+// listStrategies answers the catalog of stock strategies, with which of them this server serves.
+func (h *handlers) listStrategies(c *gin.Context) {
+	c.Header("Cache-Control", strategiesCacheControl)
+	c.JSON(http.StatusOK, h.strategies)
 }
 
 func (h *handlers) getProduct(c *gin.Context) {

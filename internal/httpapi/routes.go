@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 // Config is what the router needs besides the domain.
@@ -67,6 +68,9 @@ type Deps struct {
 	// AdminThrottle counts wrong admin tokens per client; optional (the default keeps them in
 	// this replica's memory, NewMemoryThrottle with its defaults).
 	AdminThrottle AdminThrottle
+	// Strategies are the strategies this server serves, listed as served by GET
+	// /api/v1/strategies; each must be in sale.Catalog. Optional (nil: none is served).
+	Strategies []sale.Strategy
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -92,17 +96,22 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	if d.AdminThrottle == nil {
 		d.AdminThrottle = NewMemoryThrottle(ThrottleConfig{}, d.Now)
 	}
+	strategies, err := toStrategiesJSON(d.Strategies)
+	if err != nil {
+		return nil, err
+	}
 	setGinMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 
 	h := &handlers{
-		log:       d.Log,
-		sales:     d.Sales,
-		orders:    d.Orders,
-		stampedes: d.Stampedes,
-		live:      d.Live,
-		buyers:    d.Buyers,
-		ready:     cfg.Ready,
-		now:       d.Now,
+		log:        d.Log,
+		sales:      d.Sales,
+		orders:     d.Orders,
+		stampedes:  d.Stampedes,
+		live:       d.Live,
+		buyers:     d.Buyers,
+		ready:      cfg.Ready,
+		now:        d.Now,
+		strategies: strategies,
 	}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -138,6 +147,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	get(v1, "/products", h.listProducts)
 	get(v1, "/products/:id", h.getProduct)
 	get(v1, "/products/:id/stats", h.getStats)
+	get(v1, "/strategies", h.listStrategies)
 	v1.POST("/products/:id/purchase", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
 	get(v1, "/orders/:order_id", h.getOrder)
 	if d.Orders != nil {

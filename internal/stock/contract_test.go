@@ -45,6 +45,15 @@ func deductorCases() []deductorCase {
 		{sale.StrategyZK, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newLocked(tb, st, sale.StrategyZK, zkLocker(tb, itest.ZKServers), 30*time.Second)
 		}, false},
+		// The herd's lock wait is longer: its 300 concurrent buyers wait on one session, and
+		// every change of the queue wakes every one of them to list it again, O(N²) in all
+		// (24 s under -race on the project's two cores, against a second for zk).
+		{sale.StrategyZKHerd, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return zkLocked(tb, st, sale.StrategyZKHerd, 2*time.Minute)
+		}, false},
+		{sale.StrategyZKReentrant, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return zkLocked(tb, st, sale.StrategyZKReentrant, 30*time.Second)
+		}, false},
 		{sale.StrategyRedisLua, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newPersisted(tb, st)
 		}, true},

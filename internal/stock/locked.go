@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/lock"
@@ -50,6 +52,11 @@ type Locked struct {
 	// unfenced skips the fence: the fence's negative-control test, and the zoo's unsafe variants
 	// that the write-ups describe without one.
 	unfenced bool
+	// reentrant makes the write step take the lock again, nested, for the batch's owner
+	// (Reentrant); ownerPrefix and owners name those owners.
+	reentrant   bool
+	ownerPrefix string
+	owners      atomic.Uint64
 }
 
 // LockedOption changes how a Locked strategy works.
@@ -58,6 +65,27 @@ type LockedOption func(*Locked)
 // Unfenced makes the strategy write without claiming or checking the fence, as the locks of the
 // write-ups do: a holder whose lease ran out writes over the next holder's sale. Unsafe.
 func Unfenced() LockedOption { return func(l *Locked) { l.unfenced = true } }
+
+// Reentrant makes the fenced write step take the product's lock itself, nested inside the
+// batch's acquisition and for the same owner (one lock.WithOwner per batch): the zk-reentrant
+// strategy, over a re-entrant locker.
+//
+// Why: code composed of steps that each guard themselves, as a write step that may also be
+// called alone must, takes a lock its caller already holds. With a lock that knows its holder
+// (Curator's InterProcessMutex), the nested acquisition returns at once with the caller's grant
+// and token. With one that does not, it queues behind its own caller and waits for itself, here
+// inside the purchase transaction, until the lock wait runs out: over a plain locker this option
+// sells nothing, which its test shows.
+func Reentrant() LockedOption {
+	return func(l *Locked) {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "unknown-host"
+		}
+		l.reentrant = true
+		l.ownerPrefix = host + "/" + strconv.Itoa(os.Getpid())
+	}
+}
 
 // SetHold installs f to run inside the critical section of every deduction, between the read
 // and the write, with the lock held (nil removes it): the tests and the chaos runs stall or kill
@@ -105,6 +133,7 @@ func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]e
 		return nil, err
 	}
 	r0 := batch[0]
+	ctx = l.withOwner(ctx, "batch")
 	lease, err := l.acquire(ctx, r0.ProductID)
 	if err != nil {
 		return nil, err
@@ -146,8 +175,20 @@ func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]e
 	return o, nil
 }
 
-// write is the end of the critical section: the new stock, fenced.
+// write is the end of the critical section: the new stock, fenced. With Reentrant it takes the
+// product's lock itself, as a step that may be called alone would; the batch's owner holds it,
+// so that re-enters at once, with the batch's token and Lost().
 func (l *Locked) write(ctx context.Context, tx *store.PurchaseTx, lease lock.Lease, r0 sale.Reservation, stock int) error {
+	if l.reentrant {
+		nested, err := l.lockProduct(ctx, r0.ProductID)
+		if err != nil {
+			return err
+		}
+		// Released before the batch's own lease: the lock stays held until that one goes.
+		// A loss shows in Lost(), checked below, and is counted by the batch's release.
+		defer func() { _ = nested.Release(context.WithoutCancel(ctx)) }()
+		lease = nested
+	}
 	if l.hold != nil {
 		l.hold(ctx)
 	}
@@ -163,12 +204,28 @@ func (l *Locked) write(ctx context.Context, tx *store.PurchaseTx, lease lock.Lea
 	return tx.SetStockFenced(ctx, r0.ProductID, l.strategy, r0.Epoch, lease.Token(), stock)
 }
 
+// withOwner names, for Reentrant, the owner of what ctx acquires: host, process and a number of
+// its own, which the lock node shows an operator. Without Reentrant, ctx is returned unchanged.
+func (l *Locked) withOwner(ctx context.Context, what string) context.Context {
+	if !l.reentrant {
+		return ctx
+	}
+	return lock.WithOwner(ctx, fmt.Sprintf("%s/%s-%d", l.ownerPrefix, what, l.owners.Add(1)))
+}
+
+// acquire takes the product's lock and observes how long that took.
 func (l *Locked) acquire(ctx context.Context, productID int64) (lock.Lease, error) {
+	start := time.Now()
+	lease, err := l.lockProduct(ctx, productID)
+	l.observer.ObserveLockWait(l.strategy, time.Since(start))
+	return lease, err
+}
+
+// lockProduct takes the product's lock within the lock wait.
+func (l *Locked) lockProduct(ctx context.Context, productID int64) (lock.Lease, error) {
 	wctx, cancel := context.WithTimeout(ctx, l.wait)
 	defer cancel()
-	start := time.Now()
 	lease, err := l.locker.Acquire(wctx, LockName(l.store.Name(), productID))
-	l.observer.ObserveLockWait(l.strategy, time.Since(start))
 	switch {
 	case err == nil:
 		return lease, nil

@@ -33,8 +33,8 @@ func redisLocker(tb testing.TB, addr string, ttl time.Duration) lock.Locker {
 	return c.Locker()
 }
 
-// zkLocker returns a ZooKeeper lock client with a session of its own on servers.
-func zkLocker(tb testing.TB, servers []string) lock.Locker {
+// zkClient returns a ZooKeeper lock client with a session of its own on servers.
+func zkClient(tb testing.TB, servers []string) *zklock.Client {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -43,12 +43,35 @@ func zkLocker(tb testing.TB, servers []string) lock.Locker {
 		tb.Fatalf("zookeeper: %v", err)
 	}
 	tb.Cleanup(c.Close)
-	return c.Locker()
+	return c
 }
 
-func newLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, l lock.Locker, wait time.Duration) *stock.Locked {
+// zkLocker returns the zk strategy's locker on a session of its own on servers.
+func zkLocker(tb testing.TB, servers []string) lock.Locker {
 	tb.Helper()
-	d, err := stock.NewLocked(st, strategy, l, wait, nopObserver{})
+	return zkClient(tb, servers).Locker()
+}
+
+// zkLocked returns the strategy st (zk, zk-herd or zk-reentrant) as the app makes it, on a
+// ZooKeeper session of its own.
+func zkLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, wait time.Duration) *stock.Locked {
+	tb.Helper()
+	c := zkClient(tb, itest.ZKServers)
+	switch strategy {
+	case sale.StrategyZK:
+		return newLocked(tb, st, strategy, c.Locker(), wait)
+	case sale.StrategyZKHerd:
+		return newLocked(tb, st, strategy, c.Mutex(zklock.MutexOptions{Herd: true}).Locker(), wait)
+	case sale.StrategyZKReentrant:
+		return newLocked(tb, st, strategy, c.Reentrant(zklock.MutexOptions{}).Locker(), wait, stock.Reentrant())
+	}
+	tb.Fatalf("zkLocked: %s is no ZooKeeper strategy", strategy)
+	return nil
+}
+
+func newLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, l lock.Locker, wait time.Duration, opts ...stock.LockedOption) *stock.Locked {
+	tb.Helper()
+	d, err := stock.NewLocked(st, strategy, l, wait, nopObserver{}, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -213,4 +236,52 @@ func TestLockServiceOutage(t *testing.T) {
 			assertStock(t, st, p.ID, 8)
 		})
 	}
+}
+
+// recording records every acquisition made through it: for which owner, with which token.
+type recording struct {
+	lock.Locker
+	mu   sync.Mutex
+	seen []string // "owner token"
+}
+
+func (r *recording) Acquire(ctx context.Context, name string) (lock.Lease, error) {
+	l, err := r.Locker.Acquire(ctx, name)
+	if err == nil {
+		owner, _ := lock.OwnerFrom(ctx)
+		r.mu.Lock()
+		r.seen = append(r.seen, fmt.Sprintf("%s %d", owner, l.Token()))
+		r.mu.Unlock()
+	}
+	return l, err
+}
+
+// TestReentrantWriteStep: with stock.Reentrant a batch takes the product's lock twice, the
+// batch and then its write step, for one owner, and both see one grant (one token). The control
+// runs the same strategy over the plain zk lock, which does not know its holder: the write step
+// waits for its own batch's lock until the lock wait runs out, and nothing is sold.
+func TestReentrantWriteStep(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	t.Run("re-entrant lock", func(t *testing.T) {
+		t.Parallel()
+		rec := &recording{Locker: zkClient(t, itest.ZKServers).Reentrant(zklock.MutexOptions{}).Locker()}
+		d := newLocked(t, st, sale.StrategyZKReentrant, rec, 30*time.Second, stock.Reentrant())
+		p := newProduct(t, st, sale.StrategyZKReentrant, 5)
+		mustDeduct(t, d, reservation(p, "u1", 2, ""))
+		mustDeduct(t, d, reservation(p, "u2", 1, ""))
+		assertStock(t, st, p.ID, 2)
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.seen) != 4 || rec.seen[0] != rec.seen[1] || rec.seen[2] != rec.seen[3] || rec.seen[0] == rec.seen[2] {
+			t.Fatalf("acquisitions %q; want two per batch, each pair for one owner with one token, the batches apart", rec.seen)
+		}
+	})
+	t.Run("control: the plain zk lock waits for itself", func(t *testing.T) {
+		t.Parallel()
+		d := newLocked(t, st, sale.StrategyZKReentrant, zkLocker(t, itest.ZKServers), 500*time.Millisecond, stock.Reentrant())
+		p := newProduct(t, st, sale.StrategyZKReentrant, 5)
+		assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 1, "")), sale.ErrLockTimeout)
+		assertStock(t, st, p.ID, 5)
+	})
 }

@@ -38,6 +38,7 @@ func (m *MySQL) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
 // read − taken), so an increment made outside the lock between a holder's read and its write
 // would be written over and the units lost.
 func (l *Locked) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
+	ctx = l.withOwner(ctx, "return")
 	lease, err := l.acquire(ctx, b.ProductID)
 	if err != nil {
 		return 0, err

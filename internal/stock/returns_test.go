@@ -21,7 +21,7 @@ import (
 func TestLockedReturnWaitsForTheLock(t *testing.T) {
 	itest.Integration(t)
 	st, _ := itest.Store(t)
-	for _, strategy := range []sale.Strategy{sale.StrategyRedis, sale.StrategyZK, sale.StrategyMySQLLockTable, sale.StrategyMySQLLockTableNaive} {
+	for _, strategy := range []sale.Strategy{sale.StrategyRedis, sale.StrategyZK, sale.StrategyZKHerd, sale.StrategyZKReentrant, sale.StrategyMySQLLockTable, sale.StrategyMySQLLockTableNaive} {
 		for _, underLock := range []bool{true, false} {
 			name := string(strategy) + "/through the strategy"
 			if !underLock {
@@ -36,12 +36,12 @@ func TestLockedReturnWaitsForTheLock(t *testing.T) {
 				switch strategy {
 				case sale.StrategyRedis:
 					d = newLocked(t, st, strategy, redisLocker(t, itest.RedisAddr, 10*time.Second), 30*time.Second)
-				case sale.StrategyZK:
-					d = newLocked(t, st, strategy, zkLocker(t, itest.ZKServers), 30*time.Second)
 				case sale.StrategyMySQLLockTable:
 					d = newLocked(t, st, strategy, lockTable(t, st.DB(), mysqllock.Options{TTL: 10 * time.Second}).Locker(), 30*time.Second)
-				default: // the naive lock table returns unfenced, as it deducts
+				case sale.StrategyMySQLLockTableNaive: // returns unfenced, as it deducts
 					d = newNaiveLockTable(t, st, 30*time.Second)
+				default:
+					d = zkLocked(t, st, strategy, 30*time.Second)
 				}
 				p := newProduct(t, st, strategy, 3)
 				lapsed := reservation(p, "lapsed", 1, "")

@@ -60,6 +60,9 @@ const enc = encodeURIComponent;
 /** products lists every sale. */
 export const products = () => call('/api/v1/products').then((d) => d.products);
 
+/** strategies lists the stock strategies, in catalog order, each with whether this server serves it. */
+export const strategies = () => call('/api/v1/strategies').then((d) => d.strategies);
+
 /** stats returns a product's stock counters and live rates. */
 export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`);
 

@@ -8,6 +8,7 @@ import { offsetMs, probeDelay, serverNowEarliest, serverNowLatest, synced, uncer
 import { CardView, closedStatuses, saleState, setText } from './cards.js';
 import { Drawer } from './drawer.js';
 import { formatSeconds } from './format.js';
+import { loadStrategies } from './strategies.js';
 import {
   currentBuyer, forgetProduct, ordersOf, rememberOrder, setBuyer, setBuyerToken, tokenOf, tokenSubject, validBuyer,
 } from './identity.js';
@@ -47,7 +48,11 @@ async function refresh() {
   refreshing = true;
   clearTimeout(refreshTimer);
   try {
+    // The strategy catalog (read once) comes with the first list, so that the cards are drawn
+    // with their notes and their unsafe badges from the start; a failure to read it costs only those.
+    const catalog = loadStrategies();
     const list = await api.products();
+    await catalog;
     const now = Date.now();
     const stats = await Promise.all(list.map((p) => (wantsStats(p.id, now) ? api.stats(p.id).catch(() => null) : null)));
     apply(list, stats);

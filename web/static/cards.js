@@ -4,14 +4,7 @@
 
 import { serverNowLatest } from './clock.js';
 import { formatClock, formatCount, formatCountdown, formatPrice, formatRate, formatSpokenDuration, shortID } from './format.js';
-
-const STRATEGY_NOTES = {
-  mysql: 'Stock deducted by one conditional UPDATE on the product’s MySQL row.',
-  redis: 'Stock deducted under a Redis lock, fenced by a token.',
-  zk: 'Stock deducted under a ZooKeeper lock, fenced by a token.',
-  'redis-lua': 'Stock pre-deducted in Redis by one Lua script; written to MySQL right after.',
-  none: 'No lock and no condition: oversells under load, on purpose.',
-};
+import { strategyInfo } from './strategies.js';
 
 /** closedStatuses are the ends of an unpaid order: its unit goes back on sale. */
 export const closedStatuses = new Set(['expired', 'cancelled']);
@@ -138,11 +131,19 @@ export class CardView {
     const st = saleState(p, now);
     const strategy = String(p.strategy);
     this.root.dataset.phase = st.phase;
+    // What the strategy is comes from the catalog (strategies.js); one it does not know is shown
+    // by its name alone.
+    const info = strategyInfo(strategy);
+    const unsafe = info !== null && !info.safe;
+    const family = info ? info.family : 'other';
     this.root.dataset.strategy = strategy;
+    this.root.dataset.family = family;
     setText(this.title, p.name);
-    setText(this.badge, strategy === 'none' ? 'none · unsafe' : strategy);
-    this.badge.className = `badge badge-${/^[a-z][a-z-]*$/.test(strategy) ? strategy : 'other'}`;
-    setText(this.note, STRATEGY_NOTES[strategy] || '');
+    setText(this.badge, unsafe ? `${strategy} · unsafe` : strategy);
+    this.badge.className = `badge badge-family-${family}${unsafe ? ' badge-unsafe' : ''}`;
+    const note = info ? info.summary : '';
+    setText(this.note, note);
+    if (this.note.hidden !== !note) this.note.hidden = !note;
     setText(this.price, formatPrice(p.price_cents));
     setText(this.limit, p.per_user_limit === 1 ? 'one per buyer' : `up to ${p.per_user_limit} per buyer`);
 

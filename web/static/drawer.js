@@ -1,12 +1,14 @@
-// The demo drawer: the admin token (kept in sessionStorage), a product reset, and the stampede:
-// the server sends N simulated buyers at every replica, the drawer follows the race from the
-// stampede's progress and the product's stats, and once every buyer has answered and the order
-// queue has drained (confirmed == reserved), it gives the verdict.
+// The demo drawer: the admin token (kept in sessionStorage), a product reset with any strategy of
+// the server's catalog (strategies.js), and the stampede: the server sends N simulated buyers at
+// every replica, the drawer follows the race from the stampede's progress and the product's
+// stats, and once every buyer has answered and the order queue has drained (confirmed ==
+// reserved), it gives the verdict.
 
 import * as api from './api.js';
 import { setText, verdictClass } from './cards.js';
 import { formatCount, formatRate, formatSeconds } from './format.js';
 import { adminMessage } from './messages.js';
+import { familyLabel, strategies, strategiesVersion, strategyInfo } from './strategies.js';
 
 const TOKEN_KEY = 'seckill.adminToken';
 const POLL_MS = 300;
@@ -33,6 +35,9 @@ export class Drawer {
     this.forget = $('token-forget');
     this.product = $('demo-product');
     this.strategy = $('demo-strategy');
+    this.strategySummary = $('demo-strategy-summary');
+    /** the strategiesVersion() the strategy select was filled from */
+    this.strategiesShown = -1;
     this.stock = $('demo-stock');
     this.buyers = $('demo-buyers');
     this.resetBtn = $('demo-reset');
@@ -73,12 +78,14 @@ export class Drawer {
       this.tokenInput.focus();
     });
     this.product.addEventListener('change', () => this.selectProduct(Number(this.product.value), true));
+    this.strategy.addEventListener('change', () => this.showStrategy());
     this.resetBtn.addEventListener('click', () => this.reset());
     $('demo-form').addEventListener('submit', (e) => {
       e.preventDefault();
       this.startStampede();
     });
     this.showToken();
+    this.syncStrategies();
   }
 
   open() {
@@ -134,8 +141,74 @@ export class Drawer {
     this.stampedeBtn.disabled = !ready;
   }
 
+  /**
+   * syncStrategies fills the strategy select from the catalog (strategies.js) when it has changed:
+   * one group per family in catalog order, the unsafe strategies marked, the ones this server does
+   * not serve disabled. The strategy chosen stays chosen.
+   */
+  syncStrategies() {
+    if (this.strategiesShown === strategiesVersion()) return;
+    this.strategiesShown = strategiesVersion();
+    const keep = this.strategy.value;
+    const groups = new Map();
+    for (const s of strategies()) {
+      let group = groups.get(s.family);
+      if (!group) {
+        group = document.createElement('optgroup');
+        group.label = familyLabel(s.family);
+        groups.set(s.family, group);
+      }
+      const o = document.createElement('option');
+      o.value = s.name;
+      o.textContent = `${s.name}${s.safe ? '' : ' · unsafe'}${s.served ? '' : ' (not served)'}`;
+      o.disabled = !s.served;
+      o.dataset.family = s.family;
+      if (!s.safe) o.className = 'unsafe';
+      group.append(o);
+    }
+    this.strategy.replaceChildren(...groups.values());
+    const product = this.host.products().find((x) => x.id === this.selected);
+    this.pickStrategy(keep || (product ? product.strategy : ''));
+  }
+
+  /**
+   * pickStrategy selects the strategy called name, or else the first one served. A strategy the
+   * list does not have (a product's, while the catalog is unread) is added as it is: a reset with
+   * it keeps the product's strategy.
+   */
+  pickStrategy(name) {
+    for (const x of this.strategy.querySelectorAll('option[data-extra]')) {
+      if (x.value !== name) x.remove();
+    }
+    const options = [...this.strategy.options];
+    let o = options.find((x) => x.value === name);
+    if (!o && name) {
+      o = document.createElement('option');
+      o.value = name;
+      o.textContent = name;
+      o.dataset.extra = 'true';
+      this.strategy.append(o);
+    }
+    o = o || options.find((x) => !x.disabled);
+    if (o) this.strategy.value = o.value;
+    this.showStrategy();
+  }
+
+  /** showStrategy shows the chosen strategy's summary under the select, and whether it is unsafe. */
+  showStrategy() {
+    const s = strategyInfo(this.strategy.value);
+    const unsafe = Boolean(s && !s.safe);
+    this.strategy.classList.toggle('unsafe', unsafe);
+    this.strategySummary.classList.toggle('unsafe', unsafe);
+    let text = s ? s.summary : '';
+    if (s && !s.served) text = `${text} Not served here${s.safe ? '' : ' (unsafe strategies need SECKILL_ALLOW_UNSAFE_STRATEGIES)'}.`.trim();
+    setText(this.strategySummary, text);
+    this.strategySummary.hidden = !text;
+  }
+
   /** productsChanged is called after every refresh of the page. */
   productsChanged(list) {
+    this.syncStrategies();
     const keep = this.selected;
     const options = list.map((p) => {
       const o = document.createElement('option');
@@ -166,7 +239,7 @@ export class Drawer {
     this.selected = Number.isFinite(id) ? id : null;
     const p = this.host.products().find((x) => x.id === this.selected);
     if (p && fillDefaults) {
-      this.strategy.value = p.strategy;
+      this.pickStrategy(p.strategy);
     }
     this.updateButtons();
   }
@@ -179,6 +252,9 @@ export class Drawer {
     }
     if (!Number.isInteger(buyers) || buyers < 1 || buyers > 1000000) {
       return { error: 'Buyers must be a whole number from 1 up to the server’s limit (5,000 by default).', field: this.buyers };
+    }
+    if (!this.strategy.value) {
+      return { error: 'Choose a strategy.', field: this.strategy };
     }
     return { id: this.selected, strategy: this.strategy.value, stock, buyers };
   }

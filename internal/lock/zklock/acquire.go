@@ -41,16 +41,37 @@ var errVanished = errors.New("own lock node vanished (session expired?)")
 // is bounded by the connection's own timeouts; waiting for the predecessor honours ctx at once.
 // On every error the own node is deleted (in the background while ZooKeeper is unreachable).
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
-	return c.acquire(ctx, name, true)
+	return c.acquire(ctx, name, true, how{})
 }
 
 // TryAcquire takes the lock name if it is free and returns an error wrapping lock.ErrNotAcquired,
 // leaving no node behind, if someone else holds it or waits for it.
 func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	return c.acquire(ctx, name, false)
+	return c.acquire(ctx, name, false, how{})
 }
 
-func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, error) {
+// how is how one acquisition waits (Mutex: predecessor or herd, and who is told of its wakes)
+// and what it writes in its node (Reentrant: the owner).
+type how struct {
+	herd   bool
+	onWake func()
+	onLook func(won bool)
+	data   []byte
+}
+
+func (h how) wake() {
+	if h.onWake != nil {
+		h.onWake()
+	}
+}
+
+func (h how) look(won bool) {
+	if h.onLook != nil {
+		h.onLook(won)
+	}
+}
+
+func (c *Client) acquire(ctx context.Context, name string, wait bool, h how) (*Lease, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -65,10 +86,10 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, e
 	if err != nil {
 		return nil, err
 	}
-	path, maybeCreated, err := c.create(ctx, parent, guid)
+	path, maybeCreated, err := c.create(ctx, parent, guid, h.data)
 	if err == nil {
 		var lease *Lease
-		if lease, err = c.wait(ctx, name, parent, path, wait); err == nil {
+		if lease, err = c.wait(ctx, name, parent, path, wait, h); err == nil {
 			return lease, nil
 		}
 	}
@@ -95,11 +116,12 @@ func (c *Client) acquireErr(ctx context.Context, name string, err error) error {
 	return fmt.Errorf("zklock: acquire %q: %w", name, err)
 }
 
-// create makes this acquisition's ephemeral-sequential child of parent and returns its path.
+// create makes this acquisition's ephemeral-sequential child of parent, holding data, and
+// returns its path.
 // When a create fails without telling whether the server made the node (the connection broke
 // before the reply), it lists parent and looks for the GUID instead of creating a second node;
 // maybeCreated then tells the caller that a node of this GUID may exist even if create fails.
-func (c *Client) create(ctx context.Context, parent, guid string) (path string, maybeCreated bool, err error) {
+func (c *Client) create(ctx context.Context, parent, guid string, data []byte) (path string, maybeCreated bool, err error) {
 	prefix := parent + "/" + protectedPrefix + guid + seqMarker
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -113,7 +135,7 @@ func (c *Client) create(ctx context.Context, parent, guid string) (path string, 
 		if attempt > 10 {
 			return "", maybeCreated, fmt.Errorf("create lock node: giving up after %d attempts: %w", attempt-1, err)
 		}
-		path, err = c.conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, c.acl)
+		path, err = c.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, c.acl)
 		switch {
 		case err == nil:
 			return path, true, nil
@@ -185,7 +207,11 @@ func (c *Client) findByGUID(ctx context.Context, parent, guid string, patient bo
 // watches only its immediate predecessor, so a release wakes one waiter, not the herd. The watch
 // is set with getData, not exists, as Curator does: exists on a node that has just vanished
 // would leave a watch for its re-creation registered forever, getData leaves none.
-func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool) (*Lease, error) {
+//
+// In herd mode (h.herd, see herd.go) the listing itself sets the watch, on the list of children:
+// any change wakes the waiter, which lists again. Only the watch differs; the queue, the grant
+// and the token are the same.
+func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool, h how) (*Lease, error) {
 	own := path[len(parent)+1:]
 	// The read of the own node that a grant needs does not depend on the listing: send both at
 	// once (go-zookeeper pipelines requests on one connection), so that an uncontended acquire
@@ -198,13 +224,21 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool)
 	}) {
 		return nil, ErrClosed
 	}
+	wakes := 0 // how many times a watch woke this waiter
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var children []string
+		// herd: the watch on the list of children. After the grant it stays set until the next
+		// change (the own release at the latest) fires it into its buffered channel, unread.
+		var changed <-chan zk.Event
 		err := c.retry(ctx, func() (err error) {
-			children, _, err = c.conn.Children(parent)
+			if h.herd && wait {
+				children, _, changed, err = c.conn.ChildrenW(parent)
+			} else {
+				children, _, err = c.conn.Children(parent)
+			}
 			return err
 		})
 		if err != nil {
@@ -216,39 +250,46 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool)
 		case i < 0:
 			return nil, fmt.Errorf("%s: %w", path, errVanished)
 		case i == 0:
-			return c.grant(ctx, name, path, read)
+			h.look(true)
+			return c.grant(ctx, name, path, read, wakes)
 		case !wait:
+			h.look(false)
 			return nil, lock.ErrNotAcquired
 		}
-		pred := parent + "/" + queue[i-1]
-		if c.hooks.beforeWatch != nil {
-			c.hooks.beforeWatch(pred)
-		}
-		var watch <-chan zk.Event
-		err = c.retry(ctx, func() (err error) {
-			_, _, watch, err = c.conn.GetW(pred)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // the predecessor left between the listing and the watch: look again
-		}
-		if err != nil {
-			return nil, fmt.Errorf("watch %s: %w", pred, err)
+		h.look(false)
+		watched, watch := parent, changed
+		if !h.herd {
+			watched = parent + "/" + queue[i-1]
+			if c.hooks.beforeWatch != nil {
+				c.hooks.beforeWatch(watched)
+			}
+			err = c.retry(ctx, func() (err error) {
+				_, _, watch, err = c.conn.GetW(watched)
+				return err
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // the predecessor left between the listing and the watch: look again
+			}
+			if err != nil {
+				return nil, fmt.Errorf("watch %s: %w", watched, err)
+			}
 		}
 		select {
 		case ev := <-watch:
 			if c.hooks.watchFired != nil {
-				c.hooks.watchFired(pred, ev)
+				c.hooks.watchFired(watched, ev)
 			}
 			if ev.Type == zk.EventNotWatching {
-				return nil, fmt.Errorf("watch %s: %w", pred, ev.Err)
+				return nil, fmt.Errorf("watch %s: %w", watched, ev.Err)
 			}
+			wakes++
+			h.wake()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-c.unreachableCh():
 			// No grant can come without a session; the queue position is given up with the
 			// node, so that the caller hears of the outage now, not when its wait runs out.
-			return nil, fmt.Errorf("watch %s: %w", pred, errNoSession)
+			return nil, fmt.Errorf("watch %s: %w", watched, errNoSession)
 		case <-c.done:
 			return nil, ErrClosed
 		}
@@ -264,8 +305,8 @@ type ownNode struct {
 
 // grant makes the lease of the own node at path from its czxid, the fencing token, and the watch
 // that reports the node's deletion. read delivers the read made while listing; it is made again
-// if it failed or its watch has fired since.
-func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNode) (*Lease, error) {
+// if it failed or its watch has fired since. wakes is how often the waiter was woken before.
+func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNode, wakes int) (*Lease, error) {
 	var r ownNode
 	select {
 	case r = <-read:
@@ -309,6 +350,7 @@ func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNo
 		name:    name,
 		path:    path,
 		token:   uint64(stat.Czxid),
+		wakeups: wakes,
 		sess:    sess,
 		lost:    make(chan struct{}),
 		stop:    make(chan struct{}),

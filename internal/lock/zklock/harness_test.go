@@ -35,6 +35,8 @@ type netem struct {
 	dropXid     int32
 	dropping    bool
 	faults      int // faults injected so far
+	// requests counts the requests sent, pings aside; notifications the watch events received.
+	requests, notifications int
 }
 
 var errInjected = errors.New("netem: injected fault")
@@ -81,6 +83,13 @@ func (e *netem) session() (int64, []byte) {
 	return e.sid, bytes.Clone(e.passwd)
 }
 
+// counts returns the requests the Client has sent (pings aside) and the watch events it received.
+func (e *netem) counts() (requests, notifications int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.requests, e.notifications
+}
+
 func (e *netem) injected() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -97,12 +106,22 @@ type emConn struct {
 	rbuf         []byte
 }
 
-const opCreate = 1
+const (
+	opCreate = 1
+	opPing   = 11
+	// xidWatchEvent is the xid of the packets that carry watch events.
+	xidWatchEvent = -1
+)
 
 func (c *emConn) Write(b []byte) (int, error) {
 	if !c.wroteConnect { // the connect request has no request header
 		c.wroteConnect = true
 		return c.Conn.Write(b)
+	}
+	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) != opPing {
+		c.e.mu.Lock()
+		c.e.requests++
+		c.e.mu.Unlock()
 	}
 	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opCreate && bytes.Contains(b, []byte(seqMarker)) {
 		e := c.e
@@ -161,6 +180,9 @@ func (c *emConn) readPacket() ([]byte, error) {
 	} else if len(body) >= 4 {
 		xid := int32(binary.BigEndian.Uint32(body[:4]))
 		e.mu.Lock()
+		if xid == xidWatchEvent {
+			e.notifications++
+		}
 		drop := e.dropping && xid == e.dropXid
 		if drop {
 			e.dropping = false

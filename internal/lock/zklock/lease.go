@@ -18,6 +18,8 @@ type Lease struct {
 	path  string
 	token uint64
 	sess  *session
+	// wakeups is how many times a watch woke the waiter before this grant (the herd's cost).
+	wakeups int
 
 	lost     chan struct{}
 	lostOnce sync.Once

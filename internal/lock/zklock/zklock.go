@@ -15,6 +15,10 @@
 //   - Lease.Token() is the node's czxid: a fencing token that strictly increases with every grant
 //     of a name, even if the lock's parent node is deleted and its sequence numbers restart.
 //
+// For the lock zoo it also makes two variants on the same session and code: a Mutex whose waiters
+// all watch the whole queue (herd.go: the naive lock, and its herd effect) and a Reentrant lock
+// that an owner named in ctx takes again at once (reentrant.go: Curator's InterProcessMutex).
+//
 // It must never delete a node it did not create (its nodes are named by a GUID of their own grant),
 // never grant a lease without a live session, and never be trusted without fencing: a holder that
 // stalls past its session may still write, so the protected storage must refuse stale tokens.

@@ -21,20 +21,26 @@ import (
 
 func TestContract(t *testing.T) {
 	itest.Integration(t)
+	locktest.Run(t, contractSuite(t, (*Client).Locker))
+}
+
+// contractSuite is the locktest Suite of the Lockers that locker makes of a Client: the Client's
+// own, a herd Mutex's, a Reentrant's.
+func contractSuite(t *testing.T, locker func(*Client) lock.Locker) locktest.Suite {
 	root := testRoot(t)
 	raw := rawConn(t)
 	var mu sync.Mutex
 	nets := map[*Client]*netem{}
-	locktest.Run(t, locktest.Suite{
+	return locktest.Suite{
 		New: func(t *testing.T) lock.Locker {
 			c, e := newClient(t, Options{Root: root})
 			mu.Lock()
 			nets[c] = e
 			mu.Unlock()
-			return c.Locker()
+			return locker(c)
 		},
 		Expire: func(t *testing.T, l lock.Lease) {
-			c := l.(*Lease).c
+			c := grantOf(t, l).c
 			mu.Lock()
 			e := nets[c]
 			mu.Unlock()
@@ -51,7 +57,20 @@ func TestContract(t *testing.T) {
 		Waiting: func(t *testing.T, name string) bool {
 			return len(queue(t, raw, root+"/"+name)) > 1 // the holder's node and a waiter's
 		},
-	})
+	}
+}
+
+// grantOf returns the grant behind a lease of this package.
+func grantOf(t *testing.T, l lock.Lease) *Lease {
+	t.Helper()
+	switch l := l.(type) {
+	case *Lease:
+		return l
+	case *ReentrantLease:
+		return l.h.lease
+	}
+	t.Fatalf("lease of type %T", l)
+	return nil
 }
 
 // A create whose reply is lost must be found again by its GUID, not made twice: a second node

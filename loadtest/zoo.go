@@ -1,0 +1,642 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+// The lock zoo (-zoo, what `make zoo` runs) puts every strategy through the same load and the
+// same faults, one strategy at a time, on the local stack of `make up`, and writes one matrix:
+// how fast each sells (a ratio to R), what its lock costs (waits, wasted tries, wake-ups per
+// grant), and what each fault does to it, judged against what the write-ups say it should.
+//
+// The faults happen inside the critical section, where the write-ups place them, through the
+// replicas' holder-* failpoints (SECKILL_TEST_FAILPOINT, internal/app/failpoint.go), each fired
+// by a trigger file named for the strategy:
+//
+//	pause  the process holding the lock stops (SIGSTOP) for -zoo-pause, longer than the lock's
+//	       lease (SECKILL_LOCK_TTL) and ZooKeeper session (SECKILL_ZK_SESSION_TIMEOUT), which the
+//	       run sets shorter than make up's: the stop-the-world pause of the fencing argument
+//	kill   the process holding the lock is SIGKILLed, then restarted
+
+// zooFaults are the faults of the matrix, in its column order.
+var zooFaults = []string{"pause", "kill"}
+
+// The outcomes a matrix cell can show.
+const (
+	outcomePass      = "PASS"      // no unit oversold or left unsold, the sale went on
+	outcomeOversold  = "OVERSOLD"  // more units sold than the sale had
+	outcomeUndersold = "UNDERSOLD" // buyers refused (sold_out) while units remained
+	outcomeStall     = "STALL"     // the sale stopped and did not go on by itself
+	outcomeFail      = "FAIL"      // an invariant broke in another way (the violations say which)
+)
+
+// zooSpec is what the matrix expects of a strategy: the outcome of its load and of each fault.
+// A fault it has no entry for does not apply (the strategy has no lock to hold: mysql's
+// conditional UPDATE, redis-lua's script, the optimistic writes, none).
+type zooSpec struct {
+	load   string
+	faults map[string]string
+	// unstall, for a strategy whose fault is meant to stall it, is what an operator does to let
+	// the sale go on (the naive lock table: delete the dead holder's row).
+	unstall func(ctx context.Context, db *sql.DB, productID int64) (string, error)
+}
+
+// lockFaults are the expectations of a lock whose lease ends by itself and whose writes are
+// fenced: the pause and the kill both leave every invariant whole.
+var lockFaults = map[string]string{"pause": outcomePass, "kill": outcomePass}
+
+// zooSpecs are the expectations, by strategy. A strategy of the catalog missing here is run with
+// the load alone, expected to PASS when safe.
+var zooSpecs = map[sale.Strategy]zooSpec{
+	sale.StrategyRedis:              {load: outcomePass, faults: lockFaults},
+	sale.StrategyZK:                 {load: outcomePass, faults: lockFaults},
+	sale.StrategyMySQLForUpdate:     {load: outcomePass, faults: lockFaults},
+	sale.StrategyMySQLLockTable:     {load: outcomePass, faults: lockFaults},
+	sale.StrategyZKHerd:             {load: outcomePass, faults: lockFaults},
+	sale.StrategyZKReentrant:        {load: outcomePass, faults: lockFaults},
+	sale.StrategyMySQLVersionCapped: {load: outcomeUndersold},
+	sale.StrategyNone:               {load: outcomeOversold},
+	// No expiry: a paused holder only makes everyone wait, a dead one holds the lock for ever.
+	sale.StrategyMySQLLockTableNaive: {load: outcomePass, faults: map[string]string{"pause": outcomePass, "kill": outcomeStall},
+		unstall: deleteLockRow},
+}
+
+func specOf(st sale.Strategy) zooSpec {
+	if s, ok := zooSpecs[st]; ok {
+		return s
+	}
+	if st.Safe() {
+		return zooSpec{load: outcomePass}
+	}
+	return zooSpec{load: outcomeFail}
+}
+
+// ZooReport is the matrix and the runs behind it.
+type ZooReport struct {
+	RunID      string      `json:"run_id"`
+	StartedAt  time.Time   `json:"started_at"`
+	Machine    string      `json:"machine"`
+	Targets    []string    `json:"targets"`
+	Settings   ZooSettings `json:"settings"`
+	Yardsticks *Yardsticks `json:"yardsticks"`
+	Rows       []ZooRow    `json:"rows"`
+	Passed     bool        `json:"passed"`
+	Took       float64     `json:"took_seconds"`
+}
+
+// ZooSettings are the run's knobs, for the report.
+type ZooSettings struct {
+	Stock      int           `json:"stock"`
+	Buyers     int           `json:"buyers"`
+	Workers    int           `json:"workers"`
+	Pause      time.Duration `json:"pause"`
+	LockTTL    time.Duration `json:"lock_ttl"`
+	ZKSession  time.Duration `json:"zk_session"`
+	Step       time.Duration `json:"step"`
+	StepRate   int           `json:"step_rate"`
+	FaultAfter time.Duration `json:"fault_after"`
+	// Faults are the faults played; none: the loads alone.
+	Faults []string `json:"faults"`
+}
+
+// ZooRow is one strategy's line of the matrix.
+type ZooRow struct {
+	Strategy string `json:"strategy"`
+	Family   string `json:"family"`
+	Safe     bool   `json:"safe"`
+	Summary  string `json:"summary"`
+	// Load is the strategy under the plain load: its verdict and figures.
+	Load ZooCell `json:"load"`
+	// AcceptedPerSec is units sold per second until the sale sold out; AcceptedPerR its ratio to R.
+	AcceptedPerSec float64 `json:"accepted_per_sec"`
+	AcceptedPerR   float64 `json:"accepted_per_r"`
+	// LockWait is the wait for the lock (or the row lock) of the load's deductions, from the
+	// replicas' seckill_lock_wait_seconds: p50 and p99 in ms; zero when the strategy takes none.
+	LockWaitP50 float64 `json:"lock_wait_p50_ms"`
+	LockWaitP99 float64 `json:"lock_wait_p99_ms"`
+	// Grants are the load's won tries (seckill_lock_attempts_total{result="won"}); WastedPerGrant
+	// the lost ones per grant, WakeupsPerGrant the waiters woken per grant (-1: not counted).
+	Grants          float64 `json:"grants"`
+	WastedPerGrant  float64 `json:"wasted_per_grant"`
+	WakeupsPerGrant float64 `json:"wakeups_per_grant"`
+	// Faults are the fault steps, by fault; absent where the fault does not apply.
+	Faults map[string]ZooCell `json:"faults"`
+	Passed bool               `json:"passed"`
+}
+
+// ZooCell is one outcome of the matrix: what was seen, what the write-ups say should be, and the
+// numbers behind it.
+type ZooCell struct {
+	Outcome  string `json:"outcome"`
+	Expected string `json:"expected"`
+	// Detail gives the numbers: units, 429s and 503s, the longest time without a sale.
+	Detail     string          `json:"detail"`
+	Violations []string        `json:"violations,omitempty"`
+	Report     *StrategyReport `json:"report,omitempty"`
+}
+
+// ok says whether the cell is what the write-ups say.
+func (c ZooCell) ok() bool { return c.Outcome == c.Expected }
+
+// zooEnv arms the replicas and fires the failpoints.
+type zooEnv struct {
+	*faultEnv
+	dir string
+}
+
+// trigger is the trigger file of fault for strategy.
+func (z *zooEnv) trigger(fault, strategy string) string {
+	return filepath.Join(z.dir, "holder-"+fault+"."+strategy)
+}
+
+// armReplica restarts replica n (gracefully) with the holder failpoints armed and the short lease
+// and session the pause must outlast.
+func (z *zooEnv) armReplica(ctx context.Context, n int, restart bool) error {
+	if restart && z.alive(ctx, n) {
+		if err := z.replica(ctx, "term", strconv.Itoa(n)); err != nil {
+			return err
+		}
+	}
+	env := []string{
+		"SECKILL_TEST_FAILPOINT=holder-kill:" + filepath.Join(z.dir, "holder-kill") +
+			",holder-pause@" + z.o.zooPause.String() + ":" + filepath.Join(z.dir, "holder-pause"),
+		"SECKILL_LOCK_TTL=" + z.o.zooLockTTL.String(),
+		"SECKILL_ZK_SESSION_TIMEOUT=" + z.o.zooSession.String(),
+		"SECKILL_ALLOW_UNSAFE_STRATEGIES=true",
+	}
+	if err := z.script(ctx, env, z.o.chaosScript, "start", strconv.Itoa(n)); err != nil {
+		return err
+	}
+	z.armed[n] = true
+	return nil
+}
+
+// armAll restarts every replica of the stack armed (armReplica).
+func (z *zooEnv) armAll(ctx context.Context) error {
+	if err := os.MkdirAll(z.dir, 0o755); err != nil {
+		return err
+	}
+	for n := 1; n <= z.o.replicas; n++ {
+		z.say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, z.o.zooPause, z.o.zooLockTTL, z.o.zooSession)
+		if err := z.armReplica(ctx, n, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// disarm restarts every replica the run armed with the stack's own settings.
+func (z *zooEnv) disarm(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
+	var errs []error
+	for n := 1; n <= z.o.replicas; n++ {
+		if z.alive(ctx, n) {
+			errs = append(errs, z.replica(ctx, "term", strconv.Itoa(n)))
+		}
+		errs = append(errs, z.replica(ctx, "start", strconv.Itoa(n)))
+	}
+	return errors.Join(errs...)
+}
+
+// holderFault is the fault step of the matrix's column name for strategy st.
+func (z *zooEnv) holderFault(name string, st sale.Strategy) fault {
+	trigger := z.trigger(name, string(st))
+	// fire creates the trigger and waits until a holder of st has taken it.
+	fire := func(ctx context.Context) error {
+		if err := os.MkdirAll(z.dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(trigger); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		os.Remove(trigger) // it must not fire later
+		return fmt.Errorf("no %s holder reached its critical section within 15 s", st)
+	}
+	if name == "pause" {
+		return fault{
+			name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.o.zooPause),
+			inject: func(ctx context.Context, e *faultEnv) error { return fire(ctx) },
+			restore: func(ctx context.Context, e *faultEnv) error {
+				// The paused process wakes by itself; the fault is undone when it has.
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(z.o.zooPause):
+					return nil
+				}
+			},
+		}
+	}
+	return fault{
+		name: "kill", what: fmt.Sprintf("the replica holding the %s lock is SIGKILLed, then restarted", st),
+		inject: func(ctx context.Context, e *faultEnv) error {
+			if err := fire(ctx); err != nil {
+				return err
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				for n := 1; n <= e.o.replicas; n++ {
+					if !e.alive(ctx, n) {
+						e.died = n
+						return nil
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return errors.New("the holder took the trigger but no replica died")
+		},
+		restore: func(ctx context.Context, e *faultEnv) error {
+			if e.died == 0 {
+				return errors.New("no replica died: nothing to restart")
+			}
+			return z.armReplica(ctx, e.died, false)
+		},
+	}
+}
+
+// runZoo is the lock zoo: yardsticks, then every strategy's load and faults, and the matrix.
+func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*ZooReport, error) {
+	began := time.Now()
+	rep := &ZooReport{
+		RunID: began.UTC().Format("20060102-150405"), StartedAt: began.UTC(), Machine: yardstick.Machine(),
+		Targets: o.targets, Passed: true,
+		Settings: ZooSettings{Stock: o.stock, Buyers: o.buyers, Workers: o.workers, Pause: o.zooPause, LockTTL: o.zooLockTTL,
+			ZKSession: o.zooSession, Step: o.stepFor, StepRate: o.rate, FaultAfter: o.faultAfter, Faults: o.zooFaults},
+	}
+	if o.baselineFor > 0 {
+		ys, err := measureYardsticks(ctx, o, say)
+		if err != nil {
+			return nil, err
+		}
+		rep.Yardsticks = ys
+	}
+	z := &zooEnv{faultEnv: &faultEnv{o: o, say: say, armed: map[int]bool{}}, dir: o.zooDir}
+	if len(o.zooFaults) > 0 {
+		if err := z.armAll(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			say("zoo: restarting the replicas with the stack's own settings")
+			if err := z.disarm(ctx); err != nil {
+				say("zoo: COULD NOT PUT THE REPLICAS BACK (make up): %v", err)
+			}
+		}()
+	}
+	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
+	for _, name := range o.strategies {
+		row, err := zooStrategy(ctx, db, o, z, admin, rep, sale.Strategy(name), say)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Passed = rep.Passed && row.Passed
+		rep.Rows = append(rep.Rows, *row)
+	}
+	rep.Took = time.Since(began).Seconds()
+	return rep, nil
+}
+
+// zooStrategy runs one row: the load, then each fault that applies.
+func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *adminClient, rep *ZooReport, st sale.Strategy, say func(string, ...any)) (*ZooRow, error) {
+	info, ok := st.Info()
+	if !ok {
+		return nil, errors.New("not a strategy of the catalog")
+	}
+	spec := specOf(st)
+	row := &ZooRow{Strategy: string(st), Family: info.Family, Safe: info.Safe, Summary: info.Summary, Faults: map[string]ZooCell{}, Passed: true}
+
+	before, err := scrapeZoo(ctx, o.targets, st)
+	if err != nil {
+		return nil, err
+	}
+	lo := *o
+	lo.rate = 0
+	sr, err := attackStrategy(ctx, db, &lo, admin, rep.RunID, string(st), say)
+	if err != nil {
+		return nil, err
+	}
+	after, err := scrapeZoo(ctx, o.targets, st)
+	if err != nil {
+		return nil, err
+	}
+	row.Load = cellOf(sr, spec.load, "")
+	row.Load.Report = sr
+	row.AcceptedPerSec = sr.AcceptedPerSec
+	if rep.Yardsticks != nil {
+		row.AcceptedPerR = ratioOf(sr.AcceptedPerSec, rep.Yardsticks.R.RowsPerSec)
+	}
+	d := after.minus(before)
+	row.LockWaitP50, row.LockWaitP99 = d.waitQuantile(0.50)*1000, d.waitQuantile(0.99)*1000
+	// A lock that does not count its tries is granted once per timed wait (a few waits time
+	// out, which this counts as grants: the figure is per acquisition).
+	row.Grants = d.won
+	if row.Grants == 0 {
+		row.Grants = d.waits
+	}
+	row.WastedPerGrant, row.WakeupsPerGrant = -1, -1
+	if d.won > 0 {
+		row.WastedPerGrant = d.lost / d.won
+	}
+	if d.wakeups > 0 && row.Grants > 0 {
+		row.WakeupsPerGrant = d.wakeups / row.Grants
+	}
+	say("zoo · %s · load: %s (expected %s) — %s", st, row.Load.Outcome, row.Load.Expected, row.Load.Detail)
+	row.Passed = row.Load.ok()
+
+	for _, name := range o.zooFaults {
+		want, applies := spec.faults[name]
+		if !applies {
+			continue
+		}
+		so := *o
+		so.strategies = []string{string(st)}
+		step, err := runStep(ctx, db, &so, admin, z.faultEnv, z.holderFault(name, st), rep.RunID, say)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		cell := stepCell(step, want)
+		if cell.Outcome == outcomeStall && spec.unstall != nil && len(step.Strategies) == 1 {
+			what, err := spec.unstall(ctx, db, step.Strategies[0].ProductID)
+			if err != nil {
+				return nil, fmt.Errorf("%s: undoing the stall: %w", name, err)
+			}
+			cell.Detail += "; " + what
+		}
+		say("zoo · %s · %s: %s (expected %s) — %s", st, name, cell.Outcome, cell.Expected, cell.Detail)
+		row.Faults[name] = cell
+		row.Passed = row.Passed && cell.ok()
+	}
+	return row, nil
+}
+
+// cellOf judges one attack of a strategy: what happened to its units, and the numbers.
+func cellOf(sr *StrategyReport, want, extra string) ZooCell {
+	c := ZooCell{Expected: want, Violations: sr.Violations}
+	undersold := slices.ContainsFunc(sr.Violations, func(v string) bool { return strings.HasPrefix(v, "UNDERSOLD") })
+	others := slices.DeleteFunc(slices.Clone(sr.Violations), func(v string) bool {
+		return strings.HasPrefix(v, "UNDERSOLD") || v == controlMissed || strings.Contains(v, "oversold") || strings.Contains(v, "OVERSOLD")
+	})
+	switch {
+	case sr.Oversold > 0:
+		c.Outcome = outcomeOversold
+	case undersold:
+		c.Outcome = outcomeUndersold
+	case len(others) > 0:
+		c.Outcome = outcomeFail
+	default:
+		c.Outcome = outcomePass
+	}
+	f := sr.Facts
+	parts := []string{fmt.Sprintf("%d of %d sold", f.InitialStock-f.Stock, f.InitialStock)}
+	if sr.Oversold > 0 {
+		parts = append(parts, fmt.Sprintf("%d oversold", sr.Oversold))
+	}
+	if f.Stock > 0 {
+		parts = append(parts, fmt.Sprintf("%d left", f.Stock))
+	}
+	if n := sr.Status[http.StatusTooManyRequests]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d × 429", n))
+	}
+	if n := sr.Status[http.StatusServiceUnavailable]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d × 503", n))
+	}
+	if extra != "" {
+		parts = append(parts, extra)
+	}
+	c.Detail = strings.Join(parts, ", ")
+	return c
+}
+
+// stallAfter is how long a strategy may go without a sale, with units left and buyers asking,
+// before the matrix calls it stalled rather than slowed.
+const stallAfter = 3 * time.Second
+
+// stepCell judges a fault step of one strategy.
+func stepCell(step *StepReport, want string) ZooCell {
+	if len(step.Strategies) != 1 || len(step.PerStrategy) != 1 {
+		return ZooCell{Outcome: outcomeFail, Expected: want, Violations: []string{"a fault step of one strategy reported none or several"}}
+	}
+	sr, ss := &step.Strategies[0], step.PerStrategy[0]
+	gap, tail := longestGap(sr.Timeline, sr.Facts.Stock > 0)
+	extra := fmt.Sprintf("longest time without a sale %.1f s", gap.Seconds())
+	if ss.RecoverySeconds >= 0 {
+		extra += fmt.Sprintf(", selling again %.1f s after the fault was undone", ss.RecoverySeconds)
+	}
+	c := cellOf(sr, want, extra)
+	c.Report = sr
+	stalled := sr.Facts.Stock > 0 && tail >= stallAfter && ss.RecoverySeconds < 0
+	if stalled && c.Outcome != outcomeOversold {
+		c.Outcome = outcomeStall
+		c.Detail += fmt.Sprintf("; no sale in the last %.1f s of the step", tail.Seconds())
+	}
+	for _, v := range step.Violations {
+		if !slices.Contains(c.Violations, v) && !strings.Contains(v, "no purchase accepted after the fault was undone") {
+			c.Violations = append(c.Violations, v)
+			if c.Outcome == outcomePass {
+				c.Outcome = outcomeFail
+			}
+		}
+	}
+	return c
+}
+
+// longestGap returns the longest run of timeline slices without a first-time 202 between the
+// first sale and the end (or the sell-out), and the run at the end when units were left.
+func longestGap(tl []Sample, unitsLeft bool) (longest, tail time.Duration) {
+	first, last := -1, -1
+	for i, s := range tl {
+		if s.Accepted > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return time.Duration(len(tl)) * TimelineStep, time.Duration(len(tl)) * TimelineStep
+	}
+	end := last
+	if unitsLeft {
+		end = len(tl) - 1
+	}
+	run := 0
+	for i := first; i <= end; i++ {
+		if tl[i].Accepted > 0 {
+			run = 0
+			continue
+		}
+		run++
+		longest = max(longest, time.Duration(run)*TimelineStep)
+	}
+	if unitsLeft {
+		tail = time.Duration(len(tl)-1-last) * TimelineStep
+	}
+	return longest, tail
+}
+
+// deleteLockRow does what an operator does for a sale stalled by the naive lock table: delete
+// the row the dead holder left.
+func deleteLockRow(ctx context.Context, db *sql.DB, productID int64) (string, error) {
+	var dbName string
+	if err := db.QueryRowContext(ctx, `SELECT DATABASE()`).Scan(&dbName); err != nil {
+		return "", err
+	}
+	name := dbName + ".product-" + strconv.FormatInt(productID, 10)
+	// The naive lock's own table (internal/app's naiveLockTableName), apart from mysql-lock-table's.
+	res, err := db.ExecContext(ctx, `DELETE FROM lock_table_naive WHERE name = ?`, name)
+	if err != nil {
+		return "", err
+	}
+	n, _ := res.RowsAffected()
+	return fmt.Sprintf("the dead holder's lock row deleted by hand after the step (%d row)", n), nil
+}
+
+// zooCounters are the lock metrics of one strategy, summed over the replicas.
+type zooCounters struct {
+	won, lost, wakeups float64
+	// waits counts the lock acquisitions that were timed, granted or not.
+	waits float64
+	// wait are the cumulative counts of seckill_lock_wait_seconds by upper bound.
+	wait map[float64]float64
+}
+
+// minus returns c − b, counter by counter.
+func (c zooCounters) minus(b zooCounters) zooCounters {
+	d := zooCounters{won: c.won - b.won, lost: c.lost - b.lost, wakeups: c.wakeups - b.wakeups, waits: c.waits - b.waits, wait: map[float64]float64{}}
+	for le, n := range c.wait {
+		d.wait[le] = n - b.wait[le]
+	}
+	return d
+}
+
+// waitQuantile estimates quantile q of the lock waits, in seconds, by linear interpolation in
+// the histogram's buckets (as Prometheus's histogram_quantile does); 0 without waits.
+func (c zooCounters) waitQuantile(q float64) float64 {
+	bounds := make([]float64, 0, len(c.wait))
+	for le := range c.wait {
+		bounds = append(bounds, le)
+	}
+	slices.Sort(bounds)
+	if len(bounds) == 0 || c.wait[bounds[len(bounds)-1]] <= 0 {
+		return 0
+	}
+	total := c.wait[bounds[len(bounds)-1]]
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, le := range bounds {
+		n := c.wait[le]
+		if n >= rank {
+			if math.IsInf(le, 1) {
+				return lower
+			}
+			if n == below {
+				return le
+			}
+			return lower + (le-lower)*(rank-below)/(n-below)
+		}
+		lower, below = le, n
+	}
+	return lower
+}
+
+// scrapeZoo reads strategy st's lock metrics from every target's /metrics and sums them.
+func scrapeZoo(ctx context.Context, targets []string, st sale.Strategy) (zooCounters, error) {
+	c := zooCounters{wait: map[float64]float64{}}
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, t := range targets {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(t, "/")+"/metrics", nil)
+		if err != nil {
+			return c, err
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return c, fmt.Errorf("metrics of %s: %w", t, err)
+		}
+		families, err := parseMetrics(res.Body)
+		res.Body.Close()
+		if err != nil {
+			return c, fmt.Errorf("metrics of %s: %w", t, err)
+		}
+		addZoo(&c, families, string(st))
+	}
+	return c, nil
+}
+
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+// label returns the value of label name of m.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func addZoo(c *zooCounters, families map[string]*dto.MetricFamily, st string) {
+	for _, m := range families["seckill_lock_attempts_total"].GetMetric() {
+		if label(m, "strategy") != st {
+			continue
+		}
+		switch label(m, "result") {
+		case "won":
+			c.won += m.GetCounter().GetValue()
+		case "lost":
+			c.lost += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range families["seckill_lock_wakeups_total"].GetMetric() {
+		if label(m, "strategy") == st {
+			c.wakeups += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range families["seckill_lock_wait_seconds"].GetMetric() {
+		if label(m, "strategy") != st {
+			continue
+		}
+		// The text format lists the +Inf bucket, which is the sample count; keep it once.
+		h := m.GetHistogram()
+		for _, b := range h.GetBucket() {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				c.wait[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
+		}
+		c.wait[math.Inf(1)] += float64(h.GetSampleCount())
+		c.waits += float64(h.GetSampleCount())
+	}
+}
