@@ -513,7 +513,8 @@ func deleteLockRow(ctx context.Context, db *sql.DB, productID int64) (string, er
 		return "", err
 	}
 	name := dbName + ".product-" + strconv.FormatInt(productID, 10)
-	res, err := db.ExecContext(ctx, `DELETE FROM lock_table WHERE name = ?`, name)
+	// The naive lock's own table (internal/app's naiveLockTableName), apart from mysql-lock-table's.
+	res, err := db.ExecContext(ctx, `DELETE FROM lock_table_naive WHERE name = ?`, name)
 	if err != nil {
 		return "", err
 	}

@@ -38,6 +38,7 @@ func TestStampede(t *testing.T) {
 		{"redis", true},
 		{"zk", true},
 		{"redis-lua", true},
+		{"mysql-lock-table", true},
 		{"none", false},
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
@@ -420,6 +421,11 @@ func TestMetrics(t *testing.T) {
 	if r := a.MustDo(t, "POST", purchasePath(id), map[string]any{"user_id": "metered"}, nil); r.Status != http.StatusAccepted {
 		t.Fatalf("purchase: %d %s", r.Status, r.Raw)
 	}
+	// The lock zoo's counters: one uncontended lock-table purchase, one winning insert.
+	zoo := createProduct(t, a, "mysql-lock-table", 7, nil)
+	if r := a.MustDo(t, "POST", purchasePath(zoo), map[string]any{"user_id": "metered"}, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("purchase: %d %s", r.Status, r.Raw)
+	}
 	res, err := http.Get(a.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +441,9 @@ func TestMetrics(t *testing.T) {
 		`seckill_product_initial_stock{product_id="` + pid + `",strategy="redis"} 7`,
 		`seckill_purchases_total{outcome="accepted",strategy="redis"} 1`,
 		`seckill_lock_wait_seconds_count{strategy="redis"} 1`,
-		`seckill_http_requests_total{code="202",method="POST",route="/api/v1/products/:id/purchase"} 1`,
+		`seckill_lock_attempts_total{result="won",strategy="mysql-lock-table"} 1`,
+		`seckill_lock_attempts_total{result="lost",strategy="mysql-lock-table"} 0`,
+		`seckill_http_requests_total{code="202",method="POST",route="/api/v1/products/:id/purchase"} 2`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

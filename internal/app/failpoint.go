@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -172,18 +171,17 @@ func fireFor(log *slog.Logger, trigger, strategy string) bool {
 }
 
 // pauseProcess stops the whole process for d, as a stop-the-world pause does: a child shell
-// sends it SIGCONT after d, then it sends itself SIGSTOP. Every goroutine stops, the lease
-// renewals and session heartbeats too, which a sleep in one goroutine would not do.
+// sends it SIGSTOP, sleeps d and sends SIGCONT, while the calling goroutine waits for the child.
+// Every goroutine stops, the lease renewals and session heartbeats too, which a sleep in one
+// goroutine would not do; and the holder stays in its critical section for d even if the stop
+// came late.
 func pauseProcess(log *slog.Logger, d time.Duration) {
 	pid := os.Getpid()
-	wake := exec.Command("/bin/sh", "-c", fmt.Sprintf("sleep %.3f; kill -CONT %d", d.Seconds(), pid))
-	if err := wake.Start(); err != nil {
-		log.Error("test failpoint: cannot arrange the wake-up; sleeping instead", "err", err)
+	pause := exec.Command("/bin/sh", "-c", fmt.Sprintf("kill -STOP %d; sleep %.3f; kill -CONT %d", pid, d.Seconds(), pid))
+	if err := pause.Run(); err != nil {
+		log.Error("test failpoint: the pause failed; sleeping instead", "err", err)
 		time.Sleep(d)
-		return
 	}
-	go func() { _ = wake.Wait() }()
-	_ = syscall.Kill(pid, syscall.SIGSTOP)
 }
 
 // fire reports whether a hook armed with trigger fires now: always without a trigger, else when

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
@@ -35,6 +36,9 @@ type resources struct {
 	rdb, liveRDB *redis.Client
 	redisLocks   *redislock.Client
 	zk           *zklock.Client
+	// lockTable and naiveLockTable are the lock tables of mysql-lock-table and its naive variant,
+	// on the store's pool (see openLockTables).
+	lockTable, naiveLockTable *mysqllock.Client
 	// luaSales are the redis-lua sales in Redis; persister moves their accepted purchases to
 	// MySQL (nil when this process runs none).
 	luaSales  *redislua.Sale
@@ -63,6 +67,9 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 	r.onClose(func() { r.store.Close() })
+	if err := r.openLockTables(ctx); err != nil {
+		return nil, err
+	}
 
 	// One dial attempt and one retry per call: go-redis's defaults (5 dials, 3 retries) spent
 	// 1.7 s on the call that found a stopped Redis, and the lock fails fast only from then on.
@@ -128,6 +135,42 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 }
 
 func (r *resources) onClose(f func()) { r.closers = append(r.closers, f) }
+
+// naiveLockTableName keeps the naive lock's rows apart from the shipped lock's: a dead naive
+// holder's row never expires, and would block the product's lock for good if the product were
+// switched to mysql-lock-table under the same lock name.
+const naiveLockTableName = "lock_table_naive"
+
+// openLockTables makes the lock-table clients and creates their tables if they are missing. The
+// tables are the lock library's, made by it on every start (idempotent, whatever
+// SECKILL_AUTO_MIGRATE says) rather than by a migration: their layout is the library's private
+// business, usable without this program's schema, and their rows live for one critical section,
+// with nothing to migrate. The database user needs the CREATE privilege for it.
+func (r *resources) openLockTables(ctx context.Context) error {
+	open := func(st sale.Strategy, naive bool) (*mysqllock.Client, error) {
+		opts := mysqllock.Options{
+			TTL:   r.cfg.Sale.LockTTL,
+			Naive: naive,
+			// r.metrics is made last of the resources, before any strategy takes a lock.
+			OnAttempt: func(won bool) { r.metrics.LockAttempt(st, won) },
+			Logger:    r.log.With("component", "mysqllock", "strategy", st),
+		}
+		if naive {
+			opts.Table = naiveLockTableName
+		}
+		c, err := mysqllock.New(r.store.DB(), opts)
+		if err != nil {
+			return nil, err
+		}
+		return c, c.EnsureTable(ctx)
+	}
+	var err error
+	if r.lockTable, err = open(sale.StrategyMySQLLockTable, false); err != nil {
+		return err
+	}
+	r.naiveLockTable, err = open(sale.StrategyMySQLLockTableNaive, true)
+	return err
+}
 
 // Close closes everything opened or registered, last first.
 func (r *resources) Close() {
@@ -199,6 +242,9 @@ var strategyTable = []strategyDef{
 	{strategy: sale.StrategyMySQLVersion, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics)
 	}},
+	{strategy: sale.StrategyMySQLLockTable, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyMySQLLockTable, r.lockTable.Locker(), r.cfg.Sale.LockWait, r.metrics)
+	}},
 	// The zk lock's session, with the naive wait: every waiter watches every lock node.
 	{strategy: sale.StrategyZKHerd, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyZKHerd, r.zk.Mutex(r.zkCounted(sale.StrategyZKHerd, true)).Locker(), r.cfg.Sale.LockWait, r.metrics)
@@ -214,6 +260,10 @@ var strategyTable = []strategyDef{
 	// 1.0 wasted tries per grant; one buyer per try, units left unsold with 7.3).
 	{strategy: sale.StrategyMySQLVersionCapped, unsafe: true, single: func(r *resources) (sale.Deductor, error) {
 		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics, stock.Capped())
+	}},
+	// The write-ups' lock table: no expiry, no owner, no fence.
+	{strategy: sale.StrategyMySQLLockTableNaive, unsafe: true, batch: func(r *resources) (sale.BatchDeductor, error) {
+		return stock.NewLocked(r.store, sale.StrategyMySQLLockTableNaive, r.naiveLockTable.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.

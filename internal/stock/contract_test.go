@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
@@ -64,6 +65,14 @@ func deductorCases() []deductorCase {
 		}, false},
 		{sale.StrategyMySQLVersionCapped, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newOptimistic(tb, st, 30*time.Second, &attempts{}, true)
+		}, false},
+		{sale.StrategyMySQLLockTable, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newLocked(tb, st, sale.StrategyMySQLLockTable, lockTable(tb, st.DB(), mysqllock.Options{TTL: 5 * time.Second}).Locker(), 30*time.Second)
+		}, false},
+		// Unsafe only under faults (a holder that dies or pauses: TestLockTableNaivePausedHolder);
+		// without them the naive lock table excludes, and sells exactly the stock.
+		{sale.StrategyMySQLLockTableNaive, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newNaiveLockTable(tb, st, 30*time.Second)
 		}, false},
 		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			d, err := stock.NewNone(st)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
@@ -20,7 +21,7 @@ import (
 func TestLockedReturnWaitsForTheLock(t *testing.T) {
 	itest.Integration(t)
 	st, _ := itest.Store(t)
-	for _, strategy := range []sale.Strategy{sale.StrategyRedis, sale.StrategyZK, sale.StrategyZKHerd, sale.StrategyZKReentrant} {
+	for _, strategy := range []sale.Strategy{sale.StrategyRedis, sale.StrategyZK, sale.StrategyZKHerd, sale.StrategyZKReentrant, sale.StrategyMySQLLockTable, sale.StrategyMySQLLockTableNaive} {
 		for _, underLock := range []bool{true, false} {
 			name := string(strategy) + "/through the strategy"
 			if !underLock {
@@ -32,9 +33,14 @@ func TestLockedReturnWaitsForTheLock(t *testing.T) {
 					sale.Returner
 					SetHold(func(context.Context))
 				}
-				if strategy == sale.StrategyRedis {
+				switch strategy {
+				case sale.StrategyRedis:
 					d = newLocked(t, st, strategy, redisLocker(t, itest.RedisAddr, 10*time.Second), 30*time.Second)
-				} else {
+				case sale.StrategyMySQLLockTable:
+					d = newLocked(t, st, strategy, lockTable(t, st.DB(), mysqllock.Options{TTL: 10 * time.Second}).Locker(), 30*time.Second)
+				case sale.StrategyMySQLLockTableNaive: // returns unfenced, as it deducts
+					d = newNaiveLockTable(t, st, 30*time.Second)
+				default:
 					d = zkLocked(t, st, strategy, 30*time.Second)
 				}
 				p := newProduct(t, st, strategy, 3)
