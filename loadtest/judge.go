@@ -17,6 +17,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the audit reads the database directly
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
@@ -42,6 +43,12 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 	}
 	sr, accepted := tallyAnswers(answers, settled, o.stock, lost)
 	sr.Strategy, sr.ProductID, sr.Events = strategy, productID, events
+	// A fault that may destroy purchases (lostMay) puts their units back on sale: a sold_out
+	// before it is then no lie.
+	if n := falseSoldOuts(answers); n > 0 && len(lostMay) == 0 {
+		sr.Violations = append(sr.Violations, fmt.Sprintf("UNDERSOLD: %d buyers were told sold_out before a purchase sent later was accepted: "+
+			"units were left when they were refused (false sold outs)", n))
+	}
 	found, err := auditDatabase(ctx, db, o, sr, accepted)
 	if err != nil {
 		return nil, err
@@ -49,6 +56,29 @@ func judge(ctx context.Context, db *sql.DB, o *options, strategy string, product
 	sr.Violations = append(sr.Violations, found...)
 	sr.Verdict, sr.Violations = verdict(strategy, sr.Oversold, sr.Violations)
 	return sr, nil
+}
+
+// falseSoldOuts counts the sold_out answers that came back before some purchase that was then
+// accepted had even been sent, and returns the latest such sending. Within one sale the stock only
+// falls (units come back only through returns, which an attack does not wait for), so a true
+// sold_out is final: one followed by an acceptance decided after it was a lie, told while units
+// were left — the undersell of a strategy that gives up (capped optimistic retries). It compares a
+// refusal's arrival with an acceptance's sending, never two arrivals, so the network's reordering
+// cannot make a true sold_out look false.
+func falseSoldOuts(answers []answer) int {
+	var lastAcceptedSent time.Time
+	for _, a := range answers {
+		if a.outcome() == string(sale.CodeAccepted) && a.sent.After(lastAcceptedSent) {
+			lastAcceptedSent = a.sent
+		}
+	}
+	n := 0
+	for _, a := range answers {
+		if a.code == string(sale.CodeSoldOut) && a.sent.Add(a.latency).Before(lastAcceptedSent) {
+			n++
+		}
+	}
+	return n
 }
 
 // lostOrders returns the order ids among lostMay that a buyer was told were accepted and that

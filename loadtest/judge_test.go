@@ -397,3 +397,29 @@ func TestAuditDatabase(t *testing.T) {
 		t.Errorf("oversold %d, want 3: 5 purchases acknowledged for 2 units", sr.Oversold)
 	}
 }
+
+// TestFalseSoldOuts: a sold_out that came back before a purchase accepted later was even sent is
+// a lie; one that merely arrived before an earlier-sent acceptance's answer is not.
+func TestFalseSoldOuts(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	ans := func(sent, took int, status int, code string) answer {
+		return answer{sent: t0.Add(ms(sent)), latency: ms(took), status: status, code: code}
+	}
+	accepted := func(sent, took int) answer { return ans(sent, took, 202, "") }
+	soldOut := func(sent, took int) answer { return ans(sent, took, 409, "sold_out") }
+	for _, c := range []struct {
+		name    string
+		answers []answer
+		want    int
+	}{
+		{"sold out at the end", []answer{accepted(0, 5), accepted(1, 5), soldOut(2, 5), soldOut(9, 1)}, 0},
+		{"a sold_out overtaking a slow acceptance sent before it", []answer{accepted(0, 50), soldOut(2, 3)}, 0},
+		{"refused, then a later buyer accepted", []answer{accepted(0, 5), soldOut(1, 3), accepted(10, 5), soldOut(12, 1)}, 1},
+		{"no acceptance at all", []answer{soldOut(0, 1), soldOut(3, 1)}, 0},
+	} {
+		if got := falseSoldOuts(c.answers); got != c.want {
+			t.Errorf("%s: %d false sold outs, want %d", c.name, got, c.want)
+		}
+	}
+}
