@@ -75,8 +75,14 @@ type StepStrategy struct {
 	// was undone: there was nothing to recover to (redis-lua, while MySQL is away).
 	SoldOutInFault  bool    `json:"sold_out_in_fault,omitempty"`
 	CaughtUpSeconds float64 `json:"caught_up_seconds"` // -1: not within the drain timeout
-	affected        bool    // a buyer got a 5xx or no answer
-	sentAfter       bool    // a request was sent after the fault was undone
+	// NoSaleSeconds is the longest time the step went without a sale, by the answers' arrival:
+	// between two acceptances, and from the last one to the end of the load when units were left
+	// then (TailSeconds; LeftAfterLoad of them).
+	NoSaleSeconds float64 `json:"no_sale_seconds"`
+	TailSeconds   float64 `json:"tail_seconds"`
+	LeftAfterLoad int     `json:"left_after_load"`
+	affected      bool    // a buyer got a 5xx or no answer
+	sentAfter     bool    // a request was sent after the fault was undone
 }
 
 // chaosMarkdown renders the fault run.

@@ -21,6 +21,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
@@ -46,6 +47,10 @@ type fault struct {
 	outage bool
 	// restore puts it back and returns once it serves again.
 	restore func(ctx context.Context, e *faultEnv) error
+	// afterLoad, if set, runs when the step's load has ended, before its unknown answers are
+	// settled: what an operator does about a fault that does not heal by itself (the lock zoo's
+	// dead holder of a lock without expiry). It returns what it did, for the step's events.
+	afterLoad func(ctx context.Context, e *faultEnv) (string, error)
 	// unnoticed says the buyers must not notice the fault at all: no 5xx, no lost answer.
 	unnoticed bool
 	// failFast names the strategy that must answer 503 within failFastWithin while the fault lasts.
@@ -531,6 +536,14 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 			return nil, r.err
 		}
 	}
+	if f.afterLoad != nil {
+		what, err := f.afterLoad(ctx, env)
+		if err != nil {
+			return nil, fmt.Errorf("after the load: %w", err)
+		}
+		events = append(events, Event{T: time.Since(start).Seconds(), What: what})
+		say("chaos: %s", what)
+	}
 
 	step := &StepReport{Fault: f.name, What: f.what, Events: events}
 	if faultErr != nil {
@@ -650,6 +663,7 @@ func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t fault
 			firstAfter = a.sent
 		}
 	}
+	ss.NoSaleSeconds, ss.TailSeconds, ss.LeftAfterLoad = noSale(answers, sr.Facts.InitialStock)
 	ss.RecoverySeconds = -1
 	// A strategy that sold every unit before the fault was undone (redis-lua goes on selling while
 	// MySQL is away) has nothing left to recover to.
@@ -666,6 +680,42 @@ func (s *StepReport) judgeStrategy(sr *StrategyReport, answers []answer, t fault
 	}
 	s.PerStrategy = append(s.PerStrategy, ss)
 	return &s.PerStrategy[len(s.PerStrategy)-1]
+}
+
+// noSale measures a load's stalls by the arrival of its answers: the longest time between two
+// acceptances (from the first one on), and, when fewer than stock units were accepted, the time
+// from the last acceptance (or the first answer) to the last answer; and the units left.
+func noSale(answers []answer, stock int) (longest, tail float64, left int) {
+	var times []time.Time
+	var first, end time.Time
+	seen := map[string]bool{}
+	for _, a := range answers {
+		at := a.sent.Add(a.latency)
+		if at.After(end) {
+			end = at
+		}
+		if first.IsZero() || a.sent.Before(first) {
+			first = a.sent
+		}
+		if a.outcome() == string(sale.CodeAccepted) && !seen[a.orderID] {
+			seen[a.orderID] = true
+			times = append(times, at)
+		}
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(times); i++ {
+		longest = max(longest, times[i].Sub(times[i-1]).Seconds())
+	}
+	left = max(0, stock-len(times))
+	if left > 0 && !end.IsZero() {
+		last := first
+		if len(times) > 0 {
+			last = times[len(times)-1]
+		}
+		tail = end.Sub(last).Seconds()
+		longest = max(longest, tail)
+	}
+	return longest, tail, left
 }
 
 // controlBurst is how the fault run paces the unsafe control: its share of the rate in bursts

@@ -7,29 +7,28 @@ import (
 	"time"
 )
 
-// TestLongestGap: the matrix's stall is the run of slices without a sale while units were left.
-func TestLongestGap(t *testing.T) {
-	tl := func(accepted ...int) []Sample {
-		out := make([]Sample, len(accepted))
-		for i, a := range accepted {
-			out[i].Accepted = a
-		}
-		return out
+// TestNoSale: a step's stall is measured by the answers' arrival: the longest time between two
+// sales, and the tail after the last one when units were left.
+func TestNoSale(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(sent, took int, status int, order string) answer {
+		return answer{sent: t0.Add(time.Duration(sent) * time.Millisecond), latency: time.Duration(took) * time.Millisecond, status: status, orderID: order}
 	}
 	for _, c := range []struct {
-		name          string
-		tl            []Sample
-		left          bool
-		longest, tail time.Duration
+		name                string
+		answers             []answer
+		stock               int
+		longest, tail, left float64
 	}{
-		{"sold out without a pause", tl(0, 3, 2, 1, 0, 0), false, 0, 0},
-		{"a pause, then sold out", tl(1, 0, 0, 0, 2, 0, 0), false, 300 * time.Millisecond, 0},
-		{"stalled to the end", tl(1, 1, 0, 0, 0, 0), true, 400 * time.Millisecond, 400 * time.Millisecond},
-		{"never sold", tl(0, 0, 0), true, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"sold out steadily", []answer{at(0, 10, 202, "a"), at(5, 10, 202, "b"), at(20, 5, 409, "")}, 2, 0.005, 0, 0},
+		// A buyer sent at 100 ms and served 3 s later sold at 3.1 s: the stall is by arrival.
+		{"a pause, then sold out", []answer{at(0, 100, 202, "a"), at(100, 3000, 202, "b"), at(200, 3000, 202, "c")}, 3, 3.0, 0, 0},
+		{"stalled to the end", []answer{at(0, 100, 202, "a"), at(200, 3000, 429, ""), at(5000, 3000, 429, "")}, 5, 7.9, 7.9, 4},
+		{"a retry's 202 is one sale", []answer{at(0, 100, 202, "a"), at(10, 100, 202, "a")}, 1, 0, 0, 0},
 	} {
-		longest, tail := longestGap(c.tl, c.left)
-		if longest != c.longest || tail != c.tail {
-			t.Errorf("%s: longest %s, tail %s; want %s, %s", c.name, longest, tail, c.longest, c.tail)
+		longest, tail, left := noSale(c.answers, c.stock)
+		if math.Abs(longest-c.longest) > 1e-9 || math.Abs(tail-c.tail) > 1e-9 || float64(left) != c.left {
+			t.Errorf("%s: longest %.3f, tail %.3f, left %d; want %.3f, %.3f, %.0f", c.name, longest, tail, left, c.longest, c.tail, c.left)
 		}
 	}
 }
@@ -77,17 +76,21 @@ func TestZooCells(t *testing.T) {
 		}
 	}
 
-	stalled := sr(0, 50, 20, "UNDERSOLD: 20 of 50 units left although 200 buyers came")
-	stalled.Timeline = make([]Sample, 100)
-	stalled.Timeline[10].Accepted = 30
-	step := &StepReport{Strategies: []StrategyReport{*stalled}, PerStrategy: []StepStrategy{{RecoverySeconds: -1}},
-		Violations: []string{"mysql-lock-table-naive: no purchase accepted after the fault was undone"}}
+	stalled := sr(0, 50, 20)
+	step := &StepReport{Strategies: []StrategyReport{*stalled},
+		PerStrategy: []StepStrategy{{RecoverySeconds: -1, LeftAfterLoad: 20, TailSeconds: 8.9, NoSaleSeconds: 8.9}},
+		Events:      []Event{{T: 12, What: "the dead holder's lock row deleted by hand after the load (1 row)"}},
+		Violations:  []string{"mysql-lock-table-naive: no purchase accepted after the fault was undone", "300 requests planned, 120 answered"}}
 	cell := stepCell(step, outcomeStall)
-	if cell.Outcome != outcomeStall || !cell.ok() {
-		t.Errorf("a sale with units left and no sale for 8.9 s after the fault: %s (%s), want STALL", cell.Outcome, cell.Detail)
+	if cell.Outcome != outcomeStall || !cell.ok() || !strings.Contains(cell.Detail, "by hand") {
+		t.Errorf("units left and no sale for 8.9 s at the end of the load: %s (%s), want STALL and the cleanup", cell.Outcome, cell.Detail)
 	}
 	step.PerStrategy[0].RecoverySeconds = 0.4
-	if cell := stepCell(step, outcomePass); cell.Outcome == outcomeStall {
-		t.Errorf("a sale selling again after the fault is not stalled: %s", cell.Detail)
+	if cell := stepCell(step, outcomePass); cell.Outcome != outcomeFail {
+		t.Errorf("a sale selling again after the fault, with unanswered requests: %s (%s), want FAIL", cell.Outcome, cell.Detail)
+	}
+	step.Violations, step.PerStrategy[0].LeftAfterLoad = nil, 0
+	if cell := stepCell(step, outcomePass); cell.Outcome != outcomePass {
+		t.Errorf("sold out after the fault: %s (%s), want PASS", cell.Outcome, cell.Detail)
 	}
 }
