@@ -260,14 +260,22 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, unstall func(ctx con
 			},
 		}
 	}
+	var prepare func(ctx context.Context, e *faultEnv) error
 	var afterLoad func(ctx context.Context, e *faultEnv) (string, error)
 	if unstall != nil {
+		// The step's product is the last run's, reset: a dead holder of that run (an interrupted
+		// one) may have left its lock, which no reset removes.
+		prepare = func(ctx context.Context, e *faultEnv) error {
+			_, err := unstall(ctx, z.db, e.products[string(st)])
+			return err
+		}
 		afterLoad = func(ctx context.Context, e *faultEnv) (string, error) {
 			return unstall(ctx, z.db, e.products[string(st)])
 		}
 	}
 	return fault{
-		name: "kill", what: fmt.Sprintf("the replica holding the %s lock is SIGKILLed, then restarted", st), afterLoad: afterLoad,
+		name: "kill", what: fmt.Sprintf("the replica holding the %s lock is SIGKILLed, then restarted", st),
+		prepare: prepare, afterLoad: afterLoad,
 		inject: func(ctx context.Context, e *faultEnv) error {
 			if err := fire(ctx); err != nil {
 				return err
