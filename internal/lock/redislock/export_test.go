@@ -4,7 +4,7 @@ import "time"
 
 // StallRenewal makes l's renewal send nothing from now on, as if its process were paused: the
 // key expires unless something else touches it, and Lost closes when the lease runs out.
-func StallRenewal(l *Lease) { l.stalled.Store(true) }
+func StallRenewal(l *Lease) { l.dog.Stall() }
 
 // Keys returns the lock key, fence counter key and release channel of name.
 func Keys(c *Client, name string) (key, fence, channel string) {
