@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
 
@@ -103,7 +104,7 @@ func newPageView(r *Report) pageView {
 			StrategyReport: s,
 			Index:          i,
 			Color:          colors[s.Strategy],
-			Unsafe:         s.Strategy == unsafeStrategy,
+			Unsafe:         unsafe(s.Strategy),
 			Verdict:        strategyVerdict(s.Verdict),
 		}
 		row.LatAccepted, row.LatAll = s.Latency["accepted"], s.Latency["all"]
@@ -121,6 +122,13 @@ func newPageView(r *Report) pageView {
 
 // unsafeStrategy is the negative control: it deducts without any exclusion and must oversell.
 const unsafeStrategy = "none"
+
+// unsafe says whether a strategy is one of the unsafe ones, kept to show how they fail (none,
+// the lock zoo's capped and naive variants): the report labels them as controls.
+func unsafe(strategy string) bool {
+	info, known := sale.Strategy(strategy).Info()
+	return known && !info.Safe
+}
 
 func strategyVerdict(word string) verdictView {
 	switch word {
@@ -189,7 +197,7 @@ func strategyColors(names []string) map[string]string {
 }
 
 func dashOf(strategy string) string {
-	if strategy == unsafeStrategy {
+	if unsafe(strategy) {
 		return "7 4"
 	}
 	return ""
@@ -625,7 +633,7 @@ func combinedChart(id string, r *Report, colors map[string]string) chartView {
 	for i := range r.Strategies {
 		s := &r.Strategies[i]
 		name := s.Strategy
-		if name == unsafeStrategy {
+		if unsafe(name) {
 			name += " (unsafe control)"
 		}
 		lines = append(lines, lineView{Name: name, Color: colors[s.Strategy], Dash: dashOf(s.Strategy), Width: 2})
