@@ -203,10 +203,8 @@ func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config) (*stor
 // deductor, whose purchases are combined (sale.Combiner), or a single one, which never is.
 type strategyDef struct {
 	strategy sale.Strategy
-	// unsafe strategies are served only with SECKILL_ALLOW_UNSAFE_STRATEGIES.
-	unsafe bool
-	batch  func(r *resources) (sale.BatchDeductor, error)
-	single func(r *resources) (sale.Deductor, error)
+	batch    func(r *resources) (sale.BatchDeductor, error)
+	single   func(r *resources) (sale.Deductor, error)
 }
 
 // strategyTable is every strategy, in sale.Strategies order: what the deductors, the seed's demo
@@ -258,16 +256,16 @@ var strategyTable = []strategyDef{
 	// replicas' batches, seldom three times running, and the undersell it is kept to show hides
 	// (the zoo's load on three replicas, 400 buyers for 200 units: batched, every unit sold with
 	// 1.0 wasted tries per grant; one buyer per try, units left unsold with 7.3).
-	{strategy: sale.StrategyMySQLVersionCapped, unsafe: true, single: func(r *resources) (sale.Deductor, error) {
+	{strategy: sale.StrategyMySQLVersionCapped, single: func(r *resources) (sale.Deductor, error) {
 		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics, stock.Capped())
 	}},
 	// The write-ups' lock table: no expiry, no owner, no fence.
-	{strategy: sale.StrategyMySQLLockTableNaive, unsafe: true, batch: func(r *resources) (sale.BatchDeductor, error) {
+	{strategy: sale.StrategyMySQLLockTableNaive, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyMySQLLockTableNaive, r.naiveLockTable.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.
-	{strategy: sale.StrategyNone, unsafe: true, single: func(r *resources) (sale.Deductor, error) {
+	{strategy: sale.StrategyNone, single: func(r *resources) (sale.Deductor, error) {
 		return stock.NewNone(r.store)
 	}},
 }
@@ -288,7 +286,7 @@ func (r *resources) zkCounted(st sale.Strategy, herd bool) zklock.MutexOptions {
 func servedStrategies(cfg *config.Config) []sale.Strategy {
 	var out []sale.Strategy
 	for _, d := range strategyTable {
-		if !d.unsafe || cfg.Sale.AllowUnsafe {
+		if d.strategy.Safe() || cfg.Sale.AllowUnsafe { // the unsafe ones only when allowed
 			out = append(out, d.strategy)
 		}
 	}
@@ -347,7 +345,7 @@ func (r *resources) madeStrategies() (map[sale.Strategy]any, error) {
 	}
 	made := map[sale.Strategy]any{}
 	for _, d := range strategyTable {
-		if d.unsafe && !r.cfg.Sale.AllowUnsafe {
+		if !d.strategy.Safe() && !r.cfg.Sale.AllowUnsafe {
 			continue
 		}
 		var (
