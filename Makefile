@@ -25,7 +25,7 @@ up: ## start services, 3 replicas and nginx on http://127.0.0.1:8080/ (idempoten
 down: ## stop everything `make up` started (MariaDB/Redis only if it started them)
 	scripts/down.sh all
 
-services: ## start MariaDB, Redis, ZooKeeper and the dev Kafka broker (idempotent)
+services: ## start MariaDB, Redis, ZooKeeper, the dev Kafka broker, Redlock's five Redis servers and Memcached (idempotent)
 	scripts/services.sh up
 
 services-down: ## stop the services that `make services` started

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # services.sh up|down|status|stop NAME|kill NAME|start NAME — the backing services
-# of the local stack, without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker.
+# of the local stack, without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker;
+# and for the lock zoo's Redlock and Memcached locks, five more Redis servers
+# (redlock1..redlock5 on 127.0.0.1:6390..6394, no persistence at all: a restart
+# forgets every lock, the failure Redlock's critics point at) and Memcached
+# (127.0.0.1:11211).
 #
 #   up          start whatever does not answer yet (installing it with apt-get if
 #               missing) and wait until each one answers; a service that already
@@ -54,8 +58,16 @@ REDIS_APPENDFSYNC=${SECKILL_REDIS_APPENDFSYNC:-always}
 FOREIGN_DIR=$RUN_DIR/foreign
 JAVA_LIB=/usr/share/java
 
+REDLOCK_BASE_PORT=6390
+REDLOCK_SERVERS=5
+MEMCACHED_PORT=11211
+
 # Services in start order; "down" goes in reverse.
 SERVICES=(mariadb redis zookeeper kafka)
+for ((n = 1; n <= REDLOCK_SERVERS; n++)); do
+	SERVICES+=("redlock$n")
+done
+SERVICES+=(memcached)
 
 main() {
 	case "${1:-}" in
@@ -240,6 +252,8 @@ service_addr() {
 	case $1 in
 	mariadb) echo "$HOST:$MYSQL_PORT" ;;
 	redis) echo "$HOST:$REDIS_PORT" ;;
+	redlock*) echo "$HOST:$(redlock_port "$1")" ;;
+	memcached) echo "$HOST:$MEMCACHED_PORT" ;;
 	zookeeper) echo "$HOST:$ZK_PORT" ;;
 	kafka) echo "$HOST:$KAFKA_PORT" ;;
 	esac
@@ -565,6 +579,49 @@ kafka_start() {
 	mkdir -p "$KAFKA_DIR"
 	start_bg kafka "$BIN_DIR/devbroker" -port "$KAFKA_PORT" -data-dir "$KAFKA_DIR" \
 		-partitions "$KAFKA_PARTITIONS" -topics "$SECKILL_KAFKA_TOPIC"
+}
+
+# ---------------------------------------------------------------- Redlock's servers
+
+# redlock_port NAME is the port of redlockN.
+redlock_port() { echo $((REDLOCK_BASE_PORT + ${1#redlock} - 1)); }
+
+redlock_answers_on() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf "PING\r\n" >&3; read -r reply <&3; [[ $reply == +PONG* ]]' \
+		"$HOST" "$1" 2>/dev/null
+}
+
+# Independent masters with nothing on disk: what Redlock assumes, and what makes a
+# restart forget the locks it held.
+redlock_start_one() {
+	start_bg "$1" redis-server --daemonize no --bind "$HOST" --port "$(redlock_port "$1")" \
+		--save "" --appendonly no --dir "$RUN_DIR"
+}
+
+# The service functions of redlock1..redlockN, which ensure_service and the rest
+# call by name.
+for ((n = 1; n <= REDLOCK_SERVERS; n++)); do
+	eval "redlock${n}_answers() { redlock_answers_on \"\$(redlock_port redlock$n)\"; }"
+	eval "redlock${n}_install() { redis_install; }"
+	eval "redlock${n}_start() { redlock_start_one redlock$n; }"
+done
+
+# ---------------------------------------------------------------- Memcached
+
+memcached_answers() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf "version\r\n" >&3; read -r reply <&3; [[ $reply == VERSION* ]]' \
+		"$HOST" "$MEMCACHED_PORT" 2>/dev/null
+}
+
+memcached_install() {
+	command -v memcached >/dev/null || apt_install memcached
+}
+
+# memcached refuses to run as root unless told a user to become: nobody.
+memcached_start() {
+	start_bg memcached memcached -l "$HOST" -p "$MEMCACHED_PORT" -U 0 -m 64 -u nobody
 }
 
 # Sourcing this file (for tests or other scripts) defines the functions only.
