@@ -67,7 +67,8 @@ func (s *SetNX) try(ctx context.Context, name string) (*Lease, error) {
 	if s.between != nil && !s.between() {
 		return nil, ErrAbandoned // the key stays, with no expiry
 	}
-	if err := s.rdb.Expire(ctx, key, s.ttl).Err(); err != nil {
+	// PEXPIRE: EXPIRE's in milliseconds, so that tests may use leases shorter than a second.
+	if err := s.rdb.PExpire(ctx, key, s.ttl).Err(); err != nil {
 		return nil, fmt.Errorf("expire after setnx (the key stays with no expiry): %w", reachErr(err))
 	}
 	token, err := s.token(ctx, name)
