@@ -79,6 +79,14 @@ var zooSpecs = map[sale.Strategy]zooSpec{
 	// No expiry: a paused holder only makes everyone wait, a dead one holds the lock for ever.
 	sale.StrategyMySQLLockTableNaive: {load: outcomePass, faults: map[string]string{"pause": outcomePass, "kill": outcomeStall},
 		unstall: deleteLockRow},
+	// The pause stops the holder's process past its TTL: its lock expires (setnx) or its deadline
+	// passes (getset), another replica takes it, and the paused holder resumes and writes
+	// unfenced. The kill fires inside the critical section, after EXPIRE: the dead holder's key
+	// expires and the sale goes on, so PASS; the stall of a kill between SETNX and EXPIRE is
+	// TestRedisSetnxDiesBeforeExpire's (internal/stock), which the zoo's failpoint cannot hit.
+	sale.StrategyRedisSetnx: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
+	// A killed holder's deadline passes and the next GETSET takes over: PASS.
+	sale.StrategyRedisGetset: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
 }
 
 func specOf(st sale.Strategy) zooSpec {

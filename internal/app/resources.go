@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
+	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/order"
@@ -263,6 +264,22 @@ var strategyTable = []strategyDef{
 	{strategy: sale.StrategyMySQLLockTableNaive, batch: func(r *resources) (sale.BatchDeductor, error) {
 		return stock.NewLocked(r.store, sale.StrategyMySQLLockTableNaive, r.naiveLockTable.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
 	}},
+	// The write-ups' Redis locks, unfenced as they are there: SETNX then EXPIRE, and the
+	// timestamp lock with GETSET on this replica's clock (SECKILL_TEST_CLOCK_OFFSET skews it).
+	{strategy: sale.StrategyRedisSetnx, batch: func(r *resources) (sale.BatchDeductor, error) {
+		l, err := redisnaive.NewSetNX(r.rdb, r.naiveOptions(sale.StrategyRedisSetnx))
+		if err != nil {
+			return nil, err
+		}
+		return stock.NewLocked(r.store, sale.StrategyRedisSetnx, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+	}},
+	{strategy: sale.StrategyRedisGetset, batch: func(r *resources) (sale.BatchDeductor, error) {
+		l, err := redisnaive.NewGetSet(r.rdb, r.naiveOptions(sale.StrategyRedisGetset))
+		if err != nil {
+			return nil, err
+		}
+		return stock.NewLocked(r.store, sale.StrategyRedisGetset, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.
 	{strategy: sale.StrategyNone, single: func(r *resources) (sale.Deductor, error) {
@@ -277,6 +294,16 @@ func (r *resources) zkCounted(st sale.Strategy, herd bool) zklock.MutexOptions {
 		Herd:   herd,
 		OnWake: func() { r.metrics.LockWakeups(st, 1) },
 		OnLook: func(won bool) { r.metrics.LockAttempt(st, won) },
+	}
+}
+
+// naiveOptions are the options of redis-setnx's and redis-getset's locks: the lease of
+// SECKILL_LOCK_TTL, never renewed, their tries counted for the lock zoo.
+func (r *resources) naiveOptions(st sale.Strategy) redisnaive.Options {
+	return redisnaive.Options{
+		TTL:         r.cfg.Sale.LockTTL,
+		ClockOffset: r.cfg.Test.ClockOffset,
+		OnAttempt:   func(won bool) { r.metrics.LockAttempt(st, won) },
 	}
 }
 

@@ -66,6 +66,12 @@ type Config struct {
 		// how stale it can be when a change broadcast is missed.
 		Refresh time.Duration
 	}
+	// Test holds settings that exist only for tests and the lock zoo; never set them in production.
+	Test struct {
+		// ClockOffset is added to this process's clock by the locks that trust it (redis-getset):
+		// a replica whose clock is off.
+		ClockOffset time.Duration
+	}
 	// Limits are the abuse limits. The per-user and per-client rates are shared by every
 	// replica through Redis (each replica limits on its own while Redis is away).
 	Limits struct {
@@ -183,6 +189,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the unsafe strategies (`none`, which oversells, and the lock zoo's unsafe variants), kept to show how they fail", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
 		{env: "SECKILL_LOCK_TTL", flag: "lock-ttl", def: "5s", usage: "lease of the Redis and lock-table locks (redis, mysql-lock-table), renewed every third of it while held; a dead holder blocks its product that long", set: dur(&c.Sale.LockTTL)},
+		{env: "SECKILL_TEST_CLOCK_OFFSET", flag: "test-clock-offset", def: "0s", usage: "test only: added to the clock of the locks that trust the local clock (redis-getset), to show what a skewed replica does", set: dur(&c.Test.ClockOffset)},
 		{env: "SECKILL_BATCH_MAX", flag: "batch-max", def: "128", usage: "most purchases of one product combined into one deduction (1: one transaction and one lock per buyer)", set: integer(&c.Sale.BatchMax)},
 		{env: "SECKILL_BATCH_INFLIGHT", flag: "batch-inflight", def: "1", usage: "batches of one product under way at once per replica (more overlap a batch's inserts with another's commit, but make smaller batches)", set: integer(&c.Sale.BatchInflight)},
 		{env: "SECKILL_BATCH_LINGER", flag: "batch-linger", def: "0s", usage: "how long a batch waits for more purchases before it runs (0: combine only what queued while the previous batch ran)", set: dur(&c.Sale.BatchLinger)},

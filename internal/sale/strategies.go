@@ -49,6 +49,14 @@ const (
 	// StrategyZKReentrant is the zk lock with the holder's identity in its node: the same owner
 	// re-enters at once (Curator's InterProcessMutex), another owner waits.
 	StrategyZKReentrant Strategy = "zk-reentrant"
+	// StrategyRedisSetnx is the write-ups' Redis lock: SETNX, then EXPIRE as a second command,
+	// DEL to release, no fence. A holder that dies between the two commands leaves a key that
+	// never expires; one paused past the TTL deletes its successor's lock and sells again. Unsafe.
+	StrategyRedisSetnx Strategy = "redis-setnx"
+	// StrategyRedisGetset is the timestamp lock of the seckill write-ups: a deadline by the
+	// client's clock in the key, taken over with GETSET once passed, no fence. A client whose
+	// clock runs ahead, or a holder paused past its deadline, makes two holders. Unsafe.
+	StrategyRedisGetset Strategy = "redis-getset"
 )
 
 // StrategyInfo describes a strategy for people: the storefront's drawer, the load-test report,
@@ -77,6 +85,8 @@ var Catalog = []StrategyInfo{
 	{StrategyZKReentrant, "zookeeper", true, "The zk lock with the holder in its node: the same owner re-enters at once."},
 	{StrategyMySQLVersionCapped, "mysql", false, "Optimistic with capped retries: says sold out while stock remains (undersells)."},
 	{StrategyMySQLLockTableNaive, "mysql", false, "Lock row with no expiry and no fence: a holder that dies stalls the sale until a human deletes it."},
+	{StrategyRedisSetnx, "redis", false, "SETNX then EXPIRE, DEL to unlock, no fence: a paused holder deletes the next one’s lock and sells the same units again."},
+	{StrategyRedisGetset, "redis", false, "A deadline by the client’s clock, taken over by GETSET, no fence: a skewed clock or a paused holder makes two holders."},
 	{StrategyNone, "control", false, "No lock and no condition: oversells under load, on purpose."},
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
+	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
@@ -73,6 +74,14 @@ func deductorCases() []deductorCase {
 		// without them the naive lock table excludes, and sells exactly the stock.
 		{sale.StrategyMySQLLockTableNaive, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newNaiveLockTable(tb, st, 30*time.Second)
+		}, false},
+		// Unsafe only under faults too: a holder that dies between SETNX and EXPIRE, pauses past
+		// the TTL, or runs on a skewed clock (redisnaive_test.go).
+		{sale.StrategyRedisSetnx, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newLocked(tb, st, sale.StrategyRedisSetnx, setnxLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), 30*time.Second, stock.Unfenced())
+		}, false},
+		{sale.StrategyRedisGetset, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return newLocked(tb, st, sale.StrategyRedisGetset, getsetLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), 30*time.Second, stock.Unfenced())
 		}, false},
 		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			d, err := stock.NewNone(st)
