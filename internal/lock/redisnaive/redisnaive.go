@@ -134,8 +134,10 @@ func (b *base) wait(ctx context.Context, name string, try func(context.Context, 
 		case err == nil:
 			return l, nil
 		case !errors.Is(err, errHeld):
-			if ctx.Err() != nil && !errors.Is(err, lock.ErrUnavailable) {
-				err = fmt.Errorf("%w: %w", lock.ErrTimeout, ctx.Err())
+			if ctx.Err() != nil {
+				// The wait ran out during a call: go-redis reports that as the connection's
+				// i/o timeout, which is not Redis being away.
+				return nil, fmt.Errorf("redisnaive: acquire %q: %w: %w (%v)", name, lock.ErrTimeout, ctx.Err(), err)
 			}
 			return nil, fmt.Errorf("redisnaive: acquire %q: %w", name, err)
 		}
@@ -169,6 +171,9 @@ func tryOnce(ctx context.Context, name string, try func(context.Context, string)
 // reachErr marks err as lock.ErrUnavailable when the call did not reach Redis.
 func reachErr(err error) error {
 	var ne net.Error
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	if errors.As(err, &ne) || errors.Is(err, redis.ErrClosed) {
 		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
