@@ -199,3 +199,26 @@ func TestAddressLists(t *testing.T) {
 		t.Error("a negative SECKILL_RATE_PER_CLIENT accepted")
 	}
 }
+
+// TestClockOffset: the test-only clock offset of redis-getset is 0 unless set, and may be
+// negative (a replica whose clock is behind).
+func TestClockOffset(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want time.Duration
+	}{{"", 0}, {"1h", time.Hour}, {"-90s", -90 * time.Second}} {
+		t.Run(tc.set, func(t *testing.T) {
+			kv := map[string]string{"SECKILL_ADMIN_TOKEN": "12345678"}
+			if tc.set != "" {
+				kv["SECKILL_TEST_CLOCK_OFFSET"] = tc.set
+			}
+			c, err := Load("test", nil, env(kv), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Test.ClockOffset != tc.want {
+				t.Fatalf("clock offset = %s, want %s", c.Test.ClockOffset, tc.want)
+			}
+		})
+	}
+}
