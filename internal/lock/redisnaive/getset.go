@@ -38,7 +38,7 @@ type GetSet struct {
 
 // NewGetSet returns the timestamp lock on rdb, which stays the caller's to close.
 func NewGetSet(rdb redis.UniversalClient, opts Options) (*GetSet, error) {
-	b, err := newBase(rdb, opts)
+	b, err := newBase(rdb, opts, DefaultGetSetPrefix)
 	if err != nil {
 		return nil, err
 	}

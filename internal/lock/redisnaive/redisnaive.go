@@ -9,10 +9,12 @@
 // counter key after the lock was won (strictly increasing per name while Redis keeps the key);
 // the zoo's strategies run unfenced, as the write-ups do.
 //
-// Keys, with the default prefix, for a lock named N:
+// Keys, with the default prefixes, for a lock named N (apart per mechanism, so that a product
+// switched from one to the other never meets the other's value, or its dead holder's key):
 //
-//	seckill:naive:{N}        the lock ("1" for SetNX, a deadline in Unix ms for GetSet)
-//	seckill:naive:{N}:fence  the token counter, no expiry
+//	seckill:setnx:{N}          SetNX's lock, "1"
+//	seckill:getset:{N}         GetSet's lock, a deadline in Unix milliseconds
+//	seckill:<mechanism>:{N}:fence  the token counter, no expiry
 package redisnaive
 
 import (
@@ -30,10 +32,11 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultTTL        = 10 * time.Second
-	DefaultPrefix     = "seckill:naive:"
-	DefaultMinBackoff = 2 * time.Millisecond
-	DefaultMaxBackoff = 100 * time.Millisecond
+	DefaultTTL          = 10 * time.Second
+	DefaultSetNXPrefix  = "seckill:setnx:"
+	DefaultGetSetPrefix = "seckill:getset:"
+	DefaultMinBackoff   = 2 * time.Millisecond
+	DefaultMaxBackoff   = 100 * time.Millisecond
 )
 
 // Options configures a lock of this package. The zero value is valid.
@@ -41,7 +44,7 @@ type Options struct {
 	// TTL is the lock's expiry: EXPIRE's for SetNX, the stored deadline's distance for GetSet.
 	// Never renewed. Whole milliseconds; default DefaultTTL.
 	TTL time.Duration
-	// Prefix starts every key; default DefaultPrefix.
+	// Prefix starts every key; default DefaultSetNXPrefix or DefaultGetSetPrefix.
 	Prefix string
 	// MinBackoff and MaxBackoff bound the sleep between two tries of a waiting Acquire: it starts
 	// at MinBackoff and doubles after each lost try up to MaxBackoff, each sleep drawn from its
@@ -71,7 +74,7 @@ type base struct {
 	onAttempt              func(bool)
 }
 
-func newBase(rdb redis.UniversalClient, opts Options) (base, error) {
+func newBase(rdb redis.UniversalClient, opts Options, defaultPrefix string) (base, error) {
 	if rdb == nil {
 		return base{}, errors.New("redisnaive: nil Redis client")
 	}
@@ -84,7 +87,7 @@ func newBase(rdb redis.UniversalClient, opts Options) (base, error) {
 		return base{}, fmt.Errorf("redisnaive: TTL %s is shorter than a millisecond", opts.TTL)
 	}
 	if b.prefix == "" {
-		b.prefix = DefaultPrefix
+		b.prefix = defaultPrefix
 	}
 	if b.minBackoff == 0 {
 		b.minBackoff = DefaultMinBackoff

@@ -34,7 +34,7 @@ type SetNX struct {
 
 // NewSetNX returns the SETNX lock on rdb, which stays the caller's to close.
 func NewSetNX(rdb redis.UniversalClient, opts Options) (*SetNX, error) {
-	b, err := newBase(rdb, opts)
+	b, err := newBase(rdb, opts, DefaultSetNXPrefix)
 	if err != nil {
 		return nil, err
 	}
