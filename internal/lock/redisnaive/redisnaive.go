@@ -12,8 +12,8 @@
 // Keys, with the default prefixes, for a lock named N (apart per mechanism, so that a product
 // switched from one to the other never meets the other's value, or its dead holder's key):
 //
-//	seckill:setnx:{N}          SetNX's lock, "1"
-//	seckill:getset:{N}         GetSet's lock, a deadline in Unix milliseconds
+//	seckill:setnx:{N}              SetNX's lock, "1"
+//	seckill:getset:{N}             GetSet's lock, a deadline in Unix milliseconds
 //	seckill:<mechanism>:{N}:fence  the token counter, no expiry
 package redisnaive
 
