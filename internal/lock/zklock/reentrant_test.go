@@ -103,6 +103,16 @@ func TestReentrant(t *testing.T) {
 		return len(q) == 2, fmt.Sprintf("queue %v, want the owner's node and the other owner's", q)
 	})
 
+	// The other owner's waiter shares this Client (and its request count): let it finish
+	// setting its watch, after which it sends nothing until the lock changes.
+	for prev := -1; ; {
+		now, _ := e.counts()
+		if now == prev {
+			break
+		}
+		prev = now
+		time.Sleep(300 * time.Millisecond)
+	}
 	sent, _ = e.counts()
 	for i, l := range nested {
 		if err := l.Release(t.Context()); err != nil {
