@@ -57,13 +57,25 @@ const (
 	// client's clock in the key, taken over with GETSET once passed, no fence. A client whose
 	// clock runs ahead, or a holder paused past its deadline, makes two holders. Unsafe.
 	StrategyRedisGetset Strategy = "redis-getset"
+	// StrategyRedisReentrant is Redisson's RLock: a hash of owner → hold count, renewed by a
+	// watchdog while the owner lives, waiters woken by a message on release; the same owner
+	// re-enters at once. Fenced by a token the acquire script counts, so safe.
+	StrategyRedisReentrant Strategy = "redis-reentrant"
+	// StrategyRedlock is the Redlock algorithm over five independent Redis servers: the lock is
+	// held on a majority, within its validity time. Unfenced, as Redlock is: servers that restart
+	// without persistence forget the lock and a second client wins a majority; a holder paused
+	// past the validity writes after the next one. Unsafe.
+	StrategyRedlock Strategy = "redlock"
+	// StrategyMemcached is Memcached's add with an expiry as the lock, delete to release, no
+	// fence. A restart (or an eviction) forgets the lock while its holder still works. Unsafe.
+	StrategyMemcached Strategy = "memcached"
 )
 
 // StrategyInfo describes a strategy for people: the storefront's drawer, the load-test report,
 // the zoo matrix.
 type StrategyInfo struct {
 	Strategy Strategy
-	// Family is what guards the stock: "mysql", "redis", "zookeeper" or "control".
+	// Family is what guards the stock: "mysql", "redis", "zookeeper", "memcached" or "control".
 	Family string
 	// Safe is false for the strategies kept to show a failure (see Strategy.Safe).
 	Safe bool
@@ -83,10 +95,13 @@ var Catalog = []StrategyInfo{
 	{StrategyMySQLLockTable, "mysql", true, "A lock row under a unique index, with owner, expiry, reaper and its id as fencing token."},
 	{StrategyZKHerd, "zookeeper", true, "Every waiter watches every lock node: each release wakes them all (the herd effect)."},
 	{StrategyZKReentrant, "zookeeper", true, "The zk lock with the holder in its node: the same owner re-enters at once."},
+	{StrategyRedisReentrant, "redis", true, "Redisson’s RLock: owner → count in a hash, a watchdog renews it, the same owner re-enters at once; fenced."},
 	{StrategyMySQLVersionCapped, "mysql", false, "Optimistic with capped retries: says sold out while stock remains (undersells)."},
 	{StrategyMySQLLockTableNaive, "mysql", false, "Lock row with no expiry and no fence: a holder that dies stalls the sale until a human deletes it."},
 	{StrategyRedisSetnx, "redis", false, "SETNX then EXPIRE, DEL to unlock, no fence: a paused holder deletes the next one’s lock and sells the same units again."},
 	{StrategyRedisGetset, "redis", false, "A deadline by the client’s clock, taken over by GETSET, no fence: a skewed clock or a paused holder makes two holders."},
+	{StrategyRedlock, "redis", false, "Redlock: a majority of five Redis servers, no fence: servers restarted empty forget the lock and a second client wins it."},
+	{StrategyMemcached, "memcached", false, "Memcached add with an expiry, delete to unlock, no fence: a restart forgets the lock while its holder still works."},
 	{StrategyNone, "control", false, "No lock and no condition: oversells under load, on purpose."},
 }
 

@@ -71,5 +71,5 @@ export function loadStrategies() {
 
 /** familyLabel names a family of strategies for people. */
 export function familyLabel(family) {
-  return { mysql: 'MySQL', redis: 'Redis', zookeeper: 'ZooKeeper', control: 'Control (no lock)' }[family] || family;
+  return { mysql: 'MySQL', redis: 'Redis', zookeeper: 'ZooKeeper', memcached: 'Memcached', control: 'Control (no lock)' }[family] || family;
 }
