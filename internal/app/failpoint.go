@@ -30,6 +30,10 @@ import (
 //	                          if nothing happened: the stop-the-world GC pause or swapped-out VM
 //	                          of the fencing-token argument; DURATION is a Go duration, 10s when
 //	                          left out
+//	holder-hold@DURATION      the same place, but only the holder waits there, for DURATION
+//	                          (2s when left out), while the process goes on: a slow critical
+//	                          section, during which the lock zoo restarts the servers the lock
+//	                          lives on (Redlock's, Memcached)
 //
 // each optionally followed by :PATH: the hook then fires at the first such point reached while
 // the file PATH exists; the process that removes PATH is the one that fires it (dies, pauses), so
@@ -45,12 +49,17 @@ const (
 	failpointExpirerAfterExpire    = "expirer-after-expire"
 	failpointHolderKill            = "holder-kill"
 	failpointHolderPause           = "holder-pause"
+	failpointHolderHold            = "holder-hold"
 )
 
-var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire, failpointHolderKill, failpointHolderPause + "@DURATION"}
+var failpointNames = []string{failpointConsumerAfterCommit, failpointPersisterBeforeCommit, failpointPersisterAfterCommit, failpointExpirerAfterExpire, failpointHolderKill, failpointHolderPause + "@DURATION", failpointHolderHold + "@DURATION"}
 
-// defaultPause is how long holder-pause stops the process when its spec names no duration.
-const defaultPause = 10 * time.Second
+// defaultPause is how long holder-pause stops the process when its spec names no duration;
+// defaultHold how long holder-hold keeps its holder.
+const (
+	defaultPause = 10 * time.Second
+	defaultHold  = 2 * time.Second
+)
 
 // failpoints are the test hooks set from failpointEnv; nil members are off.
 type failpoints struct {
@@ -61,19 +70,19 @@ type failpoints struct {
 	persisterBeforeCommit, persisterAfterCommit func()
 	// expirerAfterExpire runs between an expiry batch's commit and the return of its units.
 	expirerAfterExpire func()
-	// holderKill and holderPause run inside the critical section of every lock strategy, told
-	// which strategy it is.
-	holderKill, holderPause func(strategy string)
+	// holderKill, holderPause and holderHold run inside the critical section of every lock
+	// strategy, told which strategy it is.
+	holderKill, holderPause, holderHold func(strategy string)
 }
 
 // holder is what runs inside a lock strategy's critical section: the holder-* hooks armed, or
 // nil.
 func (fp failpoints) holder() func(strategy string) {
-	if fp.holderKill == nil && fp.holderPause == nil {
+	if fp.holderKill == nil && fp.holderPause == nil && fp.holderHold == nil {
 		return nil
 	}
 	return func(strategy string) {
-		for _, h := range []func(string){fp.holderPause, fp.holderKill} {
+		for _, h := range []func(string){fp.holderHold, fp.holderPause, fp.holderKill} {
 			if h != nil {
 				h(strategy)
 			}
@@ -91,7 +100,7 @@ func parseFailpoints(log *slog.Logger, spec string) (failpoints, error) {
 	for _, one := range strings.Split(spec, ",") {
 		name, trigger, _ := strings.Cut(one, ":")
 		name, arg, hasArg := strings.Cut(name, "@")
-		if name == failpointHolderKill || name == failpointHolderPause {
+		if name == failpointHolderKill || name == failpointHolderPause || name == failpointHolderHold {
 			if err := fp.armHolder(log, one, name, arg, hasArg, trigger); err != nil {
 				return failpoints{}, fmt.Errorf("%s=%q: %w", failpointEnv, spec, err)
 			}
@@ -135,17 +144,29 @@ func (fp *failpoints) armHolder(log *slog.Logger, spec, name, arg string, hasArg
 		}
 		return nil
 	}
-	if fp.holderPause != nil {
+	hook, d := &fp.holderPause, defaultPause
+	if name == failpointHolderHold {
+		hook, d = &fp.holderHold, defaultHold
+	}
+	if *hook != nil {
 		return errFailpointSpec
 	}
-	d := defaultPause
 	if hasArg {
 		var err error
 		if d, err = time.ParseDuration(arg); err != nil || d <= 0 {
 			return fmt.Errorf("%s@%q is not a positive duration", name, arg)
 		}
 	}
-	fp.holderPause = func(strategy string) {
+	if name == failpointHolderHold {
+		*hook = func(strategy string) {
+			if fireFor(log, trigger, strategy) {
+				log.Error("test failpoint: the lock holder waits in its critical section", "failpoint", spec, "strategy", strategy, "for", d)
+				time.Sleep(d)
+			}
+		}
+		return nil
+	}
+	*hook = func(strategy string) {
 		if fireFor(log, trigger, strategy) {
 			log.Error("test failpoint: this process stops", "failpoint", spec, "strategy", strategy, "for", d)
 			pauseProcess(log, d)

@@ -192,3 +192,40 @@ func TestHolderPause(t *testing.T) {
 		t.Errorf("trigger consumed: paused again for %s", d)
 	}
 }
+
+// TestHolderHold: holder-hold@D keeps the holder in its critical section for D when its trigger
+// appears, once per file, while the rest of the process runs; it is armed beside the other two.
+func TestHolderHold(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, bad := range []string{"holder-hold@", "holder-hold@0s", "holder-hold,holder-hold@1s"} {
+		if _, err := parseFailpoints(log, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	dir := t.TempDir()
+	trigger := dir + "/hold"
+	fp, err := parseFailpoints(log, "holder-hold@300ms:"+trigger+",holder-pause@1h:"+dir+"/never,holder-kill:"+dir+"/never")
+	if err != nil || fp.holderHold == nil || fp.holderPause == nil || fp.holderKill == nil {
+		t.Fatalf("armed: %+v, %v", fp, err)
+	}
+	hold := fp.holder()
+	took := func(st string) time.Duration { start := time.Now(); hold(st); return time.Since(start) }
+	if d := took("redlock"); d > 200*time.Millisecond {
+		t.Errorf("no trigger file: held %s", d)
+	}
+	if err := os.WriteFile(trigger+".redlock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d := took("memcached"); d > 200*time.Millisecond {
+		t.Errorf("another strategy's trigger held memcached for %s", d)
+	}
+	if d := took("redlock"); d < 300*time.Millisecond {
+		t.Errorf("its trigger present: held only %s, want 300ms", d)
+	}
+	if d := took("redlock"); d > 200*time.Millisecond {
+		t.Errorf("trigger consumed: held again for %s", d)
+	}
+	if fp, err := parseFailpoints(log, "holder-hold"); err != nil || fp.holderHold == nil {
+		t.Errorf("no duration: %v (want the default %s)", err, defaultHold)
+	}
+}

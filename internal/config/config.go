@@ -43,6 +43,12 @@ type Config struct {
 		Servers        []string
 		SessionTimeout time.Duration
 	}
+	// ZooLocks are the lock zoo's own servers: the independent Redis servers of the redlock
+	// strategy and the Memcached of the memcached one. Nothing else uses them.
+	ZooLocks struct {
+		RedlockAddrs  []string
+		MemcachedAddr string
+	}
 	Kafka struct {
 		Brokers    []string
 		Topic      string
@@ -174,6 +180,8 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_REDIS_ADDR", flag: "redis-addr", def: "127.0.0.1:6379", usage: "Redis address (host:port)", set: str(&c.Redis.Addr)},
 		{env: "SECKILL_REDIS_PASSWORD", flag: "redis-password", def: "", usage: "Redis password", secret: true, set: str(&c.Redis.Password)},
 		{env: "SECKILL_ZK_SERVERS", flag: "zk-servers", def: "127.0.0.1:2181", usage: "ZooKeeper servers, comma-separated", set: list(&c.ZK.Servers)},
+		{env: "SECKILL_REDLOCK_ADDRS", flag: "redlock-addrs", def: "127.0.0.1:6390,127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393,127.0.0.1:6394", usage: "the redlock strategy's independent Redis servers (host:port, comma-separated; an odd number, 5 in the write-ups)", set: list(&c.ZooLocks.RedlockAddrs)},
+		{env: "SECKILL_MEMCACHED_ADDR", flag: "memcached-addr", def: "127.0.0.1:11211", usage: "the memcached strategy's Memcached (host:port)", set: str(&c.ZooLocks.MemcachedAddr)},
 		{env: "SECKILL_ZK_SESSION_TIMEOUT", flag: "zk-session-timeout", def: "10s", usage: "ZooKeeper session timeout", set: dur(&c.ZK.SessionTimeout)},
 		{env: "SECKILL_KAFKA_BROKERS", flag: "kafka-brokers", def: "127.0.0.1:9092", usage: "Kafka bootstrap brokers, comma-separated", set: list(&c.Kafka.Brokers)},
 		{env: "SECKILL_KAFKA_TOPIC", flag: "kafka-topic", def: "seckill.orders", usage: "Kafka topic of order events", set: str(&c.Kafka.Topic)},
@@ -316,6 +324,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.ZK.Servers) == 0 || len(c.Kafka.Brokers) == 0 || c.Redis.Addr == "" || c.Kafka.Topic == "" || c.Kafka.GroupID == "" {
 		add("Redis, ZooKeeper and Kafka addresses, the topic and the group must not be empty")
+	}
+	if len(c.ZooLocks.RedlockAddrs) == 0 || c.ZooLocks.MemcachedAddr == "" {
+		add("SECKILL_REDLOCK_ADDRS and SECKILL_MEMCACHED_ADDR must not be empty")
 	}
 	return errors.Join(errs...)
 }
