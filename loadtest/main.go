@@ -80,6 +80,7 @@ type options struct {
 	// The lock zoo (-zoo): see zoo.go.
 	zoo                              bool
 	zooPause, zooLockTTL, zooSession time.Duration
+	zooHold                          time.Duration
 	zooDir                           string
 	zooFaults                        []string
 	redisPassword                    string
@@ -151,9 +152,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	o.redisPassword = getenv("SECKILL_REDIS_PASSWORD")
 	fs.BoolVar(&o.zoo, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
 	fs.DurationVar(&o.zooPause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
+	fs.DurationVar(&o.zooHold, "zoo-hold", 2*time.Second, "with -zoo: how long the restart fault keeps the lock holder in its critical section (holder-hold) while the lock's servers restart; shorter than -zoo-lock-ttl")
 	fs.DurationVar(&o.zooLockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
 	fs.DurationVar(&o.zooSession, "zoo-session", 4*time.Second, "with -zoo: the replicas' SECKILL_ZK_SESSION_TIMEOUT")
-	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill); empty: the loads alone, which need no replica started by make up")
+	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill, restart); empty: the loads alone, which need no replica started by make up")
 	fs.StringVar(&o.zooDir, "zoo-dir", ".run/zoo", "with -zoo: where the holder failpoints' trigger files go")
 	fs.BoolVar(&o.auditOnly, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
@@ -237,6 +239,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-zoo runs its own faults: not with -faults, -chaos or -pay")
 	case o.zoo && (o.zooPause <= o.zooLockTTL || o.zooPause <= o.zooSession):
 		return nil, errors.New("-zoo-pause must be longer than -zoo-lock-ttl and -zoo-session: the pause must outlast the leases")
+	case o.zoo && (o.zooHold <= 0 || o.zooHold >= o.zooLockTTL):
+		return nil, errors.New("-zoo-hold must be shorter than -zoo-lock-ttl: only the restart, not the lease's end, may free the held lock")
 	case len(o.faults) > 0 && o.chaos != "":
 		return nil, errors.New("-faults and -chaos: one or the other")
 	case !(o.pay >= 0 && o.pay <= 1) || o.secondWave < 0 || o.payMaxWait <= 0:

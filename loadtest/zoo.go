@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -36,10 +37,16 @@ import (
 //	pause  the process holding the lock stops (SIGSTOP) for -zoo-pause, longer than the lock's
 //	       lease (SECKILL_LOCK_TTL) and ZooKeeper session (SECKILL_ZK_SESSION_TIMEOUT), which the
 //	       run sets shorter than make up's: the stop-the-world pause of the fencing argument
-//	kill   the process holding the lock is SIGKILLed, then restarted
+//	kill     the process holding the lock is SIGKILLed, then restarted
+//	restart  the holder waits in its critical section for -zoo-hold, shorter than the lease,
+//	         while the servers the lock lives on restart empty (SIGKILL, start): the lock zoo's
+//	         locks without persistence, Redlock's servers and Memcached
+//
+// The restart needs the lock's servers from scripts/services.sh (it stops and starts them by
+// name), which is what make up and make zoo run against.
 
 // zooFaults are the faults of the matrix, in its column order.
-var zooFaults = []string{"pause", "kill"}
+var zooFaults = []string{"pause", "kill", "restart"}
 
 // The outcomes a matrix cell can show.
 const (
@@ -59,6 +66,15 @@ type zooSpec struct {
 	// unstall, for a strategy whose fault is meant to stall it, is what an operator does to let
 	// the sale go on (the naive lock table: delete the dead holder's row).
 	unstall func(ctx context.Context, db *sql.DB, productID int64) (string, error)
+	// restart is what the restart fault does to the lock's servers (scripts/services.sh names).
+	restart serverRestart
+}
+
+// serverRestart is the restart fault of one lock: the servers stopped before the step's load,
+// so that a holder holds the lock on the others only, and the servers restarted empty while it
+// holds the lock; the stopped ones start again with them.
+type serverRestart struct {
+	down, restart []string
 }
 
 // lockFaults are the expectations of a lock whose lease ends by itself and whose writes are
@@ -87,6 +103,17 @@ var zooSpecs = map[sale.Strategy]zooSpec{
 	sale.StrategyRedisSetnx: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
 	// A killed holder's deadline passes and the next GETSET takes over: PASS.
 	sale.StrategyRedisGetset: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
+	// The watchdog stops with the paused process, the hash expires, another owner takes it, and
+	// the fence refuses the paused holder's write: PASS.
+	sale.StrategyRedisReentrant: {load: outcomePass, faults: lockFaults},
+	// Unfenced, as Redlock is: a holder paused past the validity writes after the next holder;
+	// and Kleppmann's scenario: the holder has the lock on servers 1, 2 and 3 (4 and 5 are
+	// down), 2 and 3 restart empty and 4 and 5 come back, and another replica wins 2, 3, 4, 5.
+	sale.StrategyRedlock: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass, "restart": outcomeOversold},
+		restart: serverRestart{down: []string{"redlock4", "redlock5"}, restart: []string{"redlock2", "redlock3"}}},
+	// Unfenced: the add's expiry frees a paused holder's lock; a restart forgets a live one.
+	sale.StrategyMemcached: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass, "restart": outcomeOversold},
+		restart: serverRestart{restart: []string{"memcached"}}},
 }
 
 func specOf(st sale.Strategy) zooSpec {
@@ -188,7 +215,8 @@ func (z *zooEnv) armReplica(ctx context.Context, n int, restart bool) error {
 	}
 	env := []string{
 		"SECKILL_TEST_FAILPOINT=holder-kill:" + filepath.Join(z.dir, "holder-kill") +
-			",holder-pause@" + z.o.zooPause.String() + ":" + filepath.Join(z.dir, "holder-pause"),
+			",holder-pause@" + z.o.zooPause.String() + ":" + filepath.Join(z.dir, "holder-pause") +
+			",holder-hold@" + z.o.zooHold.String() + ":" + filepath.Join(z.dir, "holder-hold"),
 		"SECKILL_LOCK_TTL=" + z.o.zooLockTTL.String(),
 		"SECKILL_ZK_SESSION_TIMEOUT=" + z.o.zooSession.String(),
 		"SECKILL_ALLOW_UNSAFE_STRATEGIES=true",
@@ -229,8 +257,12 @@ func (z *zooEnv) disarm(ctx context.Context) error {
 }
 
 // holderFault is the fault step of the matrix's column name for strategy st.
-func (z *zooEnv) holderFault(name string, st sale.Strategy, unstall func(ctx context.Context, db *sql.DB, productID int64) (string, error)) fault {
-	trigger := z.trigger(name, string(st))
+func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault {
+	failpoint := name
+	if name == "restart" {
+		failpoint = "hold"
+	}
+	trigger := z.trigger(failpoint, string(st))
 	// fire creates the trigger and waits until a holder of st has taken it.
 	fire := func(ctx context.Context) error {
 		if err := os.MkdirAll(z.dir, 0o755); err != nil {
@@ -268,6 +300,10 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, unstall func(ctx con
 			},
 		}
 	}
+	if name == "restart" {
+		return z.restartFault(st, spec.restart, fire)
+	}
+	unstall := spec.unstall
 	var prepare func(ctx context.Context, e *faultEnv) error
 	var afterLoad func(ctx context.Context, e *faultEnv) (string, error)
 	if unstall != nil {
@@ -305,6 +341,49 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, unstall func(ctx con
 				return errors.New("no replica died: nothing to restart")
 			}
 			return z.armReplica(ctx, e.died, false)
+		},
+	}
+}
+
+// restartFault is the restart step of strategy st: r.down stopped before the load; once a holder
+// waits in its critical section (holder-hold), r.restart SIGKILLed and started again, empty, and
+// r.down started with them, all at once, well within the hold.
+func (z *zooEnv) restartFault(st sale.Strategy, r serverRestart, fire func(context.Context) error) fault {
+	what := fmt.Sprintf("the %s holder waits %s in its critical section while %s restart empty", st, z.o.zooHold, strings.Join(r.restart, ", "))
+	if len(r.down) > 0 {
+		what += fmt.Sprintf(" and %s (down when it took the lock) come back", strings.Join(r.down, ", "))
+	}
+	// each runs f on every server at once.
+	each := func(ctx context.Context, servers []string, f func(ctx context.Context, s string) error) error {
+		errs := make([]error, len(servers))
+		var wg sync.WaitGroup
+		for i, s := range servers {
+			wg.Go(func() { errs[i] = f(ctx, s) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	start := func(ctx context.Context, s string) error { return z.services(ctx, "start", s) }
+	return fault{
+		name: "restart", what: what,
+		prepare: func(ctx context.Context, e *faultEnv) error {
+			return each(ctx, r.down, func(ctx context.Context, s string) error { return z.services(ctx, "stop", s) })
+		},
+		inject: func(ctx context.Context, e *faultEnv) error {
+			if err := fire(ctx); err != nil {
+				return err
+			}
+			err := each(ctx, r.restart, func(ctx context.Context, s string) error {
+				if err := z.services(ctx, "kill", s); err != nil {
+					return err
+				}
+				return start(ctx, s)
+			})
+			return errors.Join(err, each(ctx, r.down, start))
+		},
+		restore: func(ctx context.Context, e *faultEnv) error {
+			// Whatever inject managed, every server runs again; the hold ends by itself.
+			return each(ctx, append(slices.Clone(r.down), r.restart...), start)
 		},
 	}
 }
@@ -407,7 +486,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 		// A stalled sale answers each buyer after the whole lock wait: the step's load ends on
 		// time, whatever it has sent.
 		so.maxDuration = o.stepFor + 2*time.Second
-		step, err := runStep(ctx, db, &so, admin, z.faultEnv, z.holderFault(name, st, spec.unstall), rep.RunID, say)
+		step, err := runStep(ctx, db, &so, admin, z.faultEnv, z.holderFault(name, st, spec), rep.RunID, say)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

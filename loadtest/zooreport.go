@@ -24,16 +24,16 @@ func zooMarkdown(r *ZooReport) string {
 		fmt.Fprintf(&b, "R (one hot row's conditional UPDATE, autocommit, without the app): %s rows/s · bare gin: %s req/s\n\n",
 			rate(y.R.RowsPerSec), rate(y.BareGin.RequestsPerSec))
 	}
-	b.WriteString("| strategy | safe? | load | accepted/s | ÷ R | lock wait p50 / p99 ms | wasted tries per grant | wake-ups per grant | pause | kill |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| strategy | safe? | load | accepted/s | ÷ R | lock wait p50 / p99 ms | wasted tries per grant | wake-ups per grant | pause | kill | restart |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---|---|---|\n")
 	for _, row := range r.Rows {
 		safe := "yes"
 		if !row.Safe {
 			safe = "**unsafe**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Strategy, safe, cellWord(row.Load),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Strategy, safe, cellWord(row.Load),
 			rate(row.AcceptedPerSec), ratio(row.AcceptedPerR), waits(row), perGrant(row.WastedPerGrant), perGrant(row.WakeupsPerGrant),
-			faultWord(row, "pause"), faultWord(row, "kill"))
+			faultWord(row, "pause"), faultWord(row, "kill"), faultWord(row, "restart"))
 	}
 	b.WriteString("\n✓: what the write-ups say happens, happened; ✗: it did not (the expected outcome in brackets).\n\nWhat each cell saw:\n\n")
 	for _, row := range r.Rows {
@@ -161,7 +161,7 @@ small{color:#555;display:block;max-width:22rem}pre{white-space:pre-wrap;backgrou
 <h1>seckill-go lock zoo <small>{{.R.RunID}} · {{.R.Machine}}</small></h1>
 {{with .R.Yardsticks}}<p>R, one hot row's conditional UPDATE without the app: <b>{{printf "%.0f" .R.RowsPerSec}} rows/s</b>.</p>{{end}}
 <p>Green: safe and whole. Yellow: the failure the write-ups warn about, shown as they say. Red: not what they say.</p>
-<table><thead><tr><th>strategy</th><th>family</th><th>accepted/s</th><th>÷ R</th><th>lock wait p50 / p99 ms</th><th>wasted tries per grant</th><th>wake-ups per grant</th><th>load</th><th>pause</th><th>kill</th></tr></thead>
+<table><thead><tr><th>strategy</th><th>family</th><th>accepted/s</th><th>÷ R</th><th>lock wait p50 / p99 ms</th><th>wasted tries per grant</th><th>wake-ups per grant</th><th>load</th><th>pause</th><th>kill</th><th>restart</th></tr></thead>
 <tbody>{{range .Rows}}<tr{{if .Unsafe}} class="unsafe"{{end}}><td><b>{{.Strategy}}</b><small>{{.Summary}}</small></td><td>{{.Family}}</td>
 <td class="num">{{.Accepted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Waits}}</td><td class="num">{{.Wasted}}</td><td class="num">{{.Wakeups}}</td>
 {{range .Cells}}<td class="{{.Class}}">{{.Text}}{{if .Detail}}<small>{{.Detail}}</small>{{end}}</td>{{end}}</tr>
