@@ -19,7 +19,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
@@ -65,7 +67,7 @@ type zooSpec struct {
 	faults map[string]string
 	// unstall, for a strategy whose fault is meant to stall it, is what an operator does to let
 	// the sale go on (the naive lock table: delete the dead holder's row).
-	unstall func(ctx context.Context, db *sql.DB, productID int64) (string, error)
+	unstall func(ctx context.Context, z *zooEnv, productID int64) (string, error)
 	// restart is what the restart fault does to the lock's servers (scripts/services.sh names).
 	restart serverRestart
 }
@@ -97,10 +99,10 @@ var zooSpecs = map[sale.Strategy]zooSpec{
 		unstall: deleteLockRow},
 	// The pause stops the holder's process past its TTL: its lock expires (setnx) or its deadline
 	// passes (getset), another replica takes it, and the paused holder resumes and writes
-	// unfenced. The kill fires inside the critical section, after EXPIRE: the dead holder's key
-	// expires and the sale goes on, so PASS; the stall of a kill between SETNX and EXPIRE is
-	// TestRedisSetnxDiesBeforeExpire's (internal/stock), which the zoo's failpoint cannot hit.
-	sale.StrategyRedisSetnx: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
+	// unfenced. redis-setnx's kill fires between SETNX and EXPIRE (the app's holder-kill
+	// failpoint runs there first): the key never expires and the sale stalls until deleted.
+	sale.StrategyRedisSetnx: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomeStall},
+		unstall: deleteSetnxKey},
 	// A killed holder's deadline passes and the next GETSET takes over: PASS.
 	sale.StrategyRedisGetset: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
 	// The watchdog stops with the paused process, the hash expires, another owner takes it, and
@@ -310,11 +312,11 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault 
 		// The step's product is the last run's, reset: a dead holder of that run (an interrupted
 		// one) may have left its lock, which no reset removes.
 		prepare = func(ctx context.Context, e *faultEnv) error {
-			_, err := unstall(ctx, z.db, e.products[string(st)])
+			_, err := unstall(ctx, z, e.products[string(st)])
 			return err
 		}
 		afterLoad = func(ctx context.Context, e *faultEnv) (string, error) {
-			return unstall(ctx, z.db, e.products[string(st)])
+			return unstall(ctx, z, e.products[string(st)])
 		}
 	}
 	return fault{
@@ -576,21 +578,57 @@ func stepCell(step *StepReport, want string) ZooCell {
 	return c
 }
 
-// deleteLockRow does what an operator does for a sale stalled by the naive lock table: delete
-// the row the dead holder left.
-func deleteLockRow(ctx context.Context, db *sql.DB, productID int64) (string, error) {
+// lockName is the name of productID's lock in the app's database (internal/stock's LockName).
+func (z *zooEnv) lockName(ctx context.Context, productID int64) (string, error) {
 	var dbName string
-	if err := db.QueryRowContext(ctx, `SELECT DATABASE()`).Scan(&dbName); err != nil {
+	if err := z.db.QueryRowContext(ctx, `SELECT DATABASE()`).Scan(&dbName); err != nil {
 		return "", err
 	}
-	name := dbName + ".product-" + strconv.FormatInt(productID, 10)
+	return dbName + ".product-" + strconv.FormatInt(productID, 10), nil
+}
+
+// deleteLockRow does what an operator does for a sale stalled by the naive lock table: delete
+// the row the dead holder left.
+func deleteLockRow(ctx context.Context, z *zooEnv, productID int64) (string, error) {
+	name, err := z.lockName(ctx, productID)
+	if err != nil {
+		return "", err
+	}
 	// The naive lock's own table (internal/app's naiveLockTableName), apart from mysql-lock-table's.
-	res, err := db.ExecContext(ctx, `DELETE FROM lock_table_naive WHERE name = ?`, name)
+	res, err := z.db.ExecContext(ctx, `DELETE FROM lock_table_naive WHERE name = ?`, name)
 	if err != nil {
 		return "", err
 	}
 	n, _ := res.RowsAffected()
 	return fmt.Sprintf("the dead holder's lock row deleted by hand after the load (%d row)", n), nil
+}
+
+// deleteSetnxKey does what an operator does for a sale stalled by redis-setnx's holder that died
+// between SETNX and EXPIRE: delete the key it left, which has no expiry.
+func deleteSetnxKey(ctx context.Context, z *zooEnv, productID int64) (string, error) {
+	name, err := z.lockName(ctx, productID)
+	if err != nil {
+		return "", err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: z.o.redisAddr, Password: z.o.redisPassword})
+	defer rdb.Close()
+	key := redisnaive.DefaultSetNXPrefix + "{" + name + "}" // the app's SetNX.Key
+	ttl, err := rdb.PTTL(ctx, key).Result()
+	if err != nil {
+		return "", err
+	}
+	n, err := rdb.Del(ctx, key).Result()
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "no SETNX key to delete by hand after the load", nil
+	}
+	expiry := "no expiry"
+	if ttl >= 0 {
+		expiry = "expiring in " + ttl.String()
+	}
+	return fmt.Sprintf("the dead holder's SETNX key (%s) deleted by hand after the load", expiry), nil
 }
 
 // zooCounters are the lock metrics of one strategy, summed over the replicas.

@@ -298,13 +298,18 @@ func (r *resources) zkCounted(st sale.Strategy, herd bool) zklock.MutexOptions {
 }
 
 // naiveOptions are the options of redis-setnx's and redis-getset's locks: the lease of
-// SECKILL_LOCK_TTL, never renewed, their tries counted for the lock zoo.
+// SECKILL_LOCK_TTL, never renewed, their tries counted for the lock zoo. The holder-kill
+// failpoint fires first between SETNX and EXPIRE, where the write-ups' holder dies.
 func (r *resources) naiveOptions(st sale.Strategy) redisnaive.Options {
-	return redisnaive.Options{
+	o := redisnaive.Options{
 		TTL:         r.cfg.Sale.LockTTL,
 		ClockOffset: r.cfg.Test.ClockOffset,
 		OnAttempt:   func(won bool) { r.metrics.LockAttempt(st, won) },
 	}
+	if kill := r.fp.holderKill; kill != nil && st == sale.StrategyRedisSetnx {
+		o.BetweenSetnxAndExpire = func() bool { kill(string(st)); return true }
+	}
+	return o
 }
 
 // servedStrategies lists, in sale.Catalog order, the strategies this configuration serves. The
