@@ -3,6 +3,7 @@ module github.com/seckill-go/seckill-go
 go 1.26.8
 
 require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/bsm/redislock v0.9.4
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
