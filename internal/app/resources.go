@@ -7,12 +7,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/lock/memlock"
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
+	"github.com/seckill-go/seckill-go/internal/lock/tokens"
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/order"
@@ -40,6 +43,11 @@ type resources struct {
 	// lockTable and naiveLockTable are the lock tables of mysql-lock-table and its naive variant,
 	// on the store's pool (see openLockTables).
 	lockTable, naiveLockTable *mysqllock.Client
+	// fenceTokens count the fencing tokens of the zoo's locks that have none of their own
+	// (redlock, memcached), in the main Redis.
+	fenceTokens *tokens.Redis
+	// memcache is the memcached strategy's client.
+	memcache *memcache.Client
 	// luaSales are the redis-lua sales in Redis; persister moves their accepted purchases to
 	// MySQL (nil when this process runs none).
 	luaSales  *redislua.Sale
@@ -90,6 +98,10 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 	r.onClose(r.redisLocks.Close)
+	if r.fenceTokens, err = tokens.NewRedis(r.rdb, ""); err != nil {
+		return nil, err
+	}
+	r.openZooLocks()
 	if r.luaSales, err = redislua.New(r.rdb, cfg.DatabaseName()); err != nil {
 		return nil, err
 	}
@@ -136,6 +148,17 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 }
 
 func (r *resources) onClose(f func()) { r.closers = append(r.closers, f) }
+
+// openZooLocks makes the clients of the zoo's own lock servers (SECKILL_MEMCACHED_ADDR,
+// SECKILL_REDLOCK_ADDRS). Neither dials before its first use, and nothing but their strategies
+// needs them: a purchase of such a product gets 503 while they are away, and /readyz does not
+// ask after them.
+func (r *resources) openZooLocks() {
+	r.memcache = memcache.New(r.cfg.ZooLocks.MemcachedAddr)
+	r.memcache.Timeout = time.Second
+	r.memcache.MaxIdleConns = 16
+	r.onClose(func() { _ = r.memcache.Close() })
+}
 
 // naiveLockTableName keeps the naive lock's rows apart from the shipped lock's: a dead naive
 // holder's row never expires, and would block the product's lock for good if the product were
@@ -280,6 +303,19 @@ var strategyTable = []strategyDef{
 		}
 		return stock.NewLocked(r.store, sale.StrategyRedisGetset, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
 	}},
+	// Memcached's add, unfenced as in the write-ups; its item lives at least SECKILL_LOCK_TTL
+	// (memcachedTTL).
+	{strategy: sale.StrategyMemcached, batch: func(r *resources) (sale.BatchDeductor, error) {
+		l, err := memlock.New(r.memcache, memlock.Options{
+			TTL:       memcachedTTL(r.cfg.Sale.LockTTL),
+			Tokens:    r.fenceTokens,
+			OnAttempt: func(won bool) { r.metrics.LockAttempt(sale.StrategyMemcached, won) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		return stock.NewLocked(r.store, sale.StrategyMemcached, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.
 	{strategy: sale.StrategyNone, single: func(r *resources) (sale.Deductor, error) {
@@ -310,6 +346,13 @@ func (r *resources) naiveOptions(st sale.Strategy) redisnaive.Options {
 		o.BetweenSetnxAndExpire = func() bool { kill(string(st)); return true }
 	}
 	return o
+}
+
+// memcachedTTL is the expiry of the memcached strategy's items for a lease of ttl: memcached
+// expires in whole seconds on a clock that ticks once a second, so an item of n seconds lives
+// between n-1 and n; one second more than ttl, rounded up, keeps the lock at least ttl.
+func memcachedTTL(ttl time.Duration) time.Duration {
+	return (ttl+time.Second-1).Truncate(time.Second) + time.Second
 }
 
 // servedStrategies lists, in sale.Catalog order, the strategies this configuration serves. The
