@@ -16,8 +16,8 @@ func Keys(c *Client, name string) (key, fence, channel string) {
 	return k.key, k.fence, k.channel
 }
 
-// OwnerField is the hash field that counts owner's holds.
-func OwnerField(owner string) string { return ownerField(owner) }
+// OwnerField is the hash field that counts owner's holds through c.
+func OwnerField(c *Client, owner string) string { return c.ownerField(owner) }
 
 // Settings returns the TTL and the longest sleep of a waiter New chose.
 func Settings(c *Client) (ttl, recheck time.Duration) { return c.ttl, c.recheck }

@@ -95,10 +95,10 @@ func subscribers(tb testing.TB, rdb redis.UniversalClient, channel string) int64
 	return n[channel]
 }
 
-// count is the owner's hold count in the lock hash key (0: no field).
-func count(tb testing.TB, rdb redis.UniversalClient, key, owner string) int64 {
+// count is the hold count of owner through c in the lock hash key (0: no field).
+func count(tb testing.TB, rdb redis.UniversalClient, c *redisreentrant.Client, key, owner string) int64 {
 	tb.Helper()
-	n, err := rdb.HGet(tb.Context(), key, redisreentrant.OwnerField(owner)).Int64()
+	n, err := rdb.HGet(tb.Context(), key, redisreentrant.OwnerField(c, owner)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0
 	}

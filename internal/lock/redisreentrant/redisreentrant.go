@@ -22,13 +22,14 @@
 // The same scripts, with these changes:
 //
 //   - The owner is explicit (see internal/lock's owner.go): lock.WithOwner names it in the
-//     acquiring ctx; the hash field is "owner:" + that name, and an operator's HGETALL shows who
-//     holds the lock and how deep. An Acquire whose ctx names no owner is an owner of its own,
-//     with a random name: it never re-enters, and a nested Acquire of it waits for itself until
-//     its ctx ends, as zklock's Reentrant does. The count lives in Redis, as Redisson's does, so
-//     two Clients (processes) that name the same owner share its holds: an owner is one flow of
-//     work and its name must say where it comes from (host, process, batch), as stock.Reentrant's
-//     names do.
+//     acquiring ctx. The hash field is the Client's random id, a colon and that name, as
+//     Redisson's is its client's UUID, a colon and the thread id: an owner re-enters only
+//     through the Client it first acquired with (as zklock's count lives in its Reentrant), so
+//     two processes, or two Clients of one, that happen to name owners alike never share a hold.
+//     An operator's HGETALL shows who holds the lock and how deep. An Acquire whose ctx names no
+//     owner is an owner of its own, with a random name: it never re-enters, and a nested Acquire
+//     of it waits for itself until its ctx ends, as zklock's Reentrant does. Goroutines that
+//     share an owner share its holds: an owner is one flow of work, not a goroutine.
 //   - Fencing. The first acquisition of a hold INCRs a counter next to the hash (the same hash
 //     tag) and stores the result in the hash's "token" field; a nested acquisition returns that
 //     field. Reentry is the same grant, so it carries the same token; a new hold after a release
@@ -107,6 +108,7 @@ type Options struct {
 // nothing in the background beyond the watchdogs of holds not yet released and the release
 // subscriptions of waits in progress, so it has no Close.
 type Client struct {
+	id        string // random: the first part of this Client's owner fields
 	rdb       redis.UniversalClient
 	ttl       time.Duration
 	recheck   time.Duration
@@ -140,7 +142,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: opts.OnAttempt,
+		id: rand.Text(), rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: opts.OnAttempt,
 		recheck: min(max(ttl/10, 100*time.Millisecond), time.Second),
 		holds:   map[holdKey]*hold{}, subs: map[string]*sub{},
 	}, nil
@@ -216,12 +218,16 @@ func (c *Client) keysOf(name string) (lockKeys, error) {
 	if name == "" {
 		return lockKeys{}, errors.New("redisreentrant: empty lock name")
 	}
-	key := c.prefix + "{" + name + "}"
+	key := c.Key(name)
 	return lockKeys{name: name, key: key, fence: key + ":fence", channel: key + ":released"}, nil
 }
 
-// ownerField is the hash field of owner.
-func ownerField(owner string) string { return "owner:" + owner }
+// Key returns the Redis key of the lock called name: the hash of owner → count and the grant's
+// "token", for an operator's HGETALL and the fault tests.
+func (c *Client) Key(name string) string { return c.prefix + "{" + name + "}" }
+
+// ownerField is the hash field of owner's holds through c.
+func (c *Client) ownerField(owner string) string { return c.id + ":" + owner }
 
 // caller is who an acquisition acts for.
 type caller struct {
@@ -229,11 +235,11 @@ type caller struct {
 	field string // the hash field
 }
 
-func callerOf(ctx context.Context) caller {
+func (c *Client) callerOf(ctx context.Context) caller {
 	if owner, ok := lock.OwnerFrom(ctx); ok {
-		return caller{owner: owner, field: ownerField(owner)}
+		return caller{owner: owner, field: c.ownerField(owner)}
 	}
-	return caller{field: "anonymous:" + rand.Text()}
+	return caller{field: c.ownerField("anonymous-" + rand.Text())}
 }
 
 // Acquire blocks until the owner named in ctx holds the lock called name and returns the
@@ -247,7 +253,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	who := callerOf(ctx)
+	who := c.callerOf(ctx)
 	if err := ctx.Err(); err != nil { // go-redis would run the script anyway
 		return nil, acquireErr(ctx, k, err)
 	}
@@ -269,7 +275,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisreentrant: try %q: %w", name, err)
 	}
-	lease, _, err := c.try(ctx, k, callerOf(ctx))
+	lease, _, err := c.try(ctx, k, c.callerOf(ctx))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("redisreentrant: try %q: %w", name, err)

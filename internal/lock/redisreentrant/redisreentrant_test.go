@@ -3,6 +3,7 @@ package redisreentrant_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,7 +123,7 @@ func TestNested(t *testing.T) {
 			t.Errorf("nested lease %d: token %d, want the outer grant's %d and its Lost()", i, l.Token(), outer.Token())
 		}
 	}
-	if n := count(t, rdb, key, "host-a/batch-1"); n != 3 {
+	if n := count(t, rdb, c, key, "host-a/batch-1"); n != 3 {
 		t.Fatalf("hold count %d in %s, want 3", n, key)
 	}
 	if ttl := rdb.PTTL(t.Context(), key).Val(); ttl <= 0 {
@@ -132,9 +133,9 @@ func TestNested(t *testing.T) {
 	mustRelease(t, third)
 	assertNotHeld(t, "second release of the same nested lease", third.Release(t.Context()))
 	mustRelease(t, inner)
-	if !exists(t, rdb, key) || count(t, rdb, key, "host-a/batch-1") != 1 {
+	if !exists(t, rdb, key) || count(t, rdb, c, key, "host-a/batch-1") != 1 {
 		t.Fatalf("after two of three releases: hash exists %v, count %d; want the outer level left",
-			exists(t, rdb, key), count(t, rdb, key, "host-a/batch-1"))
+			exists(t, rdb, key), count(t, rdb, c, key, "host-a/batch-1"))
 	}
 	if locktest.IsClosed(outer.Lost()) {
 		t.Fatal("the nested releases lost the outer grant")
@@ -210,7 +211,7 @@ func TestOtherOwnerWaits(t *testing.T) {
 	if l.Token() <= outer.Token() {
 		t.Errorf("the other owner's token %d after %d", l.Token(), outer.Token())
 	}
-	if n := count(t, rdb, key, "owner-b"); n != 1 {
+	if n := count(t, rdb, c, key, "owner-b"); n != 1 {
 		t.Errorf("owner-b's count %d, want 1", n)
 	}
 	// Not polling: the TryAcquire, Acquire's first try, one after subscribing, and a re-check a
@@ -224,31 +225,29 @@ func TestOtherOwnerWaits(t *testing.T) {
 	})
 }
 
-// Two Clients naming the same owner share its holds, as Redisson's count in the hash is shared:
-// the owner is the name, not the process.
-func TestOwnerSharedAcrossClients(t *testing.T) {
+// An owner re-enters only through the Client it acquired with, as a Redisson owner is its
+// client's UUID and a thread: two Clients (processes) whose owners happen to have the same name
+// exclude each other.
+func TestOwnerScopedToClient(t *testing.T) {
 	t.Parallel()
 	rdb := itest.Redis(t)
-	c1 := newClient(t, rdb, redisreentrant.Options{})
-	c2 := newClient(t, itest.Redis(t), redisreentrant.Options{Prefix: prefixOf(c1)})
+	c := newClient(t, rdb, redisreentrant.Options{})
+	other := newClient(t, itest.Redis(t), redisreentrant.Options{Prefix: prefixOf(c)})
 	name := locktest.Name(t)
-	key, _, _ := redisreentrant.Keys(c1, name)
-	l1 := locktest.MustAcquire(t, as(c1, "owner"), name)
-	l2, err := c2.TryAcquire(lock.WithOwner(t.Context(), "owner"), name)
+	key, _, _ := redisreentrant.Keys(c, name)
+	l := locktest.MustAcquire(t, as(c, "host/batch-1"), name)
+	if _, err := other.TryAcquire(lock.WithOwner(t.Context(), "host/batch-1"), name); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("the same owner name through another Client = %v, want ErrNotAcquired", err)
+	}
+	fields, err := rdb.HGetAll(t.Context(), key).Result()
 	if err != nil {
-		t.Fatalf("the same owner through another Client = %v", err)
+		t.Fatal(err)
 	}
-	if l2.Token() != l1.Token() {
-		t.Errorf("tokens %d and %d: one owner, one grant", l1.Token(), l2.Token())
+	want := map[string]string{redisreentrant.OwnerField(c, "host/batch-1"): "1", "token": strconv.FormatUint(l.Token(), 10)}
+	if diff := cmp.Diff(want, fields); diff != "" {
+		t.Errorf("HGETALL %s (-want +got):\n%s", key, diff)
 	}
-	mustRelease(t, l1)
-	if count(t, rdb, key, "owner") != 1 || locktest.IsClosed(l2.Lost()) {
-		t.Fatal("the first Client's release freed the second's level")
-	}
-	mustRelease(t, l2)
-	if exists(t, rdb, key) {
-		t.Fatal("hash left after both levels were released")
-	}
+	mustRelease(t, l)
 }
 
 // Without an owner there is no one to re-enter as: a nested acquisition waits for itself until
@@ -294,7 +293,7 @@ func TestLostReachesEveryLevel(t *testing.T) {
 	}
 	assertNotHeld(t, "nested release after the loss", inner.Release(t.Context()))
 	assertNotHeld(t, "outer release after the loss", outer.Release(t.Context()))
-	if n := count(t, rdb, key, "owner-a"); n != 1 || locktest.IsClosed(next.Lost()) {
+	if n := count(t, rdb, c, key, "owner-a"); n != 1 || locktest.IsClosed(next.Lost()) {
 		t.Fatalf("count %d after the lost grant's releases, want the new grant's 1 untouched", n)
 	}
 	mustRelease(t, next)
@@ -407,7 +406,7 @@ func TestOwnerDies(t *testing.T) {
 			if inner.Release(t.Context()) == nil || outer.Release(t.Context()) == nil {
 				t.Error("a dead holder's release succeeded")
 			}
-			if n := count(t, rdb, key, "taker"); n != 1 || locktest.IsClosed(l.Lost()) {
+			if n := count(t, rdb, taker, key, "taker"); n != 1 || locktest.IsClosed(l.Lost()) {
 				t.Fatalf("the taker's count %d after the dead holder's releases, want 1 and its hold alive", n)
 			}
 			mustRelease(t, l)
