@@ -164,3 +164,31 @@ func TestRedisReentrantForcedExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisReentrantWriteStep: the strategy as the app makes it (and as the contract table's row
+// builds it) sells through the nested write step and leaves no lock behind; the same strategy
+// over the project's plain Redis lock waits for itself and sells nothing (the control: it is the
+// re-entry that lets the write step through).
+func TestRedisReentrantWriteStep(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	t.Run("re-entrant lock", func(t *testing.T) {
+		t.Parallel()
+		d := redisReentrantLocked(t, st, 30*time.Second)
+		p := newProduct(t, st, sale.StrategyRedisReentrant, 5)
+		mustDeduct(t, d, reservation(p, "u1", 2, ""))
+		mustDeduct(t, d, reservation(p, "u2", 1, ""))
+		assertStock(t, st, p.ID, 2)
+		key := rlockClient(t, time.Second).Key(stock.LockName(st.Name(), p.ID))
+		if n := naiveRDB(t).Exists(t.Context(), key).Val(); n != 0 {
+			t.Fatalf("lock %s left behind after the purchases", key)
+		}
+	})
+	t.Run("control: the plain redis lock waits for itself", func(t *testing.T) {
+		t.Parallel()
+		d := newLocked(t, st, sale.StrategyRedisReentrant, redisLocker(t, itest.RedisAddr, 5*time.Second), 500*time.Millisecond, stock.Reentrant())
+		p := newProduct(t, st, sale.StrategyRedisReentrant, 5)
+		assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 1, "")), sale.ErrLockTimeout)
+		assertStock(t, st, p.ID, 5)
+	})
+}
