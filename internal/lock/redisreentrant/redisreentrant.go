@@ -55,8 +55,13 @@
 // flows share lets both in; a count out of balance holds the lock until its holder dies). And it
 // is a single-master lock: when the Redis master fails over to a replica that missed the grant,
 // the replica hands the lock to someone else while the first holder still holds it (issue #17,
-// the failover fault). The fencing token is what keeps that safe: the storage refuses the older
-// token's writes, so a lost or duplicated grant costs availability, not correctness.
+// the failover fault). The fencing token is what keeps that safe: the storage claims a token
+// before it reads and refuses any token not larger than the largest it has seen, so of two
+// holders only the later claim writes. A failover can also roll the counter back (the replica
+// missed INCRs) and hand out a token again or a smaller one: the storage then refuses the new
+// holder until the counter passes the old value, which costs availability, not correctness.
+// (redislock seeds its tokens with the server's clock to avoid that; this package keeps
+// Redisson's plain counter.)
 //
 // What it must never do: renew, count down or delete a grant that is not the lease's own.
 package redisreentrant
