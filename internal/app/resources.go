@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
+	"github.com/seckill-go/seckill-go/internal/lock/redisreentrant"
 	"github.com/seckill-go/seckill-go/internal/lock/tokens"
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
@@ -302,6 +303,19 @@ var strategyTable = []strategyDef{
 			return nil, err
 		}
 		return stock.NewLocked(r.store, sale.StrategyRedisGetset, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+	}},
+	// Redisson's RLock: the batch and its write step each take the lock, for one owner; the
+	// watchdog renews it every third of SECKILL_LOCK_TTL.
+	{strategy: sale.StrategyRedisReentrant, batch: func(r *resources) (sale.BatchDeductor, error) {
+		c, err := redisreentrant.New(r.rdb, redisreentrant.Options{
+			TTL:       r.cfg.Sale.LockTTL,
+			Logger:    r.log.With("component", "redisreentrant"),
+			OnAttempt: func(won bool) { r.metrics.LockAttempt(sale.StrategyRedisReentrant, won) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		return stock.NewLocked(r.store, sale.StrategyRedisReentrant, c.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
 	}},
 	// Memcached's add, unfenced as in the write-ups; its item lives at least SECKILL_LOCK_TTL
 	// (memcachedTTL).

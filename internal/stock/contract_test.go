@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
 	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
+	"github.com/seckill-go/seckill-go/internal/lock/tokens"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
@@ -82,6 +83,18 @@ func deductorCases() []deductorCase {
 		}, false},
 		{sale.StrategyRedisGetset, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return newLocked(tb, st, sale.StrategyRedisGetset, getsetLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), 30*time.Second, stock.Unfenced())
+		}, false},
+		{sale.StrategyRedisReentrant, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			return redisReentrantLocked(tb, st, 30*time.Second)
+		}, false},
+		// Unsafe only under faults: memcached restarted or evicting during a hold, or a holder
+		// paused past the expiry (memcached_test.go). On a memcached of the test's own.
+		{sale.StrategyMemcached, true, func(tb testing.TB, st *store.Store) sale.Deductor {
+			tk, err := tokens.NewRedis(naiveRDB(tb), "")
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return newLocked(tb, st, sale.StrategyMemcached, memLock(tb, itest.Memcached(tb).Addr(), tk).Locker(), 30*time.Second, stock.Unfenced())
 		}, false},
 		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			d, err := stock.NewNone(st)
