@@ -1,4 +1,5 @@
-// Package redlock is the Redlock algorithm (antirez, "Distributed Locks with Redis") over N
+// Package redlock is the Redlock algorithm (antirez, "Distributed Locks with Redis",
+// https://redis.io/docs/latest/develop/use/patterns/distributed-locks/) over N
 // independent Redis servers, behind lock.Locker, so that the lock zoo can show what it promises
 // and what breaks it. It knows nothing about products or sales, and is never to protect anything
 // without the storage-side fence: Redlock's safety rests on timing assumptions it cannot check.
@@ -41,12 +42,13 @@
 //     by theirs: a server whose clock jumps forward (an operator, NTP stepping it) drops the key
 //     early, which is the restart case again.
 //
-// Martin Kleppmann's critique ("How to do distributed locking", 2016) is that such a lock needs a
-// fencing token to be safe against pauses, and that Redlock cannot make one: its random value
-// is no ordered number, and no majority of independent counters yields one. antirez's reply
-// ("Is Redlock safe?", 2016) argues that the random value can serve for compare-and-set in the
-// storage, and that the timing assumptions are reasonable in practice; the zoo shows what
-// happens when they are not.
+// Martin Kleppmann's critique ("How to do distributed locking", 2016,
+// https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html) is that such a
+// lock needs a fencing token to be safe against pauses, and that Redlock cannot make one: its
+// random value is no ordered number, and no majority of independent counters yields one.
+// antirez's reply ("Is Redlock safe?", 2016, http://antirez.com/news/101) argues that the random
+// value can serve for compare-and-set in the storage, and that the timing assumptions are
+// reasonable in practice; the zoo shows what happens when they are not.
 //
 // # Fencing tokens
 //
@@ -256,13 +258,16 @@ func (c *Client) waitEnded(name string, unreachable bool, ctxErr error) error {
 }
 
 // TryAcquire tries once. It returns lock.ErrNotAcquired if a majority of the servers answered
-// and the try lost, and an error matching lock.ErrUnavailable if no majority answered.
+// and the try lost, and an error matching lock.ErrUnavailable if no majority answered or no
+// fencing token could be had.
 func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if name == "" {
 		return nil, errors.New("redlock: empty lock name")
 	}
 	l, err := c.try(ctx, name)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("redlock: try %q: %w (%v)", name, ctx.Err(), err)
 	case errors.Is(err, errLost):
 		return nil, fmt.Errorf("redlock: try %q: %w: %w", name, lock.ErrNotAcquired, err)
 	case errors.Is(err, errNoMajority):
@@ -320,7 +325,8 @@ func (c *Client) try(ctx context.Context, name string) (*Lease, error) {
 	token, err := c.tokens.Next(ctx, name)
 	if err != nil {
 		c.undo(ctx, key, value, answers)
-		return nil, fmt.Errorf("fencing token: %w", err)
+		// The token store is part of the lock service: without it, no grant.
+		return nil, fmt.Errorf("%w: fencing token: %w", lock.ErrUnavailable, err)
 	}
 	if !time.Now().Before(until) {
 		// The token took the rest of the validity: the grant is over before it began.

@@ -357,3 +357,25 @@ func TestPausePastValidity(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestTokensUnavailable: a grant without a fencing token is no grant. With the token store
+// down, the won lock is given back and the try fails with lock.ErrUnavailable.
+func TestTokensUnavailable(t *testing.T) {
+	servers := newCluster(t, 5).clients(t)
+	store := itest.RedisServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: store.Addr(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tk, err := tokens.NewRedis(rdb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, servers, redlock.Options{Tokens: tk})
+	name := locktest.Name(t)
+	store.Kill()
+	if _, err := c.TryAcquire(t.Context(), name); !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("TryAcquire with the token store down = %v, want ErrUnavailable", err)
+	}
+	if n, values := holders(t, servers, c.Key(name)); n != 0 {
+		t.Fatalf("the tokenless grant left keys behind: %q", values)
+	}
+}
