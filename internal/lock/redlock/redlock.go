@@ -213,7 +213,8 @@ func (c *Client) Quorum() int { return c.quorum }
 // Acquire tries until a try wins or ctx ends, sleeping a random, growing delay between tries.
 // When ctx ends it returns an error matching lock.ErrUnavailable if the last finished try could
 // not reach a majority of the servers (the wait was for the servers, not for a holder), and
-// lock.ErrTimeout otherwise, each wrapped together with ctx's error.
+// lock.ErrTimeout otherwise, each wrapped together with ctx's error. A won try that cannot get
+// its fencing token gives the lock back and ends the wait at once, with lock.ErrUnavailable.
 func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if name == "" {
 		return nil, errors.New("redlock: empty lock name")
