@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
 	"github.com/seckill-go/seckill-go/internal/lock/redisreentrant"
+	"github.com/seckill-go/seckill-go/internal/lock/redlock"
 	"github.com/seckill-go/seckill-go/internal/lock/tokens"
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
@@ -47,8 +48,10 @@ type resources struct {
 	// fenceTokens count the fencing tokens of the zoo's locks that have none of their own
 	// (redlock, memcached), in the main Redis.
 	fenceTokens *tokens.Redis
-	// memcache is the memcached strategy's client.
-	memcache *memcache.Client
+	// memcache is the memcached strategy's client; redlockServers the redlock strategy's, one
+	// per independent Redis server.
+	memcache       *memcache.Client
+	redlockServers []redis.UniversalClient
 	// luaSales are the redis-lua sales in Redis; persister moves their accepted purchases to
 	// MySQL (nil when this process runs none).
 	luaSales  *redislua.Sale
@@ -159,6 +162,14 @@ func (r *resources) openZooLocks() {
 	r.memcache.Timeout = time.Second
 	r.memcache.MaxIdleConns = 16
 	r.onClose(func() { _ = r.memcache.Close() })
+	for _, addr := range r.cfg.ZooLocks.RedlockAddrs {
+		// No retries and one dial: a dead server must cost one server call (redlock's
+		// ServerTimeout), not go-redis's redials; the call's context bounds a slow reply.
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1,
+			DialTimeout: time.Second, ContextTimeoutEnabled: true, PoolSize: 16})
+		r.onClose(func() { _ = rdb.Close() })
+		r.redlockServers = append(r.redlockServers, rdb)
+	}
 }
 
 // naiveLockTableName keeps the naive lock's rows apart from the shipped lock's: a dead naive
@@ -316,6 +327,19 @@ var strategyTable = []strategyDef{
 			return nil, err
 		}
 		return stock.NewLocked(r.store, sale.StrategyRedisReentrant, c.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
+	}},
+	// Redlock over SECKILL_REDLOCK_ADDRS, unfenced as Redlock is: a lease of SECKILL_LOCK_TTL,
+	// never renewed.
+	{strategy: sale.StrategyRedlock, batch: func(r *resources) (sale.BatchDeductor, error) {
+		c, err := redlock.New(r.redlockServers, redlock.Options{
+			TTL:       r.cfg.Sale.LockTTL,
+			Tokens:    r.fenceTokens,
+			OnAttempt: func(won bool) { r.metrics.LockAttempt(sale.StrategyRedlock, won) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		return stock.NewLocked(r.store, sale.StrategyRedlock, c.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
 	}},
 	// Memcached's add, unfenced as in the write-ups; its item lives at least SECKILL_LOCK_TTL
 	// (memcachedTTL).

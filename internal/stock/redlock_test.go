@@ -17,8 +17,8 @@ import (
 )
 
 // redlockClient is a Redlock client over servers, with clients of its own (a process of its
-// own), tokens from tk.
-func redlockClient(tb testing.TB, servers []*itest.Server, tk redlock.Tokens) *redlock.Client {
+// own), tokens from tk, its options changed by with.
+func redlockClient(tb testing.TB, servers []*itest.Server, tk redlock.Tokens, with ...func(*redlock.Options)) *redlock.Client {
 	tb.Helper()
 	rdbs := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
@@ -29,7 +29,11 @@ func redlockClient(tb testing.TB, servers []*itest.Server, tk redlock.Tokens) *r
 	// A long TTL: the holder's grant must stay valid through the restarts, so that the second
 	// holder comes from the servers' forgetting, not from an expiry. A second per server call:
 	// a slow test machine must not fail a healthy server.
-	c, err := redlock.New(rdbs, redlock.Options{TTL: 30 * time.Second, ServerTimeout: time.Second, Tokens: tk})
+	opts := redlock.Options{TTL: 30 * time.Second, ServerTimeout: time.Second, Tokens: tk}
+	for _, w := range with {
+		w(&opts)
+	}
+	c, err := redlock.New(rdbs, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
