@@ -62,8 +62,11 @@ type Locked struct {
 // LockedOption changes how a Locked strategy works.
 type LockedOption func(*Locked)
 
-// Unfenced makes the strategy write without claiming or checking the fence, as the locks of the
-// write-ups do: a holder whose lease ran out writes over the next holder's sale. Unsafe.
+// Unfenced makes the strategy write without claiming or checking the fence, and without looking
+// at its lease's Lost() first, as the code of the write-ups does (lock, work, unlock): a holder
+// whose lease ran out writes over the next holder's sale. Unsafe. (Looking at Lost() just before
+// the write would narrow the window, not close it: the pause can fall between the look and the
+// write. Redlock's validity time is such a look; only the fence closes the window.)
 func Unfenced() LockedOption { return func(l *Locked) { l.unfenced = true } }
 
 // Reentrant makes the fenced write step take the product's lock itself, nested inside the
@@ -192,14 +195,14 @@ func (l *Locked) write(ctx context.Context, tx *store.PurchaseTx, lease lock.Lea
 	if l.hold != nil {
 		l.hold(ctx)
 	}
+	if l.unfenced {
+		return tx.SetStock(ctx, r0.ProductID, l.strategy, r0.Epoch, stock)
+	}
 	select {
 	case <-lease.Lost():
 		// The fence would refuse the write anyway; stop before trying.
 		return fmt.Errorf("%w: lease lost during the critical section", sale.ErrFenced)
 	default:
-	}
-	if l.unfenced {
-		return tx.SetStock(ctx, r0.ProductID, l.strategy, r0.Epoch, stock)
 	}
 	return tx.SetStockFenced(ctx, r0.ProductID, l.strategy, r0.Epoch, lease.Token(), stock)
 }
