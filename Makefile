@@ -104,7 +104,7 @@ chaos: ## faults under load on the stack of make up (started if needed): Redis, 
 # Flags for `make zoo`, e.g. make zoo ZOO_FLAGS='-strategies zk,zk-herd -zoo-pause 8s'
 # (.ci/run runs a short form: a few strategies, one of each lesson).
 ZOO_FLAGS ?=
-zoo: ## the lock zoo on the stack of make up (started if needed): every strategy through the same load, then its lock holder paused past its lease and SIGKILLed; one matrix against what the write-ups say (~8 min); report in loadtest/results/
+zoo: ## the lock zoo on the stack of make up (started if needed): every strategy through the same load, then its lock holder paused past its lease and SIGKILLed, and the servers of the locks without persistence restarted during a hold; one matrix against what the write-ups say (~8 min); report in loadtest/results/
 	scripts/up.sh
 	$(GO) run ./loadtest -zoo -strategies all $(ZOO_FLAGS)
 

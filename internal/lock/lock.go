@@ -52,6 +52,13 @@ type Locker interface {
 	TryAcquire(ctx context.Context, name string) (Lease, error)
 }
 
+// Tokens hands out fencing tokens to a lock that cannot make its own (Redlock, the Memcached
+// lock): Next returns, for name, a number strictly greater than every one it returned for name
+// before, from a store that survives what the lock's servers do not (internal/lock/tokens).
+type Tokens interface {
+	Next(ctx context.Context, name string) (uint64, error)
+}
+
 // Client is a lock client whose methods return its own lease type L.
 type Client[L Lease] interface {
 	Acquire(ctx context.Context, name string) (L, error)

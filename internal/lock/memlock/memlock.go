@@ -61,11 +61,8 @@ const (
 	MaxKeyLen = 250
 )
 
-// Tokens hands out fencing tokens: strictly increasing per lock name, kept somewhere that
-// survives what memcached does not (*tokens.Redis).
-type Tokens interface {
-	Next(ctx context.Context, name string) (uint64, error)
-}
+// Tokens hands out the grants' fencing tokens (*tokens.Redis is one).
+type Tokens = lock.Tokens
 
 // Options configures a Lock. Tokens is required; the rest have defaults.
 type Options struct {

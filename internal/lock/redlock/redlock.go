@@ -93,11 +93,8 @@ const (
 	MinTTL = 10 * time.Millisecond
 )
 
-// Tokens hands out fencing tokens: Next returns a number strictly greater than every number it
-// returned for name before. *tokens.Redis is one.
-type Tokens interface {
-	Next(ctx context.Context, name string) (uint64, error)
-}
+// Tokens hands out the grants' fencing tokens (*tokens.Redis is one).
+type Tokens = lock.Tokens
 
 // Options configures a Client. Tokens is required; the rest may be left zero.
 type Options struct {
