@@ -26,6 +26,7 @@ const composeFile = "docker-compose.yml"
 var wantServices = map[string]string{
 	"mysql": "", "redis": "", "zookeeper": "", "kafka": "", "kafka-init": "", "migrate": "", "seed": "",
 	"app1": "", "app2": "", "app3": "", "worker": "", "nginx": "",
+	"redlock1": "", "redlock2": "", "redlock3": "", "redlock4": "", "redlock5": "", "memcached": "",
 	"prometheus": "observability", "grafana": "observability",
 	"loadtest": "loadtest",
 }
@@ -36,6 +37,13 @@ var oneShots = []string{"kafka-init", "migrate", "seed", "loadtest"}
 
 // replicas are the API replicas nginx balances over.
 var replicas = []string{"app1", "app2", "app3"}
+
+// The lock zoo's own servers: the redlock strategy's independent Redis servers and the memcached
+// strategy's Memcached (SECKILL_REDLOCK_ADDRS, SECKILL_MEMCACHED_ADDR).
+var (
+	redlockServers = []string{"redlock1", "redlock2", "redlock3", "redlock4", "redlock5"}
+	zooServers     = append(slices.Clone(redlockServers), "memcached")
+)
 
 // compose is docker-compose.yml after Compose's interpolation (with no variable set, so the
 // defaults), in the shapes the checks need.
@@ -192,6 +200,10 @@ func TestComposeImages(t *testing.T) {
 		// kafka-go's consumer groups need API versions Kafka 4.0 removed: 3.9 only.
 		"kafka":      "apache/kafka:3.9.",
 		"kafka-init": "apache/kafka:3.9.",
+		"memcached":  "memcached:1.6.",
+	}
+	for _, r := range redlockServers {
+		want[r] = "redis:7." // the same server as redis's, so that redlock is measured beside it
 	}
 	for _, name := range sortedKeys(c.services) {
 		s := c.services[name]
@@ -307,10 +319,21 @@ func TestComposeAppSettings(t *testing.T) {
 			}
 			checkServiceAddr(t, c, "SECKILL_ZK_SERVERS", cfg.ZK.Servers[0], "zookeeper", "2181")
 			checkServiceAddr(t, c, "SECKILL_KAFKA_BROKERS", cfg.Kafka.Brokers[0], "kafka", "9092")
+			// The redlock strategy's servers: every one of redlock1..5, each once, in order; not
+			// the main redis (Redlock wants servers that fail apart).
+			if len(cfg.ZooLocks.RedlockAddrs) != len(redlockServers) {
+				t.Errorf("SECKILL_REDLOCK_ADDRS names %d servers %v, want %v", len(cfg.ZooLocks.RedlockAddrs), cfg.ZooLocks.RedlockAddrs, redlockServers)
+			} else {
+				for i, a := range cfg.ZooLocks.RedlockAddrs {
+					checkServiceAddr(t, c, "SECKILL_REDLOCK_ADDRS", a, redlockServers[i], "6379")
+				}
+			}
+			checkServiceAddr(t, c, "SECKILL_MEMCACHED_ADDR", cfg.ZooLocks.MemcachedAddr, "memcached", "11211")
 
 			for _, k := range []string{"SECKILL_MYSQL_DSN", "SECKILL_REDIS_ADDR", "SECKILL_ZK_SERVERS", "SECKILL_KAFKA_BROKERS",
 				"SECKILL_KAFKA_TOPIC", "SECKILL_KAFKA_GROUP", "SECKILL_KAFKA_PARTITIONS", "SECKILL_ADMIN_TOKEN",
-				"SECKILL_ALLOW_UNSAFE_STRATEGIES", "SECKILL_DEFAULT_STRATEGY", "SECKILL_HTTP_ADDR"} {
+				"SECKILL_ALLOW_UNSAFE_STRATEGIES", "SECKILL_DEFAULT_STRATEGY", "SECKILL_HTTP_ADDR",
+				"SECKILL_REDLOCK_ADDRS", "SECKILL_MEMCACHED_ADDR"} {
 				v := s.env[k] // raw: LogValue masks secrets; unset means the same default everywhere
 				if first, ok := shared[k]; ok && first != v {
 					t.Errorf("%s differs from another app process's", k)
@@ -598,6 +621,63 @@ func TestComposeRedisDurable(t *testing.T) {
 	want := map[string]string{"--appendonly": "yes", "--appendfsync": "always", "--dir": "/data", "--save": ""}
 	if diff := cmp.Diff(want, args); diff != "" || len(cmd) == 0 || cmd[0] != "redis-server" {
 		t.Errorf("redis's command %q (-want +got):\n%s", cmd, diff)
+	}
+}
+
+// TestComposeZooServers: the lock zoo's servers. The redlock servers keep nothing at all (no RDB
+// snapshots, no append-only file, no volume): Redlock's critics' case is a server that restarts
+// empty, and the redlock fault shows it. Memcached gets its memory limit. Nothing of the app waits
+// for them: only the redlock and memcached strategies use them (503 while they are away), and a
+// zoo server restarted for a fault demo must not hold back or take down anything else.
+func TestComposeZooServers(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range redlockServers {
+		s := c.services[name]
+		if s == nil {
+			t.Errorf("no service %s", name)
+			continue
+		}
+		cmd := s.command
+		args := map[string]string{}
+		for i := 1; i+1 < len(cmd); i += 2 {
+			args[cmd[i]] = cmd[i+1]
+		}
+		want := map[string]string{"--save": "", "--appendonly": "no"}
+		if diff := cmp.Diff(want, args); diff != "" || len(cmd)%2 != 1 || cmd[0] != "redis-server" {
+			t.Errorf("%s's command %q: want redis-server without persistence (-want +got):\n%s", name, cmd, diff)
+		}
+		if len(s.volumes) > 0 {
+			t.Errorf("%s mounts %v: a redlock server keeps nothing across a restart", name, s.volumes)
+		}
+		if s.image != c.services["redis"].image {
+			t.Errorf("%s runs %s, redis %s: the same server, so that redlock is measured beside the single-Redis lock", name, s.image, c.services["redis"].image)
+		}
+		if test := s.healthTest(); !slices.Equal(test, []string{"CMD", "redis-cli", "ping"}) {
+			t.Errorf("%s: healthcheck %v, want [CMD redis-cli ping] like redis's", name, test)
+		}
+	}
+	mc := c.services["memcached"]
+	if mc == nil {
+		t.Fatal("no service memcached")
+	}
+	if !slices.Equal(mc.command, []string{"memcached", "-m", "64"}) {
+		t.Errorf("memcached's command %q, want [memcached -m 64]", mc.command)
+	}
+	if len(mc.volumes) > 0 {
+		t.Errorf("memcached mounts %v: Memcached keeps nothing on disk", mc.volumes)
+	}
+	// The image has no memcached client and no bash (/dev/tcp): busybox's nc, asking a question
+	// that only a serving Memcached answers, on the port the app is given.
+	if test := strings.Join(mc.healthTest(), " "); !strings.Contains(test, "nc ") || !strings.Contains(test, " 11211") ||
+		!strings.Contains(test, "VERSION") {
+		t.Errorf("memcached: healthcheck %q, want a version request with nc on 11211", test)
+	}
+	for _, name := range sortedKeys(c.services) {
+		for dep := range c.services[name].dependsOn {
+			if slices.Contains(zooServers, dep) {
+				t.Errorf("%s depends on %s: nothing waits for the lock zoo's servers (only the redlock and memcached strategies use them)", name, dep)
+			}
+		}
 	}
 }
 

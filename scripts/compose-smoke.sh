@@ -8,17 +8,23 @@
 #   2. images, each kept in the engine's cache for the next run:
 #      - a Debian bookworm base from debootstrap --variant=minbase, imported (only when missing);
 #      - a Go builder of go.mod's version (deploy/standin/golang.Dockerfile; only when missing);
-#      - stand-ins for mysql, redis, zookeeper, apache/kafka and nginx (deploy/standin/Dockerfile,
-#        from Debian's packages; the Kafka one is the project's dev broker);
+#      - stand-ins for mysql, redis (also the five redlock servers), memcached, zookeeper,
+#        apache/kafka and nginx (deploy/standin/Dockerfile, from Debian's packages; the Kafka one
+#        is the project's dev broker);
 #      - the project's two images from the real Dockerfile, built by compose itself;
 #   3. the real docker-compose.yml with docker-compose.smoke.yml, which only swaps those images in
 #      (its header lists every difference), as compose project "seckill-smoke", nginx on a free
 #      host ports (SECKILL_HOST_PORT, SECKILL_OPS_HOST_PORT; `make up` holds 8080 and 8079):
 #      - `up -d`: every service healthy through its own healthcheck, the one-shots (migrate, seed,
 #        kafka-init) exited 0;
+#      - the lock zoo's servers: redlock1..5 answer PING in their containers and from another one
+#        by the names of SECKILL_REDLOCK_ADDRS, with no persistence (save "", appendonly no);
+#        memcached answers stats;
 #      - the storefront and the product list through nginx; the operations surface (/metrics,
 #        /readyz, the admin API) refused by its public server and answered by its operations
-#        server; one purchase, queued, then confirmed;
+#        server; one purchase, queued, then confirmed; the same on the seeded sale of each zoo
+#        strategy whose servers compose starts (redlock, memcached), if the app serves it (GET
+#        /api/v1/strategies: served), so that the app is seen to use them;
 #      - `docker compose run --rm loadtest` with mysql, redis, zk and the none control over the
 #        three replicas, `kill app2` as the first attack starts (it lands a second or two in, the
 #        time compose takes to start; it must land before that attack ends) and `up -d app2`; the
@@ -56,6 +62,7 @@ BASE_IMAGE=seckill-standin/debian:bookworm
 declare -A STANDINS=(
 	[mariadb]=seckill-standin/mariadb:10.11
 	[redis]=seckill-standin/redis:7.0
+	[memcached]=seckill-standin/memcached:1.6
 	[zookeeper]=seckill-standin/zookeeper:3.8
 	[kafka]=seckill-standin/kafka:devbroker
 	[nginx]=seckill-standin/nginx:1.22
@@ -91,8 +98,10 @@ main() {
 
 	stack_up
 	phase "stack up and healthy"
+	check_zoo_servers
+	phase "the lock zoo's servers answer"
 	check_storefront
-	phase "storefront and a purchase through nginx"
+	phase "storefront and purchases through nginx"
 	run_loadtest
 	phase "load test done"
 
@@ -328,28 +337,70 @@ service_healthy() {
 check_storefront() {
 	curl -fsS --max-time 5 "$BASE_URL/" | grep -qi '<title>' || die "GET / through nginx: no storefront page"
 	check_ops_surface
-	local products id answer order status=''
+	local products strategies st served
 	products=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/products") || die "GET /api/v1/products through nginx failed"
 	log "storefront: $(jq '.products | length' <<<"$products") products listed through nginx"
-	id=$(jq -r '[.products[] | select(.strategy == "mysql" and .stock > 0
+	purchase "$products" mysql "relayed by the worker through Kafka, consumed, stored"
+
+	# The zoo strategies whose servers compose starts, where the app serves them: the purchase
+	# goes through their lock, on redlock1..5 or memcached.
+	strategies=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/strategies") || die "GET /api/v1/strategies through nginx failed"
+	for st in redlock memcached; do
+		served=$(jq -r --arg s "$st" '[.strategies[] | select(.name == $s)][0].served // "unknown"' <<<"$strategies")
+		case $served in
+		true) purchase "$products" "$st" "through its lock on its own servers" ;;
+		false) log "strategy $st: not served by this build of the app (GET /api/v1/strategies); no purchase" ;;
+		*) log "strategy $st: not in this build's catalog (GET /api/v1/strategies); no purchase" ;;
+		esac
+	done
+}
+
+# purchase PRODUCTS STRATEGY WHAT buys one unit of the first open sale of STRATEGY among PRODUCTS
+# (GET /api/v1/products' answer) through nginx: 202 queued, then confirmed within 30 s.
+purchase() {
+	local products=$1 strategy=$2 what=$3 id answer order status=''
+	id=$(jq -r --arg s "$strategy" '[.products[] | select(.strategy == $s and .stock > 0
 		and (.sale_starts_at | sub("\\.[0-9]+"; "") | fromdateiso8601) <= now)][0].id // empty' <<<"$products")
-	[[ -n $id ]] || die "no open mysql sale among the seeded products"
+	[[ -n $id ]] || die "no open $strategy sale among the seeded products"
 	answer=$(curl -sS --max-time 10 -w '\n%{http_code}' -X POST -H 'Content-Type: application/json' \
-		-H "Idempotency-Key: compose-smoke-$$" -d '{"user_id":"compose-smoke","quantity":1}' \
+		-H "Idempotency-Key: compose-smoke-$$-$strategy" -d '{"user_id":"compose-smoke","quantity":1}' \
 		"$BASE_URL/api/v1/products/$id/purchase")
-	[[ ${answer##*$'\n'} == 202 ]] || die "purchase of product $id: $answer"
+	[[ ${answer##*$'\n'} == 202 ]] || die "purchase of product $id ($strategy): $answer"
 	answer=${answer%$'\n'*}
-	[[ $(jq -r .status <<<"$answer") == queued ]] || die "purchase of product $id: $answer, want status queued"
+	[[ $(jq -r .status <<<"$answer") == queued ]] || die "purchase of product $id ($strategy): $answer, want status queued"
 	order=$(jq -r .order_id <<<"$answer")
-	log "purchase of product $id: 202, order $order queued"
+	log "purchase of product $id ($strategy): 202, order $order queued"
 	local deadline=$((SECONDS + 30))
 	while ((SECONDS < deadline)); do
 		status=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/orders/$order" | jq -r .status) || status=''
 		[[ $status == confirmed ]] && break
 		sleep 0.2
 	done
-	[[ $status == confirmed ]] || die "order $order: status '$status' 30 s after the purchase, want confirmed"
-	log "order $order: confirmed (relayed by the worker through Kafka, consumed, stored)"
+	[[ $status == confirmed ]] || die "order $order ($strategy): status '$status' 30 s after the purchase, want confirmed"
+	log "order $order ($strategy): confirmed ($what)"
+}
+
+# check_zoo_servers: the lock zoo's servers answer, in their containers and, for the redlock
+# servers, from another container by the names the app is given (SECKILL_REDLOCK_ADDRS); the
+# redlock servers keep nothing across a restart (no RDB snapshots, no append-only file).
+check_zoo_servers() {
+	local i svc answer
+	for i in 1 2 3 4 5; do
+		svc=redlock$i
+		answer=$(compose exec -T "$svc" redis-cli ping </dev/null 2>&1 | tr -d '\r') || die "$svc: redis-cli ping failed: $answer"
+		[[ $answer == PONG ]] || die "$svc: redis-cli ping answered '$answer', want PONG"
+		answer=$(compose exec -T redis redis-cli -h "$svc" -p 6379 ping </dev/null 2>&1 | tr -d '\r') || die "redis -> $svc:6379: $answer"
+		[[ $answer == PONG ]] || die "redis-cli -h $svc ping (from the redis container) answered '$answer', want PONG"
+		answer=$(compose exec -T "$svc" redis-cli config get save </dev/null 2>&1 | tr -d '\r' | sed -n 2p) || true
+		[[ -z $answer ]] || die "$svc: save '$answer', want none (no RDB snapshots)"
+		answer=$(compose exec -T "$svc" redis-cli config get appendonly </dev/null 2>&1 | tr -d '\r' | sed -n 2p) || true
+		[[ $answer == no ]] || die "$svc: appendonly '$answer', want no"
+	done
+	log "redlock1..5: PONG in their containers and from the redis container by name; save \"\", appendonly no"
+	answer=$(compose exec -T memcached sh -c "printf 'stats\r\nquit\r\n' | nc -w 2 127.0.0.1 11211" </dev/null 2>&1 | tr -d '\r') ||
+		die "memcached: stats failed: $answer"
+	grep -q '^STAT version ' <<<"$answer" || die "memcached: stats answered '$answer'"
+	log "memcached: stats answered (version $(sed -n 's/^STAT version //p' <<<"$answer"), limit_maxbytes $(sed -n 's/^STAT limit_maxbytes //p' <<<"$answer"))"
 }
 
 # check_ops_surface: the public server refuses the operations surface with the API's 404; the
