@@ -248,7 +248,7 @@ build_go() {
 build_parallel() {
 	local -A pids=()
 	local target name failed=''
-	for target in mariadb redis zookeeper nginx kafka; do
+	for target in "${!STANDINS[@]}"; do
 		build "${STANDINS[$target]}" "$target" -f deploy/standin/Dockerfile --target "$target" \
 			--build-arg "BASE=$BASE_IMAGE" --build-arg "GO_IMAGE=$GO_IMAGE" . &
 		pids[$target]=$!
@@ -329,6 +329,15 @@ all_healthy() {
 	HEALTHY=$(awk '$3 == "healthy" { sub(/^\//, "", $1); print $1 }' <<<"$states" | paste -sd ' ')
 }
 
+# container SERVICE prints the id of the service's running container, from the engine directly
+# (docker-compose 1.29 takes a second or more a call).
+container() {
+	local id
+	id=$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1")
+	[[ -n $id && $id != *$'\n'* ]] || die "service $1: want one running container, got '${id//$'\n'/ }'"
+	printf '%s' "$id"
+}
+
 # service_healthy SERVICE succeeds when the service's container is healthy.
 service_healthy() {
 	[[ $(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q "$1")") == healthy ]]
@@ -346,7 +355,8 @@ check_storefront() {
 	# goes through their lock, on redlock1..5 or memcached.
 	strategies=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/strategies") || die "GET /api/v1/strategies through nginx failed"
 	for st in redlock memcached; do
-		served=$(jq -r --arg s "$st" '[.strategies[] | select(.name == $s)][0].served // "unknown"' <<<"$strategies")
+		# (not `.served // "unknown"`: jq's // takes false for missing)
+		served=$(jq -r --arg s "$st" '[.strategies[] | select(.name == $s)] | if length > 0 then .[0].served | tostring else "unknown" end' <<<"$strategies")
 		case $served in
 		true) purchase "$products" "$st" "through its lock on its own servers" ;;
 		false) log "strategy $st: not served by this build of the app (GET /api/v1/strategies); no purchase" ;;
@@ -384,20 +394,22 @@ purchase() {
 # servers, from another container by the names the app is given (SECKILL_REDLOCK_ADDRS); the
 # redlock servers keep nothing across a restart (no RDB snapshots, no append-only file).
 check_zoo_servers() {
-	local i svc answer
+	local i svc id redis answer
+	redis=$(container redis)
 	for i in 1 2 3 4 5; do
 		svc=redlock$i
-		answer=$(compose exec -T "$svc" redis-cli ping </dev/null 2>&1 | tr -d '\r') || die "$svc: redis-cli ping failed: $answer"
+		id=$(container "$svc")
+		answer=$(docker exec "$id" redis-cli ping 2>&1) || die "$svc: redis-cli ping failed: $answer"
 		[[ $answer == PONG ]] || die "$svc: redis-cli ping answered '$answer', want PONG"
-		answer=$(compose exec -T redis redis-cli -h "$svc" -p 6379 ping </dev/null 2>&1 | tr -d '\r') || die "redis -> $svc:6379: $answer"
+		answer=$(docker exec "$redis" redis-cli -h "$svc" -p 6379 ping 2>&1) || die "redis -> $svc:6379: $answer"
 		[[ $answer == PONG ]] || die "redis-cli -h $svc ping (from the redis container) answered '$answer', want PONG"
-		answer=$(compose exec -T "$svc" redis-cli config get save </dev/null 2>&1 | tr -d '\r' | sed -n 2p) || true
+		answer=$(docker exec "$id" redis-cli config get save 2>&1 | sed -n 2p)
 		[[ -z $answer ]] || die "$svc: save '$answer', want none (no RDB snapshots)"
-		answer=$(compose exec -T "$svc" redis-cli config get appendonly </dev/null 2>&1 | tr -d '\r' | sed -n 2p) || true
+		answer=$(docker exec "$id" redis-cli config get appendonly 2>&1 | sed -n 2p)
 		[[ $answer == no ]] || die "$svc: appendonly '$answer', want no"
 	done
 	log "redlock1..5: PONG in their containers and from the redis container by name; save \"\", appendonly no"
-	answer=$(compose exec -T memcached sh -c "printf 'stats\r\nquit\r\n' | nc -w 2 127.0.0.1 11211" </dev/null 2>&1 | tr -d '\r') ||
+	answer=$(docker exec "$(container memcached)" sh -c "printf 'stats\r\nquit\r\n' | nc -w 2 127.0.0.1 11211" 2>&1 | tr -d '\r') ||
 		die "memcached: stats failed: $answer"
 	grep -q '^STAT version ' <<<"$answer" || die "memcached: stats answered '$answer'"
 	log "memcached: stats answered (version $(sed -n 's/^STAT version //p' <<<"$answer"), limit_maxbytes $(sed -n 's/^STAT limit_maxbytes //p' <<<"$answer"))"
