@@ -390,7 +390,7 @@ func (r *resources) naiveOptions(st sale.Strategy) redisnaive.Options {
 // expires in whole seconds on a clock that ticks once a second, so an item of n seconds lives
 // between n-1 and n; one second more than ttl, rounded up, keeps the lock at least ttl.
 func memcachedTTL(ttl time.Duration) time.Duration {
-	return (ttl+time.Second-1).Truncate(time.Second) + time.Second
+	return (ttl + time.Second - 1).Truncate(time.Second) + time.Second
 }
 
 // servedStrategies lists, in sale.Catalog order, the strategies this configuration serves. The
