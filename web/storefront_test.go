@@ -600,7 +600,7 @@ func TestStorefront(t *testing.T) {
 			Disabled: o.disabled, Unsafe: o.classList.contains('unsafe')})))`)), &got); err != nil {
 			t.Fatal(err)
 		}
-		groups := map[string]string{"mysql": "MySQL", "redis": "Redis", "zookeeper": "ZooKeeper", "control": "Control (no lock)"}
+		groups := map[string]string{"mysql": "MySQL", "redis": "Redis", "zookeeper": "ZooKeeper", "memcached": "Memcached", "control": "Control (no lock)"}
 		var families []string // in order of first appearance: the order of the groups
 		for _, s := range catalog {
 			if !slices.Contains(families, s.Family) {

@@ -98,7 +98,10 @@ func TestExpirerKilledMidBatch(t *testing.T) {
 		sold += map[bool]int{true: 1}[status == 202]
 		return status == 202, fmt.Sprintf("the first second-wave buyer: %d %s", status, code)
 	})
-	for i := 1; ; i++ {
+	// Until sold out. The second wave does not pay either: on a slow machine some of its orders
+	// pass their 2 s window before the loop ends and come back on sale, and are bought again;
+	// more than the returned units is then fine, fewer is not.
+	for i := 1; i < 10*stockN; i++ {
 		status, code := buy(fmt.Sprintf("second-%02d", i))
 		if status != 202 {
 			if code != "sold_out" {
@@ -108,14 +111,21 @@ func TestExpirerKilledMidBatch(t *testing.T) {
 		}
 		sold++
 	}
-	if sold != stockN-payers {
+	if sold < stockN-payers {
 		t.Errorf("the second wave bought %d units, want the %d returned", sold, stockN-payers)
 	}
-	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+	// Every second-wave order expires unpaid and its unit comes back once: what is left is the
+	// stock less the paid units, the paid ones untouched.
+	itest.Eventually(t, 60*time.Second, func() (bool, string) {
+		var open int
+		err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM orders WHERE product_id = ? AND status = 'confirmed'", id).Scan(&open)
+		if err != nil || open > 0 {
+			return false, fmt.Sprintf("%d orders still wait for payment (%v)", open, err)
+		}
 		f, err = audit.Load(context.Background(), db, id)
-		return err == nil && f.Orders == f.Reservations, fmt.Sprintf("%+v %v", f, err)
+		return err == nil && f.Drained() && f.Orders == f.Reservations, fmt.Sprintf("%+v %v", f, err)
 	})
-	if v := f.Violations(true); len(v) > 0 || f.Stock != 0 {
-		t.Errorf("at the end: stock %d, violations %q", f.Stock, v)
+	if v := f.Violations(true); len(v) > 0 || f.Stock != stockN-payers || f.PaidUnits != payers {
+		t.Errorf("at the end: stock %d, paid %d, violations %q; want stock %d, paid %d, none", f.Stock, f.PaidUnits, v, stockN-payers, payers)
 	}
 }

@@ -45,10 +45,18 @@ type Facts struct {
 	PaidUncharged int
 }
 
-// Load reads the facts of one product.
-func Load(ctx context.Context, db *sql.DB, productID int64) (Facts, error) {
+// Load reads the facts of one product, from one consistent snapshot of the database: its
+// queries run in one read-only REPEATABLE READ transaction, so that a sale that goes on meanwhile
+// (an expirer returning units between the read of the stock and the read of the orders) cannot
+// make the facts disagree with each other.
+func Load(ctx context.Context, db *sql.DB, productID int64) (_ Facts, err error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return Facts{}, fmt.Errorf("audit product %d: %w", productID, err)
+	}
+	defer func() { _ = tx.Rollback() }() // read only: nothing to commit
 	f := Facts{ProductID: productID}
-	err := db.QueryRowContext(ctx, `
+	err = tx.QueryRowContext(ctx, `
 		SELECT p.initial_stock, p.stock, p.per_user_limit,
 		       (SELECT COUNT(*) FROM reservations r WHERE r.product_id = p.id),
 		       (SELECT COALESCE(SUM(r.quantity), 0) FROM reservations r WHERE r.product_id = p.id),
@@ -63,7 +71,7 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (Facts, error) {
 	if err != nil {
 		return Facts{}, fmt.Errorf("audit product %d: %w", productID, err)
 	}
-	err = db.QueryRowContext(ctx, `
+	err = tx.QueryRowContext(ctx, `
 		SELECT COALESCE(SUM(CASE WHEN status = 'paid' THEN quantity END), 0),
 		       COALESCE(SUM(CASE WHEN status IN ('expired', 'cancelled') THEN quantity END), 0),
 		       COALESCE(SUM(CASE WHEN returned_at IS NOT NULL THEN quantity END), 0),
@@ -74,7 +82,7 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (Facts, error) {
 	if err != nil {
 		return Facts{}, fmt.Errorf("audit product %d lifecycle: %w", productID, err)
 	}
-	err = db.QueryRowContext(ctx, `
+	err = tx.QueryRowContext(ctx, `
 		SELECT (SELECT COUNT(*) FROM payment_charges c LEFT JOIN orders o ON o.order_id = c.order_id
 		        WHERE c.product_id = ? AND c.outcome = 'succeeded'
 		          AND (o.id IS NULL OR o.status <> 'paid' OR o.payment_id <> c.charge_id)),
@@ -85,7 +93,7 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (Facts, error) {
 	if err != nil {
 		return Facts{}, fmt.Errorf("audit product %d payments: %w", productID, err)
 	}
-	err = db.QueryRowContext(ctx, `
+	err = tx.QueryRowContext(ctx, `
 		SELECT COUNT(*) FROM (
 		    SELECT user_id FROM reservations WHERE product_id = ?
 		    GROUP BY user_id HAVING SUM(quantity) > ?) over_limit`, productID, f.PerUserLimit).Scan(&f.UsersOverLimit)
