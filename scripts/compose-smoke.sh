@@ -344,7 +344,13 @@ service_healthy() {
 }
 
 check_storefront() {
-	curl -fsS --max-time 5 "$BASE_URL/" | grep -qi '<title>' || die "GET / through nginx: no storefront page"
+	# The page is read whole before grep looks at it: grep -q stops reading at its first match,
+	# and a curl still writing then fails with "Failed writing body" (23), which pipefail makes the
+	# pipeline's failure.
+	local page
+	if ! page=$(curl -fsS --max-time 5 "$BASE_URL/") || ! grep -qi '<title>' <<<"$page"; then
+		die "GET / through nginx: no storefront page"
+	fi
 	check_ops_surface
 	local products strategies st served
 	products=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/products") || die "GET /api/v1/products through nginx failed"
