@@ -178,6 +178,7 @@ func TestClientLimitAcrossReplicas(t *testing.T) {
 // still up), each replica limits the client on its own: at most three times the shared bound,
 // never no limit; once Redis is back the shared limit holds again.
 func TestClientLimitWithoutRedis(t *testing.T) {
+	itest.SingleRedis(t)
 	proxy := itest.NewProxy(t, itest.RedisAddr)
 	clients, product := limitCluster(t, proxy.Addr())
 	proxy.Cut()

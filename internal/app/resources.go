@@ -21,6 +21,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
@@ -39,7 +40,7 @@ type resources struct {
 	// rdb serves the locks and the change feed; liveRDB the storefront's live figures, a small
 	// pool with short timeouts of its own, so that a stampede's counters never compete with the
 	// locks for connections, and a slow Redis costs the stats a moment, not the default 5 s.
-	rdb, liveRDB *redis.Client
+	rdb, liveRDB redis.UniversalClient
 	redisLocks   *redislock.Client
 	zk           *zklock.Client
 	// lockTable and naiveLockTable are the lock tables of mysql-lock-table and its naive variant,
@@ -86,13 +87,11 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 
 	// One dial attempt and one retry per call: go-redis's defaults (5 dials, 3 retries) spent
 	// 1.7 s on the call that found a stopped Redis, and the lock fails fast only from then on.
-	r.rdb = redis.NewClient(&redis.Options{
-		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password,
+	r.rdb = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
 		DialTimeout: time.Second, DialerRetries: 1, MaxRetries: 1,
 	})
 	r.onClose(func() { r.rdb.Close() })
-	r.liveRDB = redis.NewClient(&redis.Options{
-		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password,
+	r.liveRDB = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
 		PoolSize: cfg.Live.RedisPool, PipelinePoolSize: 2, MaxRetries: -1, DialerRetries: 1,
 		DialTimeout: 2 * cfg.Live.RedisTimeout, ReadTimeout: cfg.Live.RedisTimeout, WriteTimeout: cfg.Live.RedisTimeout,
 		ContextTimeoutEnabled: true,

@@ -36,7 +36,10 @@ func NewStack(tb testing.TB) *Stack {
 		DSN: itest.DatabaseDSN(tb),
 		Env: map[string]string{
 			"SECKILL_REDIS_ADDR":       itest.RedisAddr,
-			"SECKILL_ZK_SERVERS":       itest.ZKServers[0],
+			"SECKILL_REDIS_MODE":       string(itest.RedisTopology.Mode),
+			"SECKILL_REDIS_ADDRS":      strings.Join(itest.RedisTopology.Addrs, ","),
+			"SECKILL_REDIS_MASTER":     itest.RedisTopology.Master,
+			"SECKILL_ZK_SERVERS":       strings.Join(itest.ZKServers, ","),
 			"SECKILL_KAFKA_BROKERS":    kcfg.Brokers[0],
 			"SECKILL_KAFKA_TOPIC":      kcfg.Topic,
 			"SECKILL_KAFKA_GROUP":      kcfg.GroupID,

@@ -23,7 +23,7 @@ import (
 
 // Feed publishes changes and delivers every change published by any replica.
 type Feed struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	channel string
 	log     *slog.Logger
 	out     chan sale.Change
@@ -33,7 +33,7 @@ var _ sale.ChangeFeed = (*Feed)(nil)
 
 // New returns a feed on rdb. namespace separates deployments that share one Redis (product ids
 // are only unique within one database: the app passes the database name). Call Run to start it.
-func New(log *slog.Logger, rdb *redis.Client, namespace string) (*Feed, error) {
+func New(log *slog.Logger, rdb redis.UniversalClient, namespace string) (*Feed, error) {
 	if log == nil || rdb == nil {
 		return nil, errors.New("changefeed: a logger and a Redis client are required")
 	}

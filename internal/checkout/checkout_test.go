@@ -72,8 +72,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	add(sale.StrategyMySQL, my)
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := itest.Redis(t)
 	rl, err := redislock.New(rdb, redislock.Options{TTL: 5 * time.Second, Logger: itest.Logger()})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +106,7 @@ type lua struct {
 	ps *redislua.Persister
 }
 
-func newLua(t *testing.T, st *store.Store, rdb *redis.Client) *lua {
+func newLua(t *testing.T, st *store.Store, rdb redis.UniversalClient) *lua {
 	s, err := redislua.New(rdb, "checkout-"+itest.Suffix(8))
 	if err != nil {
 		t.Fatal(err)

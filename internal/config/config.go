@@ -20,6 +20,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -35,9 +36,15 @@ type Config struct {
 		DSN          string
 		MaxOpenConns int
 	}
+	// Redis is where the app's Redis is: one server, a cluster or a Sentinel-watched master
+	// (Topology, made by validate from the settings below).
 	Redis struct {
+		Mode     string
 		Addr     string
+		Addrs    []string
+		Master   string
 		Password string
+		Topology redisconn.Topology
 	}
 	ZK struct {
 		Servers        []string
@@ -177,7 +184,10 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_PPROF_ADDR", flag: "pprof-addr", def: "", usage: "serve net/http/pprof on this address (host:port; empty: off). Keep it on loopback", set: str(&c.HTTP.PprofAddr)},
 		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", def: "root:@tcp(127.0.0.1:3306)/seckill", usage: "MySQL/MariaDB DSN (go-sql-driver format)", secret: true, set: str(&c.MySQL.DSN)},
 		{env: "SECKILL_MYSQL_MAX_OPEN_CONNS", flag: "mysql-max-open-conns", def: "32", usage: "MySQL connection pool size per process", set: integer(&c.MySQL.MaxOpenConns)},
-		{env: "SECKILL_REDIS_ADDR", flag: "redis-addr", def: "127.0.0.1:6379", usage: "Redis address (host:port)", set: str(&c.Redis.Addr)},
+		{env: "SECKILL_REDIS_MODE", flag: "redis-mode", def: "single", usage: "Redis topology: single (one server, SECKILL_REDIS_ADDR), cluster (a Redis Cluster, seeds SECKILL_REDIS_ADDRS) or sentinel (the master SECKILL_REDIS_MASTER of the sentinels SECKILL_REDIS_ADDRS)", set: str(&c.Redis.Mode)},
+		{env: "SECKILL_REDIS_ADDR", flag: "redis-addr", def: "127.0.0.1:6379", usage: "Redis address (host:port) in single mode, and the one seed or sentinel when SECKILL_REDIS_ADDRS is empty", set: str(&c.Redis.Addr)},
+		{env: "SECKILL_REDIS_ADDRS", flag: "redis-addrs", def: "", usage: "cluster mode: seed nodes; sentinel mode: the sentinels (host:port, comma-separated; empty: SECKILL_REDIS_ADDR)", set: list(&c.Redis.Addrs)},
+		{env: "SECKILL_REDIS_MASTER", flag: "redis-master", def: "seckill", usage: "sentinel mode: the name the sentinels know the master by", set: str(&c.Redis.Master)},
 		{env: "SECKILL_REDIS_PASSWORD", flag: "redis-password", def: "", usage: "Redis password", secret: true, set: str(&c.Redis.Password)},
 		{env: "SECKILL_ZK_SERVERS", flag: "zk-servers", def: "127.0.0.1:2181", usage: "ZooKeeper servers, comma-separated", set: list(&c.ZK.Servers)},
 		{env: "SECKILL_REDLOCK_ADDRS", flag: "redlock-addrs", def: "127.0.0.1:6390,127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393,127.0.0.1:6394", usage: "the redlock strategy's independent Redis servers (host:port, comma-separated; an odd number, 5 in the write-ups)", set: list(&c.ZooLocks.RedlockAddrs)},
@@ -322,6 +332,9 @@ func (c *Config) validate() error {
 	if c.Stampede.MaxBuyers < 1 || c.Stampede.MaxBuyers > MaxStampedeBuyers {
 		add("SECKILL_STAMPEDE_MAX_BUYERS must be between 1 and %d", MaxStampedeBuyers)
 	}
+	if err := c.redisTopology(); err != nil {
+		add("SECKILL_REDIS_*: %v", err)
+	}
 	if len(c.ZK.Servers) == 0 || len(c.Kafka.Brokers) == 0 || c.Redis.Addr == "" || c.Kafka.Topic == "" || c.Kafka.GroupID == "" {
 		add("Redis, ZooKeeper and Kafka addresses, the topic and the group must not be empty")
 	}
@@ -411,6 +424,20 @@ func MaskDSN(dsn string) string {
 		cfg.Passwd = "*****"
 	}
 	return cfg.FormatDSN()
+}
+
+// redisTopology makes Redis.Topology from the settings and checks it.
+func (c *Config) redisTopology() error {
+	mode, err := redisconn.ParseMode(c.Redis.Mode)
+	if err != nil {
+		return err
+	}
+	addrs := c.Redis.Addrs
+	if len(addrs) == 0 {
+		addrs = []string{c.Redis.Addr}
+	}
+	c.Redis.Topology = redisconn.Topology{Mode: mode, Addrs: addrs, Master: c.Redis.Master, Password: c.Redis.Password}
+	return c.Redis.Topology.Validate()
 }
 
 func str(dst *string) func(string) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -67,6 +68,8 @@ func TestInvalid(t *testing.T) {
 		{"short buyer key", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": "short"}, "SECKILL_BUYER_JWT_"},
 		{"buyer issuer without a key", map[string]string{"SECKILL_BUYER_JWT_ISSUER": "shop"}, "SECKILL_BUYER_JWT_ISSUER"},
 		{"buyer public key missing", map[string]string{"SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/nonexistent.pem"}, "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE"},
+		{"unknown Redis mode", map[string]string{"SECKILL_REDIS_MODE": "ring"}, "SECKILL_REDIS_"},
+		{"single Redis with two addresses", map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"}, "SECKILL_REDIS_"},
 		{"both buyer keys", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32), "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/etc/os-release"}, "SECKILL_BUYER_JWT_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +79,38 @@ func TestInvalid(t *testing.T) {
 			_, err := Load("test", nil, env(tc.env), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load() error = %v, want one mentioning %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRedisTopology: the Redis settings make one topology; an empty SECKILL_REDIS_ADDRS falls back
+// to SECKILL_REDIS_ADDR, and a cluster of one seed is still a cluster.
+func TestRedisTopology(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want redisconn.Topology
+	}{
+		{"default", nil, redisconn.Topology{Mode: redisconn.Single, Addrs: []string{"127.0.0.1:6379"}, Master: "seckill"}},
+		{"cluster", map[string]string{"SECKILL_REDIS_MODE": "cluster", "SECKILL_REDIS_ADDRS": "a:7001, b:7002"},
+			redisconn.Topology{Mode: redisconn.Cluster, Addrs: []string{"a:7001", "b:7002"}, Master: "seckill"}},
+		{"cluster of one seed", map[string]string{"SECKILL_REDIS_MODE": "Cluster", "SECKILL_REDIS_ADDR": "a:7001"},
+			redisconn.Topology{Mode: redisconn.Cluster, Addrs: []string{"a:7001"}, Master: "seckill"}},
+		{"sentinel", map[string]string{"SECKILL_REDIS_MODE": "sentinel", "SECKILL_REDIS_ADDRS": "s:1,s:2,s:3", "SECKILL_REDIS_MASTER": "shop", "SECKILL_REDIS_PASSWORD": "pw"},
+			redisconn.Topology{Mode: redisconn.Sentinel, Addrs: []string{"s:1", "s:2", "s:3"}, Master: "shop", Password: "pw"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := map[string]string{"SECKILL_ADMIN_TOKEN": "12345678"}
+			for k, v := range tc.env {
+				e[k] = v
+			}
+			c, err := Load("test", nil, env(e), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.Redis.Topology); diff != "" {
+				t.Errorf("topology (-want +got):\n%s", diff)
 			}
 		})
 	}

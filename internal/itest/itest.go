@@ -20,14 +20,24 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
 // Service addresses, overridable through SECKILL_TEST_* variables.
 var (
 	// ServerDSN is the MySQL server without a database.
-	ServerDSN    = envOr("SECKILL_TEST_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/")
-	RedisAddr    = envOr("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	ServerDSN = envOr("SECKILL_TEST_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/")
+	RedisAddr = envOr("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	// RedisTopology is the Redis that Redis (the function) connects to: RedisAddr alone, unless
+	// SECKILL_TEST_REDIS_MODE names a cluster (seeds SECKILL_TEST_REDIS_ADDRS) or a sentinel set
+	// (sentinels SECKILL_TEST_REDIS_ADDRS, master SECKILL_TEST_REDIS_MASTER): the Redis users'
+	// tests then run on that topology, `make test-topology` does so.
+	RedisTopology = redisconn.Topology{
+		Mode:   redisconn.Mode(envOr("SECKILL_TEST_REDIS_MODE", string(redisconn.Single))),
+		Addrs:  strings.Split(envOr("SECKILL_TEST_REDIS_ADDRS", RedisAddr), ","),
+		Master: envOr("SECKILL_TEST_REDIS_MASTER", "seckill"),
+	}
 	ZKServers    = strings.Split(envOr("SECKILL_TEST_ZK_SERVERS", "127.0.0.1:2181"), ",")
 	KafkaBrokers = strings.Split(envOr("SECKILL_TEST_KAFKA_BROKERS", "127.0.0.1:9092"), ",")
 )
@@ -147,12 +157,21 @@ func Topic(tb testing.TB, partitions int) order.KafkaConfig {
 	return cfg
 }
 
-// Redis returns a client of the test Redis, with hooks added before its first use, closed when
-// the test ends. It fails the test, naming the fix, when Redis does not answer.
-func Redis(tb testing.TB, hooks ...redis.Hook) *redis.Client {
+// Redis returns a client of the test Redis (RedisTopology), with hooks added before its first
+// use, closed when the test ends. It fails the test, naming the fix, when Redis does not answer.
+func Redis(tb testing.TB, hooks ...redis.Hook) redis.UniversalClient {
+	tb.Helper()
+	return RedisWith(tb, redis.UniversalOptions{}, hooks...)
+}
+
+// RedisWith is Redis with the client tuned by opts (pool, timeouts, retries).
+func RedisWith(tb testing.TB, opts redis.UniversalOptions, hooks ...redis.Hook) redis.UniversalClient {
 	tb.Helper()
 	Integration(tb)
-	rdb := redis.NewClient(&redis.Options{Addr: RedisAddr})
+	if err := RedisTopology.Validate(); err != nil {
+		tb.Fatalf("SECKILL_TEST_REDIS_*: %v", err)
+	}
+	rdb := redisconn.Open(RedisTopology, opts)
 	for _, h := range hooks {
 		rdb.AddHook(h)
 	}
@@ -160,9 +179,31 @@ func Redis(tb testing.TB, hooks ...redis.Hook) *redis.Client {
 	ctx, cancel := context.WithTimeout(tb.Context(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		tb.Fatalf("Redis at %s: %v (%s, or set SECKILL_TEST_REDIS_ADDR)", RedisAddr, err, hint)
+		tb.Fatalf("Redis, %s: %v (%s, or set SECKILL_TEST_REDIS_ADDR)", RedisTopology, err, hint)
 	}
 	return rdb
+}
+
+// SingleRedis skips the test unless the test Redis is one server: the test reaches it at
+// RedisAddr by itself (through a proxy it cuts, say), which a cluster or a sentinel set is not.
+func SingleRedis(tb testing.TB) {
+	tb.Helper()
+	if RedisTopology.Mode != redisconn.Single {
+		tb.Skipf("needs the test Redis to be one server at %s, not %s", RedisAddr, RedisTopology)
+	}
+}
+
+// DeleteKeys deletes the keys matching pattern on every master of rdb (a SCAN pattern).
+func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) error {
+	return redisconn.ForEachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	})
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago: for an address nothing
@@ -195,4 +236,25 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() (bool, string)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Subscribers is the number of subscribers of a lock's release channel: classic Pub/Sub's on one
+// server or a sentinel's master, sharded Pub/Sub's on the cluster node that owns the channel's
+// slot (the locks subscribe sharded on a cluster).
+func Subscribers(tb testing.TB, rdb redis.UniversalClient, channel string) int64 {
+	tb.Helper()
+	var n map[string]int64
+	var err error
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		var node *redis.Client
+		if node, err = c.MasterForKey(tb.Context(), channel); err == nil {
+			n, err = node.PubSubShardNumSub(tb.Context(), channel).Result()
+		}
+	} else {
+		n, err = rdb.PubSubNumSub(tb.Context(), channel).Result()
+	}
+	if err != nil {
+		tb.Fatalf("subscribers of %s: %v", channel, err)
+	}
+	return n[channel]
 }

@@ -18,7 +18,7 @@ import (
 // caller carries others' calls for long. A call waits for at most two pipelines, each bounded by
 // the timeout; it does not watch its context, as the call handed the sending must take it.
 type batcher struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	timeout time.Duration
 
 	mu      sync.Mutex

@@ -111,7 +111,7 @@ type lease struct {
 
 // NewShared returns a Shared limiter of l over rdb; nil when l is unlimited (a nil *Shared
 // allows all).
-func NewShared(rdb *redis.Client, l Limit, o Options) (*Shared, error) {
+func NewShared(rdb redis.UniversalClient, l Limit, o Options) (*Shared, error) {
 	if l.Unlimited() {
 		return nil, nil
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
@@ -344,8 +342,7 @@ type persisted struct {
 
 func newPersisted(tb testing.TB, st *store.Store) *persisted {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	tb.Cleanup(func() { rdb.Close() })
+	rdb := itest.Redis(tb)
 	// One namespace per database, as the app has: every deductor built on st shares the sales.
 	s, err := redislua.New(rdb, fmt.Sprintf("contract-%p", st))
 	if err != nil {

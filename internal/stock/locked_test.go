@@ -23,8 +23,15 @@ import (
 // attempt, as the app's does.
 func redisLocker(tb testing.TB, addr string, ttl time.Duration) lock.Locker {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
-	tb.Cleanup(func() { rdb.Close() })
+	var rdb redis.UniversalClient
+	opts := redis.UniversalOptions{MaxRetries: -1, DialerRetries: 1}
+	if addr == itest.RedisAddr {
+		rdb = itest.RedisWith(tb, opts) // the test Redis, in whatever topology it runs
+	} else {
+		opts.Addrs = []string{addr} // a proxy in front of the one test server
+		rdb = redis.NewUniversalClient(&opts)
+		tb.Cleanup(func() { rdb.Close() })
+	}
 	c, err := redislock.New(rdb, redislock.Options{TTL: ttl, Logger: itest.Logger()})
 	if err != nil {
 		tb.Fatal(err)
@@ -115,6 +122,7 @@ func TestFenceRefusesStaleHolder(t *testing.T) {
 			if !viaProxy {
 				return redisLocker(t, itest.RedisAddr, 300*time.Millisecond), nil
 			}
+			itest.SingleRedis(t)
 			p := itest.NewProxy(t, itest.RedisAddr)
 			return redisLocker(t, p.Addr(), 300*time.Millisecond), p
 		}},
@@ -201,6 +209,9 @@ func TestLockServiceOutage(t *testing.T) {
 	} {
 		t.Run(string(tc.strategy), func(t *testing.T) {
 			t.Parallel()
+			if tc.strategy == sale.StrategyRedis {
+				itest.SingleRedis(t)
+			}
 			proxy := itest.NewProxy(t, tc.server)
 			d := newLocked(t, st, tc.strategy, tc.locker(t, proxy.Addr()), wait)
 			p := newProduct(t, st, tc.strategy, 10)

@@ -19,14 +19,12 @@ import (
 )
 
 // naiveRDB is a Redis client of the test's own.
-func naiveRDB(tb testing.TB) *redis.Client {
+func naiveRDB(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	tb.Cleanup(func() { rdb.Close() })
-	return rdb
+	return itest.Redis(tb)
 }
 
-func setnxLock(tb testing.TB, rdb *redis.Client, opts redisnaive.Options) *redisnaive.SetNX {
+func setnxLock(tb testing.TB, rdb redis.UniversalClient, opts redisnaive.Options) *redisnaive.SetNX {
 	tb.Helper()
 	l, err := redisnaive.NewSetNX(rdb, opts)
 	if err != nil {
@@ -35,7 +33,7 @@ func setnxLock(tb testing.TB, rdb *redis.Client, opts redisnaive.Options) *redis
 	return l
 }
 
-func getsetLock(tb testing.TB, rdb *redis.Client, opts redisnaive.Options) *redisnaive.GetSet {
+func getsetLock(tb testing.TB, rdb redis.UniversalClient, opts redisnaive.Options) *redisnaive.GetSet {
 	tb.Helper()
 	l, err := redisnaive.NewGetSet(rdb, opts)
 	if err != nil {
@@ -172,7 +170,7 @@ func TestRedisGetsetSkewedClock(t *testing.T) {
 	}
 }
 
-func testGetsetSkew(t *testing.T, st *store.Store, rdb *redis.Client, fenced bool) {
+func testGetsetSkew(t *testing.T, st *store.Store, rdb redis.UniversalClient, fenced bool) {
 	p := newProduct(t, st, sale.StrategyRedisGetset, 1)
 	la := getsetLock(t, rdb, redisnaive.Options{TTL: 30 * time.Second})
 	lb := getsetLock(t, rdb, redisnaive.Options{TTL: 30 * time.Second, ClockOffset: time.Hour})

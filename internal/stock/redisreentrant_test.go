@@ -22,8 +22,7 @@ import (
 // rlockClient returns a Redisson-style re-entrant lock client on a Redis client of its own.
 func rlockClient(tb testing.TB, ttl time.Duration) *redisreentrant.Client {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr, MaxRetries: -1, DialerRetries: 1})
-	tb.Cleanup(func() { rdb.Close() })
+	rdb := itest.RedisWith(tb, redis.UniversalOptions{MaxRetries: -1, DialerRetries: 1})
 	c, err := redisreentrant.New(rdb, redisreentrant.Options{TTL: ttl, Logger: itest.Logger()})
 	if err != nil {
 		tb.Fatal(err)

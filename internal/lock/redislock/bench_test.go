@@ -27,14 +27,14 @@ func critical(hold time.Duration) {
 type lockLib struct {
 	name      string
 	isAttempt func(redis.Cmder) bool
-	setup     func(b *testing.B, rdb *redis.Client, key string, hold time.Duration) func(ctx context.Context) error
+	setup     func(b *testing.B, rdb redis.UniversalClient, key string, hold time.Duration) func(ctx context.Context) error
 }
 
 var lockLibs = []lockLib{
 	{
 		name:      "redislock",
 		isAttempt: isOurAcquire,
-		setup: func(b *testing.B, rdb *redis.Client, key string, hold time.Duration) func(ctx context.Context) error {
+		setup: func(b *testing.B, rdb redis.UniversalClient, key string, hold time.Duration) func(ctx context.Context) error {
 			c := newClient(b, rdb, redislock.Options{TTL: 10 * time.Second})
 			return func(ctx context.Context) error {
 				l, err := c.Acquire(ctx, key)
@@ -53,7 +53,7 @@ var lockLibs = []lockLib{
 			// EVALSHA sha 1 key value tokenLen ttl; its release passes one argument less.
 			return cmd.Name() == "evalsha" && len(cmd.Args()) == 7
 		},
-		setup: func(b *testing.B, rdb *redis.Client, key string, hold time.Duration) func(ctx context.Context) error {
+		setup: func(b *testing.B, rdb redis.UniversalClient, key string, hold time.Duration) func(ctx context.Context) error {
 			c := bsm.New(rdb)
 			key = testPrefix(b) + key
 			opts := &bsm.Options{RetryStrategy: bsm.LinearBackoff(time.Millisecond)} // stateless, so shareable
@@ -71,7 +71,7 @@ var lockLibs = []lockLib{
 		// Polls too: SET NX, and on failure a DEL script, then sleeps its retry delay.
 		name:      "redsync-retry1ms",
 		isAttempt: func(cmd redis.Cmder) bool { return cmd.Name() == "set" },
-		setup: func(b *testing.B, rdb *redis.Client, key string, hold time.Duration) func(ctx context.Context) error {
+		setup: func(b *testing.B, rdb redis.UniversalClient, key string, hold time.Duration) func(ctx context.Context) error {
 			rs := redsync.New(goredis.NewPool(rdb))
 			key = testPrefix(b) + key
 			return func(ctx context.Context) error {

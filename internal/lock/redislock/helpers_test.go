@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/locktest"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: a lease's renewal, a waiter's
@@ -75,15 +76,11 @@ func testPrefix(tb testing.TB) string {
 	tb.Helper()
 	prefix := "seckill:test:" + itest.Suffix(10) + ":lock:"
 	tb.Cleanup(func() {
-		rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+		rdb := redisconn.Open(itest.RedisTopology, redis.UniversalOptions{})
 		defer rdb.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
+		if err := itest.DeleteKeys(ctx, rdb, prefix+"*"); err != nil {
 			tb.Logf("clean up %s*: %v", prefix, err)
 		}
 	})
@@ -129,12 +126,8 @@ func mustRelease(tb testing.TB, l *redislock.Lease) {
 	}
 }
 
-// subscribers is the number of Pub/Sub subscribers of channel.
+// subscribers is the number of subscribers of channel (sharded on a cluster).
 func subscribers(tb testing.TB, rdb redis.UniversalClient, channel string) int64 {
 	tb.Helper()
-	n, err := rdb.PubSubNumSub(tb.Context(), channel).Result()
-	if err != nil {
-		tb.Fatalf("PUBSUB NUMSUB %s: %v", channel, err)
-	}
-	return n[channel]
+	return itest.Subscribers(tb, rdb, channel)
 }

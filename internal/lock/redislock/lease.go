@@ -58,7 +58,7 @@ func (l *Lease) Lost() <-chan struct{} { return l.dog.Lost() }
 // holder alone. On any other error the lease is no longer renewed and runs out within the TTL.
 func (l *Lease) Release(ctx context.Context) error {
 	l.dog.Stop()
-	released, err := releaseScript.Run(ctx, l.c.rdb, []string{l.k.key}, l.owner, l.k.channel).Bool()
+	released, err := releaseScript.Run(ctx, l.c.rdb, []string{l.k.key}, l.owner, l.k.channel, l.c.publish()).Bool()
 	switch {
 	case err != nil:
 		l.dog.Lose()

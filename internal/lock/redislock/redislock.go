@@ -144,6 +144,9 @@ type Client struct {
 	recheck time.Duration
 	keep    time.Duration
 	log     *slog.Logger
+	// sharded says the release notifications go by sharded Pub/Sub (SPUBLISH, SSUBSCRIBE): on a
+	// Redis Cluster, where a classic PUBLISH is copied to every node.
+	sharded bool
 
 	probeEvery time.Duration
 	done       chan struct{}  // closed by Close
@@ -194,7 +197,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("redislock: negative ProbeEvery %s", probe)
 	}
 	return &Client{
-		rdb: rdb, ttl: ttl, prefix: prefix, recheck: recheck, keep: keep, log: log,
+		rdb: rdb, ttl: ttl, prefix: prefix, recheck: recheck, keep: keep, log: log, sharded: isCluster(rdb),
 		probeEvery: probe, done: make(chan struct{}),
 		rooms: map[string]*room{}, health: health{outage: make(chan struct{})},
 	}, nil
@@ -233,16 +236,51 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-	// KEYS[1] lock; ARGV[1] owner id, ARGV[2] release channel. Returns 1 if released.
+	// KEYS[1] lock; ARGV[1] owner id, ARGV[2] release channel, ARGV[3] PUBLISH or SPUBLISH
+	// (the channel shares the key's hash tag, so a cluster node may publish it from a script).
+	// Returns 1 if released.
 	releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'released')
+redis.call(ARGV[3], ARGV[2], 'released')
 return 1
 `)
 )
+
+// isCluster reports whether rdb is a Redis Cluster client.
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// publish is the command that announces a release.
+func (c *Client) publish() string {
+	if c.sharded {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// subscribe returns a subscription to channel, sharded on a cluster; it is confirmed once the
+// server sends a Subscription of kind subscribed().
+func (c *Client) subscribe(ctx context.Context, channel string) (*redis.PubSub, error) {
+	if c.sharded {
+		ps := c.rdb.SSubscribe(ctx) // no I/O yet
+		return ps, ps.SSubscribe(ctx, channel)
+	}
+	ps := c.rdb.Subscribe(ctx)
+	return ps, ps.Subscribe(ctx, channel)
+}
+
+// subscribed is the kind of a subscription's confirmation.
+func (c *Client) subscribed() string {
+	if c.sharded {
+		return "ssubscribe"
+	}
+	return "subscribe"
+}
 
 // lockKeys are the name of one lock and the Redis names derived from it.
 type lockKeys struct {
@@ -363,7 +401,7 @@ func (c *Client) undo(ctx context.Context, k lockKeys, owner string) {
 	run := func() {
 		ctx, cancel := context.WithTimeout(ctx, c.ttl)
 		defer cancel()
-		if err := releaseScript.Run(ctx, c.rdb, []string{k.key}, owner, k.channel).Err(); err != nil {
+		if err := releaseScript.Run(ctx, c.rdb, []string{k.key}, owner, k.channel, c.publish()).Err(); err != nil {
 			c.log.DebugContext(ctx, "redislock: undo of a failed acquire", "lock", k.name, "err", err)
 		}
 	}

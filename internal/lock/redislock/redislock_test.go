@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/lock"
 	"github.com/seckill-go/seckill-go/internal/lock/locktest"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 )
 
 func TestContract(t *testing.T) {
@@ -158,24 +159,24 @@ func TestLost(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	for _, tc := range []struct {
 		name    string
-		meddle  func(ctx context.Context, rdb *redis.Client, key string) error
+		meddle  func(ctx context.Context, rdb redis.UniversalClient, key string) error
 		holder  string // the key's value afterwards; "" for none
 		release bool   // Release at once, before renewal could notice
 	}{
 		{
 			name:   "key deleted by someone else",
-			meddle: func(ctx context.Context, rdb *redis.Client, key string) error { return rdb.Del(ctx, key).Err() },
+			meddle: func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Del(ctx, key).Err() },
 		},
 		{
 			name: "key taken over by another owner",
-			meddle: func(ctx context.Context, rdb *redis.Client, key string) error {
+			meddle: func(ctx context.Context, rdb redis.UniversalClient, key string) error {
 				return rdb.Set(ctx, key, "intruder", time.Minute).Err()
 			},
 			holder: "intruder",
 		},
 		{
 			name:    "release finds the key gone",
-			meddle:  func(ctx context.Context, rdb *redis.Client, key string) error { return rdb.Del(ctx, key).Err() },
+			meddle:  func(ctx context.Context, rdb redis.UniversalClient, key string) error { return rdb.Del(ctx, key).Err() },
 			release: true,
 		},
 	} {
@@ -220,7 +221,7 @@ func TestLost(t *testing.T) {
 func TestLostWhenRedisUnreachable(t *testing.T) {
 	t.Parallel()
 	const ttl = 300 * time.Millisecond
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+	rdb := redisconn.Open(itest.RedisTopology, redis.UniversalOptions{}) // closed below
 	c := newClient(t, rdb, redislock.Options{TTL: ttl})
 	a := mustAcquire(t, c, "cut-off")
 	start := time.Now()
@@ -253,6 +254,7 @@ func TestLostWhenRedisUnreachable(t *testing.T) {
 // The go-redis client is set up as the app's lock client is (one dial attempt, one retry).
 func TestFailFastWhileUnreachable(t *testing.T) {
 	t.Parallel()
+	itest.SingleRedis(t)
 	proxy := itest.NewProxy(t, itest.RedisAddr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DialerRetries: 1, MaxRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -499,6 +501,7 @@ func TestDeadHolderTakenOver(t *testing.T) {
 // KeepSubscribed has passed.
 func TestCancelWhileWaiting(t *testing.T) {
 	t.Parallel()
+	itest.SingleRedis(t) // PoolStats counts Pub/Sub connections of one server's client
 	holderRedis := itest.Redis(t)
 	c := newClient(t, holderRedis, redislock.Options{Recheck: 10 * time.Second})
 	_, _, channel := redislock.Keys(c, "cancel")
@@ -696,6 +699,7 @@ func TestGivingUpPassesTheWakeUp(t *testing.T) {
 // hands on, and every waiter still gets the lock by notification, not by re-checking.
 func TestWaitersTakeTurns(t *testing.T) {
 	t.Parallel()
+	itest.SingleRedis(t) // PoolStats counts Pub/Sub connections of one server's client
 	opts := redislock.Options{TTL: 10 * time.Second, Recheck: 10 * time.Second, KeepSubscribed: 100 * time.Millisecond}
 	rdb := itest.Redis(t)
 	holder := newClient(t, rdb, opts)
@@ -786,6 +790,7 @@ func TestMutualExclusionAcrossClients(t *testing.T) {
 // the notifications queued while nobody waited are dropped, and the next wait tries first.
 func TestBackToBackWaitsShareASubscription(t *testing.T) {
 	t.Parallel()
+	itest.SingleRedis(t) // PoolStats counts Pub/Sub connections of one server's client
 	holder := newClient(t, itest.Redis(t), redislock.Options{Recheck: 10 * time.Second})
 	hook := &counter{}
 	waiterRedis := itest.Redis(t, hook)

@@ -140,8 +140,8 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 	wait := c.recheckAfter(pttl)
 	switch {
 	case r.ps == nil:
-		ps := c.rdb.Subscribe(ctx) // no I/O yet
-		if err := ps.Subscribe(ctx, k.channel); err != nil {
+		ps, err := c.subscribe(ctx, k.channel)
+		if err != nil {
 			_ = ps.Close()
 			if unreachable(err) && ctx.Err() == nil {
 				c.observe(err)
@@ -179,7 +179,7 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 			}
 			// A message: the lock was released. A subscribe confirmation, first or after a
 			// reconnect: a release may have slipped by before it.
-			if s, ok := m.(*redis.Subscription); ok && s.Kind != "subscribe" {
+			if s, ok := m.(*redis.Subscription); ok && s.Kind != c.subscribed() {
 				continue
 			}
 		case <-timer.C:

@@ -14,15 +14,13 @@ import (
 	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
 )
 
-func client(tb testing.TB) *redis.Client {
+func client(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
-	tb.Cleanup(func() { rdb.Close() })
-	return rdb
+	return itest.Redis(tb)
 }
 
 // lockers are both locks on one Redis, by name.
-func lockers(t *testing.T, rdb *redis.Client, opts redisnaive.Options) map[string]lock.Locker {
+func lockers(t *testing.T, rdb redis.UniversalClient, opts redisnaive.Options) map[string]lock.Locker {
 	s, err := redisnaive.NewSetNX(rdb, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock"
 	"github.com/seckill-go/seckill-go/internal/lock/redisreentrant"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: a hold's renewal, a waiter's
@@ -24,15 +25,11 @@ func testPrefix(tb testing.TB) string {
 	tb.Helper()
 	prefix := "seckill:test:" + itest.Suffix(10) + ":rlock:"
 	tb.Cleanup(func() {
-		rdb := redis.NewClient(&redis.Options{Addr: itest.RedisAddr})
+		rdb := redisconn.Open(itest.RedisTopology, redis.UniversalOptions{})
 		defer rdb.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
+		if err := itest.DeleteKeys(ctx, rdb, prefix+"*"); err != nil {
 			tb.Logf("clean up %s*: %v", prefix, err)
 		}
 	})
@@ -85,14 +82,10 @@ func assertNotHeld(tb testing.TB, what string, err error) {
 	}
 }
 
-// subscribers is the number of Pub/Sub subscribers of channel.
+// subscribers is the number of subscribers of channel (sharded on a cluster).
 func subscribers(tb testing.TB, rdb redis.UniversalClient, channel string) int64 {
 	tb.Helper()
-	n, err := rdb.PubSubNumSub(tb.Context(), channel).Result()
-	if err != nil {
-		tb.Fatalf("PUBSUB NUMSUB %s: %v", channel, err)
-	}
-	return n[channel]
+	return itest.Subscribers(tb, rdb, channel)
 }
 
 // count is the hold count of owner through c in the lock hash key (0: no field).

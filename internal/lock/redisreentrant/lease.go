@@ -112,7 +112,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	if last {
 		h.dog.Stop()
 	}
-	res, err := releaseScript.Run(ctx, c.rdb, []string{l.k.key}, l.who.field, h.token, c.ttl.Milliseconds(), l.k.channel).Int64()
+	res, err := releaseScript.Run(ctx, c.rdb, []string{l.k.key}, l.who.field, h.token, c.ttl.Milliseconds(), l.k.channel, c.publish).Int64()
 	switch {
 	case err != nil:
 		if last {

@@ -120,6 +120,9 @@ type Client struct {
 	prefix    string
 	log       *slog.Logger
 	onAttempt func(bool)
+	// publish announces a release: SPUBLISH on a Redis Cluster (sharded Pub/Sub, the lock's
+	// slot only; classic PUBLISH is copied to every node), PUBLISH otherwise.
+	publish string
 
 	mu    sync.Mutex
 	holds map[holdKey]*hold // the holds this Client's leases share, by name and owner field
@@ -147,10 +150,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		id: rand.Text(), rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: opts.OnAttempt,
+		id: rand.Text(), rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: opts.OnAttempt, publish: publishCommand(rdb),
 		recheck: min(max(ttl/10, 100*time.Millisecond), time.Second),
 		holds:   map[holdKey]*hold{}, subs: map[string]*sub{},
 	}, nil
+}
+
+// publishCommand is the command that announces a release on rdb.
+func publishCommand(rdb redis.UniversalClient) string {
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
 }
 
 // Scripts. Their results are never nil (go-redis would turn a nil into redis.Nil). Tokens are
@@ -186,7 +197,8 @@ return 1
 `)
 
 	// KEYS[1] lock hash; ARGV[1] owner field, ARGV[2] token, ARGV[3] lease in ms, ARGV[4]
-	// release channel. Returns -1 if the hold is gone, 0 if a level was released and others
+	// release channel, ARGV[5] PUBLISH or SPUBLISH (the channel shares the key's hash tag).
+	// Returns -1 if the hold is gone, 0 if a level was released and others
 	// remain, 1 if the lock was released.
 	releaseScript = redis.NewScript(`
 if tonumber(redis.call('HGET', KEYS[1], 'token')) ~= tonumber(ARGV[2])
@@ -198,18 +210,19 @@ if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[4], 'released')
+redis.call(ARGV[5], ARGV[4], 'released')
 return 1
 `)
 
-	// KEYS[1] lock hash; ARGV[1] owner field (an owner of its own), ARGV[2] release channel.
+	// KEYS[1] lock hash; ARGV[1] owner field (an owner of its own), ARGV[2] release channel,
+	// ARGV[3] PUBLISH or SPUBLISH.
 	// Takes back an acquisition whose answer was lost: the owner's one level.
 	undoScript = redis.NewScript(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'released')
+redis.call(ARGV[3], ARGV[2], 'released')
 return 1
 `)
 )
@@ -345,7 +358,7 @@ func (c *Client) try(ctx context.Context, k lockKeys, who caller) (*Lease, time.
 func (c *Client) undo(ctx context.Context, k lockKeys, who caller) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(c.ttl, time.Second))
 	defer cancel()
-	if err := undoScript.Run(ctx, c.rdb, []string{k.key}, who.field, k.channel).Err(); err != nil {
+	if err := undoScript.Run(ctx, c.rdb, []string{k.key}, who.field, k.channel, c.publish).Err(); err != nil {
 		c.log.DebugContext(ctx, "redisreentrant: undo of a failed acquire", "lock", k.name, "err", err)
 	}
 }

@@ -353,6 +353,7 @@ func TestOwnerDies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			itest.SingleRedis(t)
 			proxy := itest.NewProxy(t, itest.RedisAddr)
 			holderRedis := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialerRetries: 1})
 			t.Cleanup(func() { _ = holderRedis.Close() })

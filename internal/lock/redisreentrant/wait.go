@@ -65,7 +65,12 @@ func (c *Client) subscribe(ctx context.Context, k lockKeys) (*sub, error) {
 func (c *Client) open(ctx context.Context, s *sub, channel string) error {
 	// The subscription outlives the opener's call: other waiters use it. Its ctx bounds only the
 	// wait for the confirmation below.
-	ps := c.rdb.Subscribe(context.WithoutCancel(ctx), channel)
+	var ps *redis.PubSub
+	if c.publish == "SPUBLISH" {
+		ps = c.rdb.SSubscribe(context.WithoutCancel(ctx), channel)
+	} else {
+		ps = c.rdb.Subscribe(context.WithoutCancel(ctx), channel)
+	}
 	if _, err := ps.Receive(ctx); err != nil { // the confirmation
 		_ = ps.Close()
 		if unreachable(err) && ctx.Err() == nil {

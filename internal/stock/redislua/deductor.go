@@ -17,7 +17,7 @@ import (
 // stream; a persister takes it to MySQL afterwards. Returns go the same way (see Return).
 type Deductor struct {
 	sale     *Sale
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	reload   Reload
 	returned ReturnedOrders // nil: no returns (SetReturned)
 	accepted func(productID int64, purchases int)
@@ -27,7 +27,7 @@ type Deductor struct {
 // rebuild its state (*store.Store's ReloadSale); accepted, optional, is told of every accepted
 // batch, with the purchases it accepted, and of every return that gave units back, with none (the
 // persister's Wake).
-func NewDeductor(rdb *redis.Client, s *Sale, reload Reload, accepted func(productID int64, purchases int)) (*Deductor, error) {
+func NewDeductor(rdb redis.UniversalClient, s *Sale, reload Reload, accepted func(productID int64, purchases int)) (*Deductor, error) {
 	if rdb == nil || s == nil || reload == nil {
 		return nil, errors.New("redislua: a deductor needs Redis, the sale and a reload from MySQL")
 	}

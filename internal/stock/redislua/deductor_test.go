@@ -17,7 +17,7 @@ import (
 
 // luaService is the sale service over the redis-lua deductor alone, on the real Redis and MariaDB,
 // and the persister its deductor wakes (not running unless the test runs it).
-func luaService(t *testing.T) (*sale.Service, *Sale, *redis.Client, *store.Store, *Persister) {
+func luaService(t *testing.T) (*sale.Service, *Sale, redis.UniversalClient, *store.Store, *Persister) {
 	t.Helper()
 	s, rdb := newSale(t)
 	st, _ := itest.Store(t)
@@ -43,7 +43,7 @@ func luaService(t *testing.T) (*sale.Service, *Sale, *redis.Client, *store.Store
 	return svc, s, rdb, st, ps
 }
 
-func newLuaProduct(t *testing.T, svc *sale.Service, s *Sale, rdb *redis.Client, stock int) sale.Product {
+func newLuaProduct(t *testing.T, svc *sale.Service, s *Sale, rdb redis.UniversalClient, stock int) sale.Product {
 	t.Helper()
 	now := time.Now().UTC()
 	p, err := svc.CreateProduct(t.Context(), sale.NewProduct{Name: "lua", PriceCents: 1, Stock: stock, Strategy: Strategy,
@@ -201,7 +201,7 @@ func TestDeductorAcrossAReset(t *testing.T) {
 	}
 }
 
-func deductorOf(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store) *Deductor {
+func deductorOf(t *testing.T, rdb redis.UniversalClient, s *Sale, st *store.Store) *Deductor {
 	t.Helper()
 	d, err := NewDeductor(rdb, s, st.ReloadSale, nil)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 
 // saleInMySQL creates a redis-lua product of stock units in the test's own database and loads its
 // Redis state.
-func saleInMySQL(t *testing.T, stock int) (*Sale, *redis.Client, *store.Store, sale.Product) {
+func saleInMySQL(t *testing.T, stock int) (*Sale, redis.UniversalClient, *store.Store, sale.Product) {
 	t.Helper()
 	s, rdb := newSale(t)
 	st, _ := itest.Store(t)
@@ -45,7 +45,7 @@ func buy(t *testing.T, s *Sale, p sale.Product, n int) {
 	}
 }
 
-func persister(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store, consumer string, claimAfter time.Duration) *Persister {
+func persister(t *testing.T, rdb redis.UniversalClient, s *Sale, st *store.Store, consumer string, claimAfter time.Duration) *Persister {
 	t.Helper()
 	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: consumer, ClaimAfter: claimAfter, Batch: 7})
 	if err != nil {
@@ -56,7 +56,7 @@ func persister(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store, consum
 
 // check fails t unless MySQL holds want reservations and stock initial-want, and the stream is
 // empty with nothing pending.
-func check(t *testing.T, rdb *redis.Client, s *Sale, st *store.Store, p sale.Product, want int) {
+func check(t *testing.T, rdb redis.UniversalClient, s *Sale, st *store.Store, p sale.Product, want int) {
 	t.Helper()
 	stats, err := st.Stats(t.Context(), p.ID)
 	if err != nil {

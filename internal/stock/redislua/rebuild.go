@@ -48,7 +48,7 @@ const rebuildLease = 10 * time.Second
 // neither changed since they were read (WATCH), so a rebuild that outlived its lease cannot
 // overwrite a newer one. No entry of the epoch can be added meanwhile: the script
 // refuses while the state is missing or of another epoch.
-func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, want uint64, force bool, reload Reload, returned ReturnedOrders) error {
+func (s *Sale) Rebuild(ctx context.Context, rdb redis.UniversalClient, productID int64, want uint64, force bool, reload Reload, returned ReturnedOrders) error {
 	k := s.Keys(productID)
 	lease, owner := k.Rebuild, strconv.FormatInt(time.Now().UnixNano(), 10)
 	ok, err := rdb.SetNX(ctx, lease, owner, rebuildLease).Result()
@@ -125,7 +125,7 @@ func (s *Sale) Rebuild(ctx context.Context, rdb *redis.Client, productID int64, 
 }
 
 // releaseLease deletes the lease if it is still owner's.
-func releaseLease(ctx context.Context, rdb *redis.Client, lease, owner string) {
+func releaseLease(ctx context.Context, rdb redis.UniversalClient, lease, owner string) {
 	_ = releaseScript.Run(ctx, rdb, []string{lease}, owner).Err()
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // rebuildCase: 12 buyers persisted to MySQL, 8 more still in the stream, then the state lost.
-func rebuildCase(t *testing.T) (*Sale, *redis.Client, *store.Store, sale.Product) {
+func rebuildCase(t *testing.T) (*Sale, redis.UniversalClient, *store.Store, sale.Product) {
 	t.Helper()
 	s, rdb, st, p := saleInMySQL(t, 50)
 	buy(t, s, p, 12)
@@ -37,7 +37,7 @@ func rebuildCase(t *testing.T) (*Sale, *redis.Client, *store.Store, sale.Product
 	return s, rdb, st, p
 }
 
-func left(t *testing.T, rdb *redis.Client, s *Sale, p sale.Product) int {
+func left(t *testing.T, rdb redis.UniversalClient, s *Sale, p sale.Product) int {
 	t.Helper()
 	n, err := rdb.HGet(t.Context(), s.Keys(p.ID).State, "stock").Int()
 	if err != nil {

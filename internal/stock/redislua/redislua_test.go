@@ -14,7 +14,7 @@ import (
 )
 
 // newSale returns a Sale on the test Redis under a namespace of the test's own, and its client.
-func newSale(t *testing.T) (*Sale, *redis.Client) {
+func newSale(t *testing.T) (*Sale, redis.UniversalClient) {
 	t.Helper()
 	rdb := itest.Redis(t)
 	ns := "test-" + itest.Suffix(8)

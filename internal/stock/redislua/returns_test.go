@@ -23,7 +23,7 @@ import (
 type luaReturns struct {
 	svc    *sale.Service
 	s      *Sale
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	st     *store.Store
 	ps     *Persister
 	d      *Deductor

@@ -1,0 +1,65 @@
+package redisconn
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		t    Topology
+		want string // "" valid, else part of the error
+	}{
+		{"single", Topology{Mode: Single, Addrs: []string{"a:1"}}, ""},
+		{"single of two", Topology{Mode: Single, Addrs: []string{"a:1", "b:2"}}, "takes one Redis address"},
+		{"no address", Topology{Mode: Cluster}, "no Redis address"},
+		{"cluster of one seed", Topology{Mode: Cluster, Addrs: []string{"a:1"}}, ""},
+		{"sentinel", Topology{Mode: Sentinel, Addrs: []string{"a:1"}, Master: "m"}, ""},
+		{"sentinel without a master", Topology{Mode: Sentinel, Addrs: []string{"a:1"}}, "name of the Redis master"},
+		{"unknown mode", Topology{Mode: "ring", Addrs: []string{"a:1"}}, "unknown Redis mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.t.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate() = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOpenPicksTheNamedTopology: the client type follows the mode, never the number of addresses.
+func TestOpenPicksTheNamedTopology(t *testing.T) {
+	for _, tc := range []struct {
+		t       Topology
+		cluster bool
+	}{
+		{Topology{Mode: Single, Addrs: []string{"127.0.0.1:1"}}, false},
+		{Topology{Mode: Cluster, Addrs: []string{"127.0.0.1:1"}}, true},
+		{Topology{Mode: Sentinel, Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, Master: "m"}, false},
+	} {
+		rdb := Open(tc.t, redis.UniversalOptions{})
+		_, isCluster := rdb.(*redis.ClusterClient)
+		_, isClient := rdb.(*redis.Client)
+		if isCluster != tc.cluster || isClient == tc.cluster {
+			t.Errorf("%s: got a %T", tc.t, rdb)
+		}
+		_ = rdb.Close()
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{"": Single, "single": Single, " Cluster ": Cluster, "SENTINEL": Sentinel} {
+		if got, err := ParseMode(in); err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseMode("ring"); err == nil {
+		t.Error(`ParseMode("ring") succeeded`)
+	}
+}
