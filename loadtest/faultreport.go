@@ -9,17 +9,19 @@ import (
 // ChaosReport is one fault run (-faults): a step per fault. It is written as Markdown (stdout and
 // results/chaos-<run>.md) and JSON (results/chaos-<run>.json).
 type ChaosReport struct {
-	RunID      string        `json:"run_id"`
-	StartedAt  time.Time     `json:"started_at"`
-	Machine    string        `json:"machine"`
-	Targets    []string      `json:"targets"`
-	Strategies []string      `json:"strategies"`
-	Rate       int           `json:"rate"`        // requests per second, all strategies together
-	Step       time.Duration `json:"step"`        // load per step
-	FaultAfter time.Duration `json:"fault_after"` // into the step
-	FaultFor   time.Duration `json:"fault_for"`   // how long a stopped service stays stopped
-	Steps      []StepReport  `json:"steps"`
-	Passed     bool          `json:"passed"`
+	RunID     string    `json:"run_id"`
+	StartedAt time.Time `json:"started_at"`
+	Machine   string    `json:"machine"`
+	Targets   []string  `json:"targets"`
+	// Topology is where the app's Redis and ZooKeeper were (its /readyz says).
+	Topology   map[string]string `json:"topology,omitempty"`
+	Strategies []string          `json:"strategies"`
+	Rate       int               `json:"rate"`        // requests per second, all strategies together
+	Step       time.Duration     `json:"step"`        // load per step
+	FaultAfter time.Duration     `json:"fault_after"` // into the step
+	FaultFor   time.Duration     `json:"fault_for"`   // how long a stopped service stays stopped
+	Steps      []StepReport      `json:"steps"`
+	Passed     bool              `json:"passed"`
 }
 
 // StepReport is one fault played out under load, and what the buyers and the database show.
@@ -95,6 +97,7 @@ func chaosMarkdown(r *ChaosReport) string {
 	fmt.Fprintf(&b, "\n## seckill-go chaos run %s — %s\n\n", r.RunID, verdict)
 	fmt.Fprintf(&b, "%s · %s · %s · %d req/s for %s per fault · fault %s in, services away %s\n\n",
 		r.Machine, strings.Join(r.Targets, ", "), strings.Join(r.Strategies, ", "), r.Rate, r.Step, r.FaultAfter, r.FaultFor)
+	b.WriteString(topologyLine(r.Topology) + "\n\n")
 	b.WriteString("| fault | down s (restart s) | requests | 503 | 503 p50 / p99 / max ms | 429 | lost answers | other 5xx | recovered after s | orders caught up after s | audit |\n")
 	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {

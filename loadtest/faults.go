@@ -21,6 +21,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
@@ -244,7 +245,7 @@ func (e *faultEnv) luaStreamLen(ctx context.Context) (int64, bool) {
 	if !lua || err != nil {
 		return 0, false
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: e.o.redisAddr, Password: e.o.redisPassword})
+	rdb := redisconn.Open(e.o.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	n, err := rdb.XLen(ctx, redislua.KeysFor(dsn.DBName, pid).Stream).Result()
 	return n, err == nil
@@ -257,19 +258,30 @@ func flushRedis(ctx context.Context, e *faultEnv) error {
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: e.o.redisAddr, Password: e.o.redisPassword})
+	rdb := redisconn.Open(e.o.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	var entries *redis.XMessageSliceCmd
 	pid, lua := e.products[luaStrategy]
-	_, err = rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		if lua { // the app's namespace in Redis is its database's name (config.DatabaseName)
-			entries = pipe.XRange(ctx, redislua.KeysFor(dsn.DBName, pid).Stream, "-", "+")
-		}
-		pipe.FlushAll(ctx)
-		return nil
+	stream := redislua.KeysFor(dsn.DBName, pid).Stream // the app's namespace is its database's name
+	// On a cluster each master flushes its own keys; the stream's read goes in the transaction
+	// of the master that holds it.
+	err = redisconn.ForEachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		// A cluster master that does not own the stream's slot answers MOVED: not the holder.
+		holds := lua && node.Exists(ctx, stream).Val() == 1
+		_, err := node.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			if holds {
+				entries = pipe.XRange(ctx, stream, "-", "+")
+			}
+			pipe.FlushAll(ctx)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("FLUSHALL: %w", err)
+	}
+	if lua && entries == nil {
+		entries = &redis.XMessageSliceCmd{}
 	}
 	if lua {
 		lostMay := map[string]bool{}
@@ -449,6 +461,7 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 	}
 	env := &faultEnv{o: o, say: say, armed: map[int]bool{}}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
+	rep.Topology = topologyOf(ctx, o.adminURL)
 	all := faultsByName(o)
 	defer func() {
 		if err := env.putBack(ctx); err != nil {

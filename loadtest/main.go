@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
@@ -76,14 +77,13 @@ type options struct {
 	replicas         int
 	servicesScript   string
 	failpointTrigger string
-	redisAddr        string // the redis-flush fault's
+	redis            redisconn.Topology // the app's, which the redis-flush fault empties
 	// The lock zoo (-zoo): see zoo.go.
 	zoo                              bool
 	zooPause, zooLockTTL, zooSession time.Duration
 	zooHold                          time.Duration
 	zooDir                           string
 	zooFaults                        []string
-	redisPassword                    string
 	auditOnly                        bool
 	productID                        int64
 	k6Summary                        string
@@ -148,8 +148,6 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.replicas, "replicas", 3, "with -faults: the replicas of the local stack, 1..N (the consumer fault arms them all)")
 	fs.StringVar(&o.servicesScript, "services-script", "scripts/services.sh", "with -faults: script with `stop NAME` and `start NAME`")
 	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
-	fs.StringVar(&o.redisAddr, "redis-addr", envOr("SECKILL_REDIS_ADDR", "127.0.0.1:6379"), "with -faults: the app's Redis, which the redis-flush fault empties (password: SECKILL_REDIS_PASSWORD)")
-	o.redisPassword = getenv("SECKILL_REDIS_PASSWORD")
 	fs.BoolVar(&o.zoo, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
 	fs.DurationVar(&o.zooPause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
 	fs.DurationVar(&o.zooHold, "zoo-hold", 2*time.Second, "with -zoo: how long the restart fault keeps the lock holder in its critical section (holder-hold) while the lock's servers restart; shorter than -zoo-lock-ttl")
@@ -210,6 +208,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		o.adminURL = o.targets[0]
 	}
 	var err error
+	// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
+	if o.redis, err = redisconn.FromEnv(getenv); err != nil {
+		return nil, fmt.Errorf("SECKILL_REDIS_*: %w", err)
+	}
 	if o.faults, err = parseFaults(*faults); err != nil {
 		return nil, err
 	}

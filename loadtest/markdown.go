@@ -18,7 +18,7 @@ func markdown(r *Report) string {
 	if r.Settings.Pay > 0 {
 		fmt.Fprintf(&b, " · pay: %g of the winners", r.Settings.Pay)
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n\n" + topologyLine(r.Topology) + "\n\n")
 	b.WriteString("| strategy | verdict | requests | req/s | accepted | sell-out s | accepted/s | accepted/s ÷ R | sold-out req/s | sold-out req/s ÷ bare gin | accepted p50 / p95 / p99 / max ms | all p99 ms | 5xx | oversold |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, s := range r.Strategies {

@@ -19,7 +19,9 @@ type Report struct {
 	StartedAt time.Time `json:"started_at"`
 	Machine   string    `json:"machine"`
 	Targets   []string  `json:"targets"`
-	Settings  Settings  `json:"settings"`
+	// Topology is where the app's Redis and ZooKeeper were (its /readyz says).
+	Topology map[string]string `json:"topology,omitempty"`
+	Settings Settings          `json:"settings"`
 	// Yardsticks are nil when the run skipped them (-baseline 0).
 	Yardsticks *Yardsticks      `json:"yardsticks"`
 	Strategies []StrategyReport `json:"strategies"`

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/lock/redisnaive"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
@@ -610,7 +611,7 @@ func deleteSetnxKey(ctx context.Context, z *zooEnv, productID int64) (string, er
 	if err != nil {
 		return "", err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: z.o.redisAddr, Password: z.o.redisPassword})
+	rdb := redisconn.Open(z.o.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	key := redisnaive.DefaultSetNXPrefix + "{" + name + "}" // the app's SetNX.Key
 	ttl, err := rdb.PTTL(ctx, key).Result()

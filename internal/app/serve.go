@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,6 +158,7 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		RateExempt:           cfg.Limits.Exempt,
 		MaxInflightPurchases: cfg.Limits.MaxInflight,
 		Ready:                r.checks(),
+		Topology:             map[string]string{"redis": cfg.Redis.Topology.String(), "zookeeper": strings.Join(cfg.ZK.Servers, ",")},
 		Metrics:              r.metrics.Handler(),
 		Web:                  web.FS(),
 		OpsOnly:              !cfg.Run.API,

@@ -48,6 +48,7 @@ type handlers struct {
 	stampedes Stampedes
 	live      LiveRates
 	ready     map[string]Check
+	topology  map[string]string
 	now       func() time.Time
 	// strategies is the answer of GET /api/v1/strategies, made once: it changes only with a
 	// restart.
@@ -342,12 +343,13 @@ func (h *handlers) readyz(c *gin.Context) {
 			log.Warn("not ready", "check", name, "err", errs[name])
 		}
 		c.JSON(http.StatusServiceUnavailable, gin.H{
-			"error":  errorDetail{Code: string(sale.CodeUnavailable), Message: "not ready: " + strings.Join(failed, ", ") + " unavailable"},
-			"checks": results,
+			"error":    errorDetail{Code: string(sale.CodeUnavailable), Message: "not ready: " + strings.Join(failed, ", ") + " unavailable"},
+			"checks":   results,
+			"topology": h.topology,
 		})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": results})
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": results, "topology": h.topology})
 }
 
 // headerValue is h.Get(key) for a key already in canonical form: a map read, without the check

@@ -34,6 +34,9 @@ type Config struct {
 	MaxInflightPurchases int
 	// Ready names the dependency checks of /readyz.
 	Ready map[string]Check
+	// Topology says, in /readyz's answer, where each dependency is (Redis: single, cluster or
+	// sentinel; the ZooKeeper servers): the load test's report names what it ran on from it.
+	Topology map[string]string
 	// Metrics is served at /metrics.
 	Metrics http.Handler
 	// Web is the storefront, served at / (index.html) and /static/.
@@ -110,6 +113,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 		live:       d.Live,
 		buyers:     d.Buyers,
 		ready:      cfg.Ready,
+		topology:   cfg.Topology,
 		now:        d.Now,
 		strategies: strategies,
 	}

@@ -207,13 +207,15 @@ func TestReadyzHidesErrors(t *testing.T) {
 			"redis":     func(context.Context) error { return nil },
 			"zookeeper": func(context.Context) error { return context.DeadlineExceeded },
 		},
+		Topology: map[string]string{"redis": "cluster (seeds 127.0.0.1:7001)"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := serve(h, "GET", "/readyz", "", nil)
 	want := `{"checks":{"mysql":"unavailable","redis":"ok","zookeeper":"unavailable"},` +
-		`"error":{"code":"unavailable","message":"not ready: mysql, zookeeper unavailable"}}`
+		`"error":{"code":"unavailable","message":"not ready: mysql, zookeeper unavailable"},` +
+		`"topology":{"redis":"cluster (seeds 127.0.0.1:7001)"}}`
 	if got.Status != 503 || got.Body != want {
 		t.Errorf("readyz = %d %s, want 503 %s", got.Status, got.Body, want)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -84,7 +85,12 @@ func (b *bench) phases(ctx context.Context) error {
 		if err := dropDatabase(ctx, o.mysqlDSN); err != nil {
 			return err
 		}
-		if err := dropRedisSales(ctx, envValue(env, "SECKILL_REDIS_ADDR", "127.0.0.1:6379"), o.mysqlDSN); err != nil {
+		topology, err := redisconn.FromEnv(func(k string) string { return envValue(env, k, "") })
+		if err != nil {
+			return fmt.Errorf("the stack's Redis settings: %w", err)
+		}
+		b.rep.Settings.Topology = "Redis " + topology.String() + " · ZooKeeper " + envValue(env, "SECKILL_ZK_SERVERS", "127.0.0.1:2181")
+		if err := dropRedisSales(ctx, topology, o.mysqlDSN); err != nil {
 			return err
 		}
 	}

@@ -224,7 +224,6 @@ func TestRunYardsticksOnly(t *testing.T) {
 
 // TestDropRedisSales: the bench deletes its own namespace's sales in Redis and nothing else.
 func TestDropRedisSales(t *testing.T) {
-	itest.SingleRedis(t) // the bench runs on one Redis
 	rdb := itest.Redis(t)
 	ns := "seckill_bench_" + itest.Suffix(6)
 	mine, other := "seckill:{"+ns+":1}:state", "seckill:{"+ns+"x:1}:state"
@@ -234,7 +233,7 @@ func TestDropRedisSales(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { rdb.Del(context.Background(), mine, other) })
-	if err := dropRedisSales(t.Context(), itest.RedisAddr, "root:@tcp(127.0.0.1:3306)/"+ns); err != nil {
+	if err := dropRedisSales(t.Context(), itest.RedisTopology, "root:@tcp(127.0.0.1:3306)/"+ns); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := rdb.Exists(t.Context(), mine).Result(); n != 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 )
 
@@ -233,27 +234,40 @@ func envValue(env []string, name, def string) string {
 // namespace (the app's is its database's name): with the database dropped they belong to no
 // product, and a Redis that logs every write (appendonly) rewrites its whole data set each time its
 // log doubles, inside the phases of this run.
-func dropRedisSales(ctx context.Context, addr, dsn string) error {
+func dropRedisSales(ctx context.Context, t redisconn.Topology, dsn string) error {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return fmt.Errorf("-mysql-dsn: %w", err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redisconn.Open(t, redis.UniversalOptions{})
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, redislua.KeysPattern(cfg.DBName), 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("redis %s: scan the bench's sales (is Redis up? make services): %w", addr, err)
-	}
-	for batch := range slices.Chunk(keys, 500) {
-		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-			return fmt.Errorf("redis %s: delete the bench's sales: %w", addr, err)
+	// Each master holds its own share of a cluster's keys; one UNLINK per key, pipelined, since
+	// the keys of different sales live in different slots.
+	err = redisconn.ForEachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, redislua.KeysPattern(cfg.DBName), 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
 		}
+		if err := iter.Err(); err != nil {
+			return fmt.Errorf("scan the bench's sales (is Redis up? make services): %w", err)
+		}
+		for batch := range slices.Chunk(keys, 500) {
+			if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range batch {
+					p.Unlink(ctx, k)
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("delete the bench's sales: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis, %s: %w", t, err)
 	}
 	return nil
 }

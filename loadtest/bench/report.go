@@ -47,6 +47,8 @@ type Settings struct {
 	Batches         []string `json:"batches"`
 	BatchLinger     string   `json:"batch_linger,omitempty"`
 	Stock           int      `json:"stock"`
+	// Topology is where the replicas the bench started found Redis and ZooKeeper.
+	Topology string `json:"topology,omitempty"`
 }
 
 // The kinds of Row.
@@ -132,6 +134,9 @@ func markdown(r *Report) string {
 	}
 	if len(s.Targets) > 0 {
 		replicas = "replicas " + strings.Join(s.Targets, ", ")
+	}
+	if s.Topology != "" {
+		replicas += " · " + s.Topology
 	}
 	linger := ""
 	if s.BatchLinger != "" {

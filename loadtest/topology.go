@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// topologyOf asks the app where its dependencies are (the "topology" of /readyz at base: Redis
+// single, cluster or sentinel, and the ZooKeeper servers), for the report to say what the run
+// ran on. A replica that does not say (an older build, /readyz unreachable) gives nil, and the
+// report says "unknown": the run itself does not depend on it.
+func topologyOf(ctx context.Context, base string) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/readyz", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Topology map[string]string `json:"topology"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return nil
+	}
+	return body.Topology
+}
+
+// topologyLine is a report's line about the topology, e.g. "Redis cluster (seeds …) ·
+// ZooKeeper 127.0.0.1:2191,…".
+func topologyLine(t map[string]string) string {
+	if len(t) == 0 {
+		return "topology: unknown"
+	}
+	names := map[string]string{"redis": "Redis", "zookeeper": "ZooKeeper"}
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		name := names[k]
+		if name == "" {
+			name = k
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", name, t[k]))
+	}
+	return strings.Join(parts, " · ")
+}
