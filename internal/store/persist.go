@@ -21,9 +21,17 @@ import (
 // An Idempotency-Key that the same user already holds for another product (keys are unique per
 // user in MySQL, while the decider keeps them per product) is not stored with the reservation:
 // the unit is kept, only a replay of that key after the decider lost its state would not find it.
-func (s *Store) PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (int, error) {
-	var inserted int
-	err := s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
+//
+// MySQL's stock and its one reservation per buyer stay the truth whatever the decider says: a
+// reservation that would take more units than MySQL has left, or that is a second one of a buyer
+// who holds a reservation of the product already, is not written but returned as refused
+// (Refused). A decider in step with MySQL never makes one; a Redis state that went backwards
+// does (a failover to a replica that had not copied the latest purchases, a restart from an older
+// file): it still counts units that MySQL gave to purchases it forgot, and no longer knows those
+// buyers. Without the check, its purchases would oversell.
+func (s *Store) PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (inserted int, refused []sale.Reservation, err error) {
+	var out persisted
+	err = s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
 		row, err := tx.lockLuaSale(ctx, productID, st)
 		switch {
 		case err != nil:
@@ -33,10 +41,20 @@ func (s *Store) PersistReservations(ctx context.Context, productID int64, st sal
 		case row.LuaGen != gen:
 			return fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 		}
-		inserted, err = tx.persist(ctx, productID, rs)
+		out, err = tx.persist(ctx, productID, row.Stock, rs)
 		return err
 	})
-	return inserted, err
+	if err != nil {
+		return 0, nil, err
+	}
+	return out.inserted, out.refused, nil
+}
+
+// persisted is what persist did: how many reservations it inserted, and those it refused (in the
+// order given) because MySQL cannot hold them.
+type persisted struct {
+	inserted int
+	refused  []sale.Reservation
 }
 
 // ReloadSale is what the redis-lua strategy (re)loads a sale's state in Redis from, in one
@@ -59,7 +77,9 @@ func (s *Store) ReloadSale(ctx context.Context, productID int64, st sale.Strateg
 		if err != nil {
 			return err
 		}
-		if _, err := tx.persist(ctx, productID, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
+		// What MySQL cannot hold of the survivors (see PersistReservations) is not written: the
+		// state rebuilt below counts it nowhere.
+		if _, err := tx.persist(ctx, productID, row.Stock, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
 			return err
 		}
 		gen = row.LuaGen + 1
@@ -105,25 +125,36 @@ func (t *PurchaseTx) lockLuaSale(ctx context.Context, productID int64, st sale.S
 }
 
 // persist inserts those of rs whose order id is not stored yet and takes their units, under the
-// product's row lock. It returns how many it inserted.
-func (t *PurchaseTx) persist(ctx context.Context, productID int64, rs []sale.Reservation) (int, error) {
+// product's row lock (stock is what the row holds), in order, refusing each that MySQL cannot
+// hold: more units than are left, or a buyer who has a reservation of the product already.
+func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs []sale.Reservation) (persisted, error) {
+	var out persisted
 	if len(rs) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	done, err := t.existingOrders(ctx, rs)
 	if err != nil {
-		return 0, err
+		return out, err
+	}
+	held, err := t.buyersOf(ctx, productID, rs)
+	if err != nil {
+		return out, err
 	}
 	fresh := make([]sale.Reservation, 0, len(rs))
 	units := 0
 	for _, r := range rs {
-		if !done[r.OrderID] {
+		switch {
+		case done[r.OrderID]:
+		case held[r.UserID] || r.Quantity > stock-units:
+			out.refused = append(out.refused, r)
+		default:
 			fresh = append(fresh, r)
 			units += r.Quantity
+			held[r.UserID] = true
 		}
 	}
 	if len(fresh) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	err = t.Reserve(ctx, fresh...)
 	if errors.Is(err, ErrDuplicate) {
@@ -132,9 +163,27 @@ func (t *PurchaseTx) persist(ctx context.Context, productID int64, rs []sale.Res
 		}
 	}
 	if err != nil {
-		return 0, err
+		return out, err
 	}
-	return len(fresh), t.Take(ctx, productID, units)
+	out.inserted = len(fresh)
+	return out, t.Take(ctx, productID, units)
+}
+
+// buyersOf returns which of the reservations' users hold a reservation of the product already.
+func (t *PurchaseTx) buyersOf(ctx context.Context, productID int64, rs []sale.Reservation) (map[string]bool, error) {
+	users := make([]string, len(rs))
+	for i, r := range rs {
+		users[i] = r.UserID
+	}
+	var found []string
+	if err := t.tx.WithContext(ctx).Raw("SELECT user_id FROM reservations WHERE product_id = ? AND user_id IN ?", productID, users).Scan(&found).Error; err != nil {
+		return nil, err
+	}
+	held := make(map[string]bool, len(found))
+	for _, u := range found {
+		held[u] = true
+	}
+	return held, nil
 }
 
 // existingOrders returns which of the reservations' order ids are already stored.

@@ -21,7 +21,7 @@ func TestPersistReturns(t *testing.T) {
 	ctx := context.Background()
 	p := product(t, st, 5, sale.StrategyRedisLua)
 	rs := []sale.Reservation{decided(p, "u1", ""), decided(p, "u2", ""), decided(p, "u3", "")}
-	if _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, rs); err != nil {
+	if _, _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, rs); err != nil {
 		t.Fatal(err)
 	}
 	ids := []string{rs[0].OrderID, rs[1].OrderID, rs[2].OrderID}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestPersistReservations(t *testing.T) {
 	batch := []sale.Reservation{decided(p, "u1", "k1"), decided(p, "u2", ""), decided(p, "u3", "k3")}
 	persist := func(rs []sale.Reservation) int {
 		t.Helper()
-		n, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, rs)
+		n, _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, rs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestPersistReservations(t *testing.T) {
 
 	// u5's key is already u5's on another product: the unit is kept, the key is not stored.
 	q := product(t, st, 5, sale.StrategyMySQL)
-	if _, err := st.PersistReservations(ctx, q.ID, q.Strategy, q.Epoch, 0, []sale.Reservation{decided(q, "u5", "shared")}); err != nil {
+	if _, _, err := st.PersistReservations(ctx, q.ID, q.Strategy, q.Epoch, 0, []sale.Reservation{decided(q, "u5", "shared")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := persist([]sale.Reservation{decided(p, "u5", "shared"), decided(p, "u6", "k6")}); n != 2 {
@@ -74,12 +75,12 @@ func TestPersistReservations(t *testing.T) {
 	}
 
 	// Another epoch (a reset in between): nothing written.
-	_, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch+1, 0, []sale.Reservation{decided(p, "u7", "")})
+	_, _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch+1, 0, []sale.Reservation{decided(p, "u7", "")})
 	if !errors.Is(err, sale.ErrSaleChanged) {
 		t.Fatalf("another epoch: %v, want ErrSaleChanged", err)
 	}
 	// Another generation of the Redis state (it was lost and rebuilt since): nothing written.
-	if _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 1, []sale.Reservation{decided(p, "u8", "")}); !errors.Is(err, sale.ErrSaleChanged) {
+	if _, _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 1, []sale.Reservation{decided(p, "u8", "")}); !errors.Is(err, sale.ErrSaleChanged) {
 		t.Fatalf("another generation: %v, want ErrSaleChanged", err)
 	}
 	// A reload writes the surviving entries of the current generation and starts the next one.
@@ -92,11 +93,58 @@ func TestPersistReservations(t *testing.T) {
 	if err != nil || gen != 1 || len(rs) != 7 {
 		t.Fatalf("reload: gen %d, %d reservations, %v; want 1, 7", gen, len(rs), err)
 	}
-	if _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, []sale.Reservation{decided(p, "u10", "")}); !errors.Is(err, sale.ErrSaleChanged) {
+	if _, _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, []sale.Reservation{decided(p, "u10", "")}); !errors.Is(err, sale.ErrSaleChanged) {
 		t.Fatalf("the old generation after a reload: %v, want ErrSaleChanged", err)
 	}
 	if s, r := stockOf(t, st, p.ID); s != 3 || r != 7 {
 		t.Fatalf("after the reload: stock %d, reserved %d; want 3 and 7", s, r)
+	}
+}
+
+// TestPersistRefusesWhatMySQLCannotHold: a decider whose state went backwards (a Redis failed
+// over to a replica that missed the latest purchases) decides purchases MySQL cannot hold: more
+// units than MySQL has left, or a second purchase of a buyer it forgot. They are refused, in
+// order, never written; the rest of the batch is. The control shows what the check stands
+// between: the same batch taken unconditionally oversells.
+func TestPersistRefusesWhatMySQLCannotHold(t *testing.T) {
+	st, _ := itest.Store(t)
+	ctx := context.Background()
+	p := product(t, st, 3, sale.StrategyMySQL)
+	if _, refused, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, []sale.Reservation{decided(p, "a", ""), decided(p, "b", "")}); err != nil || len(refused) != 0 {
+		t.Fatalf("first batch: refused %v, %v", refused, err)
+	}
+	// The lagging state forgot a and b: it sells again to a (a second purchase of a buyer), to c
+	// (the one unit MySQL has left), and to d (a unit MySQL gave to b).
+	batch := []sale.Reservation{decided(p, "a", ""), decided(p, "c", ""), decided(p, "d", "")}
+	n, refused, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range refused {
+		got = append(got, r.UserID)
+	}
+	if n != 1 || strings.Join(got, ",") != "a,d" {
+		t.Fatalf("inserted %d, refused %v; want c inserted, a and d refused", n, got)
+	}
+	if s, r := stockOf(t, st, p.ID); s != 0 || r != 3 {
+		t.Fatalf("stock %d, reserved %d; want 0 and 3", s, r)
+	}
+	// The same batch again: c is written already, a and d refused again; nothing changes.
+	if n, refused, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, batch); err != nil || n != 0 || len(refused) != 2 {
+		t.Fatalf("again: inserted %d, refused %d, %v; want 0, 2", n, len(refused), err)
+	}
+
+	// Control: what the unconditional write did before the check, on a twin product.
+	q := product(t, st, 1, sale.StrategyMySQL)
+	err = st.Purchase(ctx, func(ctx context.Context, tx *store.PurchaseTx) error {
+		if err := tx.Reserve(ctx, decided(q, "x", ""), decided(q, "y", "")); err != nil {
+			return err
+		}
+		return tx.Take(ctx, q.ID, 2)
+	})
+	if s, _ := stockOf(t, st, q.ID); err != nil || s != -1 {
+		t.Fatalf("control: stock %d, %v; want -1 (an oversell the check prevents)", s, err)
 	}
 }
 
@@ -115,7 +163,7 @@ func TestPersistConcurrently(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := w * 10; i+20 <= len(all); i += 20 { // windows of 20 that overlap between workers
-				n, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, 0, all[i:i+20])
+				n, _, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, 0, all[i:i+20])
 				if err != nil {
 					t.Error(err)
 					return
@@ -127,7 +175,7 @@ func TestPersistConcurrently(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if _, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, 0, all); err != nil {
+	if _, _, err := st.PersistReservations(context.Background(), p.ID, p.Strategy, p.Epoch, 0, all); err != nil {
 		t.Fatal(err)
 	}
 	if s, r := stockOf(t, st, p.ID); s != 40 || r != 60 {

@@ -22,9 +22,11 @@ import (
 const Strategy = sale.StrategyRedisLua
 
 // Writer writes reservations that the script decided to MySQL, idempotent on the order id, the
-// stock going down by the units written (*store.Store's PersistReservations). It returns
-// sale.ErrSaleChanged when the product has left that epoch (a reset cleared its sale) or that
-// generation of its state (Redis lost the state that accepted them).
+// stock going down by the units written (*store.Store's PersistReservations), and refuses those
+// MySQL cannot hold (more units than it has left, a second reservation of a buyer: what a Redis
+// state that went backwards decides). It returns sale.ErrSaleChanged when the product has left
+// that epoch (a reset cleared its sale) or that generation of its state (Redis lost the state
+// that accepted them).
 //
 // PersistReturns writes returns that the return script made: it marks those of the orders that are
 // closed and not yet returned as returned, and gives their units back to the stock, in one
@@ -32,7 +34,7 @@ const Strategy = sale.StrategyRedisLua
 // written twice returns once. It returns the units it gave back, or sale.ErrSaleChanged as
 // PersistReservations does.
 type Writer interface {
-	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (int, error)
+	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (inserted int, refused []sale.Reservation, err error)
 	PersistReturns(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, orderIDs []string) (int, error)
 }
 
@@ -85,7 +87,14 @@ type Persister struct {
 	mu        sync.Mutex
 	woken     map[int64]struct{}
 	persisted func()
+	// refusedN counts the reservations MySQL refused (see refused).
+	refusedN atomic.Int64
 }
+
+// Refused is how many accepted purchases this persister found MySQL refusing since it started:
+// purchases a Redis state that went backwards accepted (see refused). Each one's buyer was told
+// 202 and has no order.
+func (p *Persister) Refused() int64 { return p.refusedN.Load() }
 
 // SetPersisted makes f be called after each commit of new reservations (the outbox relay's Wake:
 // they are in the outbox now). Call it before Run.
@@ -282,7 +291,11 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 		if o.ret {
 			n, err = p.w.PersistReturns(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.orders)
 		} else {
-			n, err = p.w.PersistReservations(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.rs)
+			var refused []sale.Reservation
+			n, refused, err = p.w.PersistReservations(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.rs)
+			if err == nil && len(refused) > 0 {
+				p.refused(ctx, productID, o.gen, refused)
+			}
 		}
 		switch {
 		case errors.Is(err, sale.ErrSaleChanged):
@@ -305,6 +318,33 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 	}
 	return settled, nil
 }
+
+// refused handles what MySQL refused of generation gen's reservations: purchases the script
+// accepted that MySQL cannot hold, because the state in Redis went backwards (a failover to a
+// replica that had not copied the latest purchases; a restart from an older file): it still
+// counted units MySQL had given to purchases it forgot, or no longer knew a buyer. Their entries
+// are acknowledged like the rest (they can never be written), loudly: their buyers were told 202.
+// The state is dropped, if it is still that generation, so that the next purchase rebuilds it
+// from MySQL (a forgotten buyer's refused purchase took a unit from the state that MySQL still
+// has, which would otherwise stay unsold).
+func (p *Persister) refused(ctx context.Context, productID int64, gen uint64, rs []sale.Reservation) {
+	p.refusedN.Add(int64(len(rs)))
+	var ids []string
+	for _, r := range rs[:min(len(rs), 10)] {
+		ids = append(ids, r.OrderID)
+	}
+	dropped, err := dropStateScript.Run(ctx, p.rdb, []string{p.sale.Keys(productID).State}, gen).Int()
+	p.o.Log.Error("accepted redis-lua purchases that MySQL cannot hold: refused, their buyers have no order; the Redis state went backwards (a failover to a lagging replica?)",
+		"product_id", productID, "gen", gen, "refused", len(rs), "first_order_ids", ids, "state_dropped_for_rebuild", dropped == 1, "err", err)
+}
+
+// dropStateScript deletes a sale's state (KEYS[1]) if it is still of generation ARGV[1].
+var dropStateScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'gen') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
 
 // isReturn reports whether a stream entry is a return (the return script's field ret) rather than
 // a reservation (the purchase script's r).

@@ -145,7 +145,7 @@ func TestPersisterTakesOverADeadOne(t *testing.T) {
 		}
 		committed = append(committed, r)
 	}
-	if _, err := st.PersistReservations(t.Context(), p.ID, p.Strategy, p.Epoch, 0, committed); err != nil {
+	if _, _, err := st.PersistReservations(t.Context(), p.ID, p.Strategy, p.Epoch, 0, committed); err != nil {
 		t.Fatal(err)
 	}
 
