@@ -43,7 +43,10 @@
 #   SECKILL_ZK_MODE=ensemble     zk1..zk3 on 2191..2193 (quorum 2891..2893, election
 #                                3891..3893)
 # "down" stops every node these scripts started, whatever the mode; stop, kill and
-# start take the nodes' names too. Their state lives in .run/redis-cluster,
+# start take the nodes' names too, and "start" waits until the node has its place
+# back: an rcN cluster_state:ok and synced, an rsN the role the sentinels give it
+# (a failed-over master is made a replica ~15 s after it is back), a sentinel
+# until all three see each other, a zkN until it follows or leads. Their state lives in .run/redis-cluster,
 # .run/redis-sentinel and .run/zk-ensemble and outlives a restart: who is master
 # after a failover stays so (remove the directory, nodes stopped, to start afresh).
 #
