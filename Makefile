@@ -14,21 +14,31 @@ GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
+# The Redis and ZooKeeper topologies of the local stack (scripts/env.sh, scripts/services.sh):
+# REDIS_MODE=single|cluster|sentinel and ZK_MODE=single|ensemble, when given, become
+# SECKILL_REDIS_MODE and SECKILL_ZK_MODE, e.g. make up REDIS_MODE=cluster ZK_MODE=ensemble.
+ifdef REDIS_MODE
+export SECKILL_REDIS_MODE := $(REDIS_MODE)
+endif
+ifdef ZK_MODE
+export SECKILL_ZK_MODE := $(ZK_MODE)
+endif
+
 .PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos zoo k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-up: ## start services, 3 replicas and nginx on http://127.0.0.1:8080/ (idempotent)
+up: ## start services, 3 replicas and nginx on http://127.0.0.1:8080/ (idempotent); REDIS_MODE=cluster|sentinel, ZK_MODE=ensemble add those topologies
 	scripts/up.sh
 
-down: ## stop everything `make up` started (MariaDB/Redis only if it started them)
+down: ## stop everything `make up` started, the topologies' nodes of any mode too (MariaDB/Redis only if it started them)
 	scripts/down.sh all
 
-services: ## start MariaDB, Redis, ZooKeeper, the dev Kafka broker, Redlock's five Redis servers and Memcached (idempotent)
+services: ## start MariaDB, Redis, ZooKeeper, the dev Kafka broker, Redlock's five Redis servers and Memcached (idempotent); REDIS_MODE=cluster|sentinel, ZK_MODE=ensemble add those topologies
 	scripts/services.sh up
 
-services-down: ## stop the services that `make services` started
+services-down: ## stop the services that `make services` started, the topologies' nodes of any mode too
 	scripts/services.sh down
 
 status: ## show what runs and answers

@@ -3,7 +3,8 @@
 #
 #   down.sh       nginx and the seckill replicas
 #   down.sh all   also the services that services.sh started: the dev Kafka
-#                 broker and ZooKeeper, and MariaDB/Redis only if these
+#                 broker and ZooKeeper, the Redis Cluster, Sentinel and ZooKeeper
+#                 ensemble nodes of any mode, and MariaDB/Redis only if these
 #                 scripts started them (what `make down` runs). A MariaDB or
 #                 Redis that was already running is left alone.
 #

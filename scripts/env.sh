@@ -6,7 +6,27 @@
 
 export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-root:@tcp(127.0.0.1:3306)/seckill}
 export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
-export SECKILL_ZK_SERVERS=${SECKILL_ZK_SERVERS:-127.0.0.1:2181}
+# The Redis and ZooKeeper topologies (scripts/services.sh starts the nodes of the chosen ones;
+# make up REDIS_MODE=cluster ZK_MODE=ensemble sets these two):
+#   SECKILL_REDIS_MODE  single: the Redis above; cluster: seeds rc1..rc6; sentinel: the master
+#                       "seckill" of sentinel1..3
+#   SECKILL_ZK_MODE     single: the server on 2181; ensemble: zk1..zk3
+export SECKILL_REDIS_MODE=${SECKILL_REDIS_MODE:-single}
+export SECKILL_ZK_MODE=${SECKILL_ZK_MODE:-single}
+case $SECKILL_REDIS_MODE in
+cluster) SECKILL_REDIS_ADDRS=${SECKILL_REDIS_ADDRS:-127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005,127.0.0.1:7006} ;;
+sentinel)
+	SECKILL_REDIS_ADDRS=${SECKILL_REDIS_ADDRS:-127.0.0.1:26401,127.0.0.1:26402,127.0.0.1:26403}
+	export SECKILL_REDIS_MASTER=${SECKILL_REDIS_MASTER:-seckill}
+	;;
+*) SECKILL_REDIS_ADDRS=${SECKILL_REDIS_ADDRS:-} ;; # empty: the app uses SECKILL_REDIS_ADDR
+esac
+export SECKILL_REDIS_ADDRS
+if [[ $SECKILL_ZK_MODE == ensemble ]]; then
+	export SECKILL_ZK_SERVERS=${SECKILL_ZK_SERVERS:-127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193}
+else
+	export SECKILL_ZK_SERVERS=${SECKILL_ZK_SERVERS:-127.0.0.1:2181}
+fi
 export SECKILL_KAFKA_BROKERS=${SECKILL_KAFKA_BROKERS:-127.0.0.1:9092}
 export SECKILL_KAFKA_TOPIC=${SECKILL_KAFKA_TOPIC:-seckill.orders}
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# services.sh up|down|status|stop NAME|kill NAME|start NAME — the backing services
+# services.sh up|down|status|stop NAME|kill NAME|start NAME|name-of ADDR|zk-leader|
+#   sentinel-master|cluster-master KEY — the backing services
 # of the local stack, without Docker: MariaDB, Redis, ZooKeeper and the dev Kafka broker;
 # and for the lock zoo's Redlock and Memcached locks, five more Redis servers
 # (redlock1..redlock5 on 127.0.0.1:6390..6394, no persistence at all: a restart
@@ -27,6 +28,32 @@
 #               leaves it alone), any other as "up" would. "up" restarts every
 #               service that "stop" left recorded, so whatever ends a chaos run,
 #               the next "up" puts the machine back as it was.
+#
+#
+# The topologies (issue #17): besides those base services, which always run (the
+# tests use them), "up" starts the nodes of the Redis and ZooKeeper topology that
+# SECKILL_REDIS_MODE and SECKILL_ZK_MODE choose (scripts/env.sh; make up REDIS_MODE=...
+# ZK_MODE=...):
+#   SECKILL_REDIS_MODE=single    (default) nothing more: the Redis on 6379
+#   SECKILL_REDIS_MODE=cluster   Redis Cluster rc1..rc6 on 127.0.0.1:7001..7006 (bus
+#                                17001..17006), three masters with a replica each
+#   SECKILL_REDIS_MODE=sentinel  rs1 (master) and rs2 (its replica) on 6401 and 6402,
+#                                watched as "seckill" by sentinel1..3 on 26401..26403
+#   SECKILL_ZK_MODE=single       (default) nothing more: the ZooKeeper on 2181
+#   SECKILL_ZK_MODE=ensemble     zk1..zk3 on 2191..2193 (quorum 2891..2893, election
+#                                3891..3893)
+# "down" stops every node these scripts started, whatever the mode; stop, kill and
+# start take the nodes' names too, and "start" waits until the node has its place
+# back: an rcN cluster_state:ok and synced, an rsN the role the sentinels give it
+# (a failed-over master is made a replica ~15 s after it is back), a sentinel
+# until all three see each other, a zkN until it follows or leads. Their state lives in .run/redis-cluster,
+# .run/redis-sentinel and .run/zk-ensemble and outlives a restart: who is master
+# after a failover stays so (remove the directory, nodes stopped, to start afresh).
+#
+#   name-of HOST:PORT   the name of the node on that address (127.0.0.1:7003: rc3)
+#   zk-leader           the name of the ensemble's leader (zk1..zk3)
+#   sentinel-master     the name of the master the sentinels name (rs1 or rs2)
+#   cluster-master KEY  the name of the cluster master that serves KEY's slot
 #
 # Addresses are fixed (127.0.0.1, default ports) and match scripts/env.sh.
 # ZooKeeper keeps its data in .run/zk, the broker in .run/kafka, Redis in .run/redis.
@@ -62,6 +89,20 @@ REDLOCK_BASE_PORT=6390
 REDLOCK_SERVERS=5
 MEMCACHED_PORT=11211
 
+# The topologies' nodes (see the header); their ports are BASE + N.
+REDIS_MODE=${SECKILL_REDIS_MODE:-single}
+ZK_MODE=${SECKILL_ZK_MODE:-single}
+CLUSTER_SIZE=6
+CLUSTER_BASE_PORT=7000 # rcN on 7000+N, its cluster bus on 17000+N
+CLUSTER_DIR=$RUN_DIR/redis-cluster
+SENTINEL_REDIS_BASE_PORT=6400 # rsN on 6400+N
+SENTINEL_BASE_PORT=26400      # sentinelN on 26400+N
+SENTINEL_DIR=$RUN_DIR/redis-sentinel
+SENTINEL_MASTER=seckill
+ZK_ENSEMBLE_SIZE=3
+ZK_ENSEMBLE_BASE_PORT=2190 # zkN's clients on 2190+N, quorum on 2890+N, election on 3890+N
+ZK_ENSEMBLE_DIR=$RUN_DIR/zk-ensemble
+
 # Services in start order; "down" goes in reverse.
 SERVICES=(mariadb redis zookeeper kafka)
 for ((n = 1; n <= REDLOCK_SERVERS; n++)); do
@@ -69,17 +110,40 @@ for ((n = 1; n <= REDLOCK_SERVERS; n++)); do
 done
 SERVICES+=(memcached)
 
+CLUSTER_SERVICES=()
+for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+	CLUSTER_SERVICES+=("rc$n")
+done
+SENTINEL_REDIS_SERVICES=(rs1 rs2)
+SENTINEL_SERVICES=(sentinel1 sentinel2 sentinel3)
+ZK_ENSEMBLE_SERVICES=()
+for ((n = 1; n <= ZK_ENSEMBLE_SIZE; n++)); do
+	ZK_ENSEMBLE_SERVICES+=("zk$n")
+done
+# Every service these scripts know, the topologies' nodes last: what "down" stops
+# (in reverse) and what stop, kill and start accept.
+ALL_SERVICES=("${SERVICES[@]}" "${CLUSTER_SERVICES[@]}" "${SENTINEL_REDIS_SERVICES[@]}"
+	"${SENTINEL_SERVICES[@]}" "${ZK_ENSEMBLE_SERVICES[@]}")
+
 main() {
+	case $REDIS_MODE in single | cluster | sentinel) ;; *) die "SECKILL_REDIS_MODE=$REDIS_MODE: want single, cluster or sentinel" ;; esac
+	case $ZK_MODE in single | ensemble) ;; *) die "SECKILL_ZK_MODE=$ZK_MODE: want single or ensemble" ;; esac
 	case "${1:-}" in
 	up) services_up ;;
 	down) services_down ;;
 	status) services_status ;;
 	stop | kill | start)
-		is_service "${2:-}" || die "usage: $0 $1 ${SERVICES[*]// /|}"
+		is_service "${2:-}" || die "usage: $0 $1 ${ALL_SERVICES[*]// /|}"
 		"service_$1" "$2"
+		# A node back in its topology: wait until it has taken its place there.
+		if [[ $1 == start ]] && declare -F "${2}_settle" >/dev/null; then "${2}_settle"; fi
 		;;
+	name-of) name_of "${2:-}" ;;
+	zk-leader) zk_leader ;;
+	sentinel-master) sentinel_master ;;
+	cluster-master) cluster_master "${2:-}" ;;
 	*)
-		echo "usage: $0 up|down|status|stop NAME|kill NAME|start NAME" >&2
+		echo "usage: $0 up|down|status|stop NAME|kill NAME|start NAME|name-of HOST:PORT|zk-leader|sentinel-master|cluster-master KEY" >&2
 		exit 2
 		;;
 	esac
@@ -87,10 +151,19 @@ main() {
 
 is_service() {
 	local svc
-	for svc in "${SERVICES[@]}"; do
+	for svc in "${ALL_SERVICES[@]}"; do
 		[[ $1 == "$svc" ]] && return 0
 	done
 	return 1
+}
+
+# mode_services prints, one a line, the topology nodes that the modes choose.
+mode_services() {
+	case $REDIS_MODE in
+	cluster) printf '%s\n' "${CLUSTER_SERVICES[@]}" ;;
+	sentinel) printf '%s\n' "${SENTINEL_REDIS_SERVICES[@]}" "${SENTINEL_SERVICES[@]}" ;;
+	esac
+	if [[ $ZK_MODE == ensemble ]]; then printf '%s\n' "${ZK_ENSEMBLE_SERVICES[@]}"; fi
 }
 
 services_up() {
@@ -103,12 +176,58 @@ services_up() {
 	require_cmd mysql mariadb-client
 	mariadb_ensure_root_over_tcp
 	mariadb_ensure_database
+	topology_up
+}
+
+# topology_up starts the nodes of the chosen modes, a topology's nodes at once
+# (an ensemble serves only once a quorum of it runs; a cluster forms only once
+# all of its nodes answer), then makes sure each topology works.
+topology_up() {
+	case $REDIS_MODE in
+	cluster)
+		start_together "${CLUSTER_SERVICES[@]}"
+		redis_cluster_ensure
+		;;
+	sentinel)
+		# The data servers first: sentinels that found no master would count it down.
+		start_together "${SENTINEL_REDIS_SERVICES[@]}"
+		start_together "${SENTINEL_SERVICES[@]}"
+		sentinel_ensure
+		;;
+	esac
+	if [[ $ZK_MODE == ensemble ]]; then start_together "${ZK_ENSEMBLE_SERVICES[@]}"; fi
+}
+
+# start_together NAME... is ensure_service for a group of nodes: every one that
+# does not answer is started first, then each is waited for.
+start_together() {
+	local name start pending=()
+	for name; do
+		if "${name}_answers"; then
+			log "$name: already answers on $(service_addr "$name")"
+			continue
+		fi
+		if is_running "$name"; then
+			log "$name: started earlier (pid $(read_pid "$name")), waiting for it"
+		else
+			"${name}_install"
+			log "$name: starting"
+			"${name}_start"
+		fi
+		pending+=("$name")
+	done
+	start=$(now_ns)
+	for name in "${pending[@]}"; do
+		wait_ready "$name" "$(start_timeout "$name")" "${name}_answers" ||
+			die "$name did not become ready (log: $(log_file "$name"))"
+		log "$name: ready on $(service_addr "$name") after $(elapsed_since "$start")"
+	done
 }
 
 services_down() {
 	local i svc
-	for ((i = ${#SERVICES[@]} - 1; i >= 0; i--)); do
-		svc=${SERVICES[i]}
+	for ((i = ${#ALL_SERVICES[@]} - 1; i >= 0; i--)); do
+		svc=${ALL_SERVICES[i]}
 		if is_running "$svc"; then
 			stop_process "$svc" "$(stop_timeout "$svc")"
 		elif "${svc}_answers"; then
@@ -117,10 +236,21 @@ services_down() {
 	done
 }
 
+# services_status lists the base services, the nodes of the chosen modes, and any
+# other node that runs.
 services_status() {
-	local svc state
-	for svc in "${SERVICES[@]}"; do
-		if "${svc}_answers"; then state=up; else state=DOWN; fi
+	local svc state chosen
+	chosen=" $(mode_services | tr '\n' ' ') "
+	for svc in "${ALL_SERVICES[@]}"; do
+		if ! is_service_base "$svc" && [[ $chosen != *" $svc "* ]] && ! is_running "$svc"; then
+			continue
+		fi
+		if "${svc}_answers"; then
+			state=up
+			if declare -F "${svc}_role" >/dev/null; then state+=" [$("${svc}_role")]"; fi
+		else
+			state=DOWN
+		fi
 		if is_running "$svc"; then
 			state+=" (started by these scripts, pid $(read_pid "$svc"))"
 		elif [[ $state == up ]]; then
@@ -130,6 +260,14 @@ services_status() {
 		fi
 		printf '%-10s %-16s %s\n' "$svc" "$(service_addr "$svc")" "$state"
 	done
+}
+
+is_service_base() {
+	local svc
+	for svc in "${SERVICES[@]}"; do
+		[[ $1 == "$svc" ]] && return 0
+	done
+	return 1
 }
 
 # service_stop NAME stops one service and waits until it is gone (see the header).
@@ -256,12 +394,24 @@ service_addr() {
 	memcached) echo "$HOST:$MEMCACHED_PORT" ;;
 	zookeeper) echo "$HOST:$ZK_PORT" ;;
 	kafka) echo "$HOST:$KAFKA_PORT" ;;
+	rc[0-9]* | rs[0-9]* | sentinel[0-9]* | zk[0-9]*) echo "$HOST:$(node_port "$1")" ;;
+	esac
+}
+
+# node_port NAME is the port of a topology node (rcN, rsN, sentinelN, zkN's clients).
+node_port() {
+	case $1 in
+	rc[0-9]*) echo $((CLUSTER_BASE_PORT + ${1#rc})) ;;
+	rs[0-9]*) echo $((SENTINEL_REDIS_BASE_PORT + ${1#rs})) ;;
+	sentinel[0-9]*) echo $((SENTINEL_BASE_PORT + ${1#sentinel})) ;;
+	zk[0-9]*) echo $((ZK_ENSEMBLE_BASE_PORT + ${1#zk})) ;;
+	*) return 1 ;;
 	esac
 }
 
 start_timeout() {
 	case $1 in
-	zookeeper) echo 60 ;;
+	zookeeper | zk[0-9]*) echo 60 ;;
 	*) echo 30 ;;
 	esac
 }
@@ -546,8 +696,12 @@ maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr
 EOF
-	cat >"$ZK_DIR/log4j.properties" <<'EOF'
-# Written by scripts/services.sh: everything to stdout, which goes to .run/logs/zookeeper.log.
+	zookeeper_log4j >"$ZK_DIR/log4j.properties"
+}
+
+zookeeper_log4j() {
+	cat <<'EOF'
+# Written by scripts/services.sh: everything to stdout, which goes to .run/logs/<name>.log.
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
@@ -586,7 +740,8 @@ kafka_start() {
 # redlock_port NAME is the port of redlockN.
 redlock_port() { echo $((REDLOCK_BASE_PORT + ${1#redlock} - 1)); }
 
-redlock_answers_on() {
+# redis_pong_on PORT: the Redis (or sentinel) on PORT answers PING.
+redis_pong_on() {
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf "PING\r\n" >&3; read -r reply <&3; [[ $reply == +PONG* ]]' \
 		"$HOST" "$1" 2>/dev/null
@@ -602,7 +757,7 @@ redlock_start_one() {
 # The service functions of redlock1..redlockN, which ensure_service and the rest
 # call by name.
 for ((n = 1; n <= REDLOCK_SERVERS; n++)); do
-	eval "redlock${n}_answers() { redlock_answers_on \"\$(redlock_port redlock$n)\"; }"
+	eval "redlock${n}_answers() { redis_pong_on \"\$(redlock_port redlock$n)\"; }"
 	eval "redlock${n}_install() { redis_install; }"
 	eval "redlock${n}_start() { redlock_start_one redlock$n; }"
 done
@@ -622,6 +777,334 @@ memcached_install() {
 # memcached refuses to run as root unless told a user to become: nobody.
 memcached_start() {
 	start_bg memcached memcached -l "$HOST" -p "$MEMCACHED_PORT" -U 0 -m 64 -u nobody
+}
+
+# ---------------------------------------------------------------- topologies: shared
+
+# node_cli NAME ARGS... runs redis-cli against a Redis or sentinel node, replies raw.
+node_cli() {
+	local name=$1
+	shift
+	redis-cli --raw -h "$HOST" -p "$(node_port "$name")" "$@"
+}
+
+# node_role NAME prints master or replica, as the Redis NAME says it is.
+node_role() {
+	case $(node_cli "$1" ROLE 2>/dev/null | head -n 1) in
+	master) echo master ;;
+	slave) echo "replica of $(name_of "$(node_cli "$1" ROLE | sed -n 2p):$(node_cli "$1" ROLE | sed -n 3p)")" ;;
+	*) echo unknown ;;
+	esac
+}
+
+topology_redis_install() {
+	redis_install
+	require_cmd redis-cli redis-tools
+}
+
+# name_of HOST:PORT prints the name of the service on that port (every one is on HOST).
+name_of() {
+	local port=${1##*:} svc
+	[[ $port =~ ^[0-9]+$ ]] || die "usage: $0 name-of HOST:PORT"
+	for svc in "${ALL_SERVICES[@]}"; do
+		if [[ $(service_addr "$svc") == *":$port" ]]; then
+			printf '%s\n' "$svc"
+			return 0
+		fi
+	done
+	die "no service of these scripts on port $port"
+}
+
+# ---------------------------------------------------------------- Redis Cluster
+
+# rc_start NAME starts one cluster node. Its directory keeps nodes.conf (the node's
+# id and what it knows of the cluster), so a node that comes back rejoins as what
+# the others made of it: a master that was failed over comes back a replica.
+# cluster-replica-validity-factor 0: a replica may always be promoted, however long
+# it has been cut off from its master; by default one that lost its link for long
+# refuses, and the failover tests cut replication on purpose.
+rc_start() {
+	local name=$1 dir=$CLUSTER_DIR/${1#rc}
+	mkdir -p "$dir"
+	start_bg "$name" redis-server --daemonize no --bind "$HOST" --port "$(node_port "$name")" --dir "$dir" \
+		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+		--cluster-replica-validity-factor 0 \
+		--save "" --appendonly yes --appendfsync "$REDIS_APPENDFSYNC"
+}
+
+for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+	eval "rc${n}_answers() { redis_pong_on \"\$(node_port rc$n)\"; }"
+	eval "rc${n}_install() { topology_redis_install; }"
+	eval "rc${n}_start() { rc_start rc$n; }"
+	eval "rc${n}_role() { node_role rc$n; }"
+	eval "rc${n}_settle() { rc_settle rc$n; }"
+done
+
+# cluster_info NAME FIELD prints one field of CLUSTER INFO on node NAME.
+cluster_info() {
+	node_cli "$1" CLUSTER INFO 2>/dev/null | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'
+}
+
+cluster_node_ok() { [[ $(cluster_info "$1" cluster_state) == ok ]]; }
+
+# redis_in_sync NAME: a master, or a replica whose link to its master is up (its
+# first sync done).
+redis_in_sync() {
+	local info
+	info=$(node_cli "$1" INFO replication 2>/dev/null | tr -d '\r')
+	[[ $info == *role:master* || $info == *master_link_status:up* ]]
+}
+
+rc_in_place() { cluster_node_ok "$1" && redis_in_sync "$1"; }
+
+cluster_all_ok() {
+	local svc
+	for svc in "${CLUSTER_SERVICES[@]}"; do
+		cluster_node_ok "$svc" || return 1
+	done
+}
+
+# redis_cluster_ensure makes the six nodes one cluster, three masters with a
+# replica each, if no node has a slot yet (the first "up", or the nodes' state
+# removed); otherwise the cluster is left as it is. Either way it returns once
+# every node says cluster_state:ok.
+redis_cluster_ensure() {
+	local svc assigned=0 n addrs=() start created=''
+	start=$(now_ns)
+	for svc in "${CLUSTER_SERVICES[@]}"; do
+		n=$(cluster_info "$svc" cluster_slots_assigned)
+		assigned=$((assigned + ${n:-0}))
+		addrs+=("$(service_addr "$svc")")
+	done
+	if ((assigned == 0)); then
+		# Without slots a node holds no keys: a node that met others in a create
+		# that did not finish can be reset, which --cluster create requires.
+		for svc in "${CLUSTER_SERVICES[@]}"; do
+			if (($(cluster_info "$svc" cluster_known_nodes) > 1)); then
+				log "$svc: knows other nodes but no slots: CLUSTER RESET HARD"
+				node_cli "$svc" CLUSTER RESET HARD >/dev/null
+			fi
+		done
+		log "redis cluster: creating it over ${addrs[*]} (one replica per master)"
+		redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+			>>"$(log_file redis-cluster-create)" 2>&1 ||
+			die "redis cluster: create failed (output: $(log_file redis-cluster-create))"
+		created=1
+	fi
+	wait_until "every cluster node to say cluster_state:ok" 30 cluster_all_ok ||
+		die "redis cluster: not ok on every node (redis-cli -p $((CLUSTER_BASE_PORT + 1)) cluster nodes; to start afresh: stop rc1..rc$CLUSTER_SIZE, rm -r $CLUSTER_DIR)"
+	log "redis cluster: ok on all $CLUSTER_SIZE nodes${created:+, created in $(elapsed_since "$start")}"
+}
+
+# rc_settle NAME waits, after "start NAME", until the node says cluster_state:ok
+# (one back from a crash first learns what the others decided while it was away)
+# and, a replica, has synced with its master. A node of a cluster that was never
+# created has nothing to wait for.
+rc_settle() {
+	local name=$1 start
+	[[ $(cluster_info "$name" cluster_slots_assigned) == 0 ]] && return 0
+	start=$(now_ns)
+	wait_until "$name to say cluster_state:ok and be in sync" 30 rc_in_place "$name" ||
+		die "$name: not cluster_state:ok and in sync 30s after its start"
+	log "$name: cluster_state:ok, $(node_role "$name"), in sync, after $(elapsed_since "$start")"
+}
+
+# cluster_master KEY prints the name of the master that serves KEY's slot.
+cluster_master() {
+	local key=$1 slot svc node
+	[[ -n $key ]] || die "usage: $0 cluster-master KEY"
+	for svc in "${CLUSTER_SERVICES[@]}"; do
+		slot=$(node_cli "$svc" CLUSTER KEYSLOT "$key" 2>/dev/null) || continue
+		# CLUSTER NODES: id addr@bus flags master ping pong epoch link slot-ranges...
+		node=$(node_cli "$svc" CLUSTER NODES | awk -v s="$slot" '
+			$3 ~ /master/ && $3 !~ /fail/ {
+				for (i = 9; i <= NF; i++) {
+					n = split($i, r, "-"); lo = r[1]; hi = (n == 2 ? r[2] : r[1])
+					if (s >= lo && s <= hi) { split($2, a, "@"); print a[1]; exit }
+				}
+			}')
+		[[ -n $node ]] || die "no live master serves slot $slot (of $key), as $svc sees it"
+		name_of "$node"
+		return 0
+	done
+	die "no cluster node answers"
+}
+
+# ---------------------------------------------------------------- Redis Sentinel
+
+# rs1 and rs2 each run from a config file of their own, written once (rs2's says
+# replicaof rs1) and from then on rewritten by Redis itself when the sentinels
+# promote or demote it (CONFIG REWRITE): who is master survives a restart, and
+# "up" never turns a promoted rs2 back into a replica.
+rs_start() {
+	local name=$1 conf=$SENTINEL_DIR/$1.conf
+	mkdir -p "$SENTINEL_DIR/$name"
+	if [[ ! -f $conf ]]; then
+		{
+			printf '# Written once by scripts/services.sh; Redis rewrites it when the sentinels change its role.\n'
+			if [[ $name != rs1 ]]; then printf 'replicaof %s %s\n' "$HOST" "$(node_port rs1)"; fi
+		} >"$conf"
+	fi
+	start_bg "$name" redis-server "$conf" --daemonize no --bind "$HOST" --port "$(node_port "$name")" \
+		--dir "$SENTINEL_DIR/$name" --save "" --appendonly yes --appendfsync "$REDIS_APPENDFSYNC"
+}
+
+# Each sentinel has a config file of its own, written once: a sentinel rewrites
+# it with what it learns (the current master, the replicas, the other sentinels,
+# its id and epochs), which it needs to come back into the set after a restart.
+sentinel_start() {
+	local name=$1 conf=$SENTINEL_DIR/$1.conf
+	mkdir -p "$SENTINEL_DIR"
+	if [[ ! -f $conf ]]; then
+		cat >"$conf" <<-CONF
+			# Written once by scripts/services.sh; the sentinel rewrites it with what it learns.
+			port $(node_port "$name")
+			bind $HOST
+			dir $SENTINEL_DIR
+			sentinel monitor $SENTINEL_MASTER $HOST $(node_port rs1) 2
+			sentinel down-after-milliseconds $SENTINEL_MASTER 2000
+			sentinel failover-timeout $SENTINEL_MASTER 10000
+			sentinel parallel-syncs $SENTINEL_MASTER 1
+		CONF
+	fi
+	start_bg "$name" redis-server "$conf" --sentinel
+}
+
+for name in "${SENTINEL_REDIS_SERVICES[@]}"; do
+	eval "${name}_answers() { redis_pong_on \"\$(node_port $name)\"; }"
+	eval "${name}_install() { topology_redis_install; }"
+	eval "${name}_start() { rs_start $name; }"
+	eval "${name}_role() { node_role $name; }"
+	eval "${name}_settle() { rs_settle $name; }"
+done
+for name in "${SENTINEL_SERVICES[@]}"; do
+	eval "${name}_answers() { redis_pong_on \"\$(node_port $name)\"; }"
+	eval "${name}_install() { topology_redis_install; }"
+	eval "${name}_start() { sentinel_start $name; }"
+	eval "${name}_role() { echo \"master \$(sentinel_master_of $name 2>/dev/null || echo unknown)\"; }"
+	eval "${name}_settle() { sentinel_ensure; }"
+done
+
+# sentinel_master_of SENTINEL prints the name of the master that SENTINEL names.
+sentinel_master_of() {
+	local reply
+	mapfile -t reply < <(node_cli "$1" SENTINEL GET-MASTER-ADDR-BY-NAME "$SENTINEL_MASTER" 2>/dev/null)
+	((${#reply[@]} == 2)) || return 1
+	name_of "${reply[0]}:${reply[1]}"
+}
+
+# sentinel_master prints the name of the current master, as the first sentinel
+# that answers names it.
+sentinel_master() {
+	local svc
+	for svc in "${SENTINEL_SERVICES[@]}"; do
+		sentinel_master_of "$svc" && return 0
+	done
+	die "no sentinel answers"
+}
+
+sentinel_quorum_ok() {
+	local svc
+	for svc in "${SENTINEL_SERVICES[@]}"; do
+		[[ $(node_cli "$svc" SENTINEL CKQUORUM "$SENTINEL_MASTER" 2>/dev/null) == "OK ${#SENTINEL_SERVICES[@]} usable"* ]] || return 1
+	done
+}
+
+# sentinel_ensure waits until each sentinel sees the others and could fail over
+# (SENTINEL CKQUORUM: they find each other through the master within seconds).
+sentinel_ensure() {
+	local start
+	start=$(now_ns)
+	wait_until "every sentinel to see all ${#SENTINEL_SERVICES[@]}" 30 sentinel_quorum_ok ||
+		die "sentinels: no quorum (redis-cli -p $(node_port sentinel1) sentinel ckquorum $SENTINEL_MASTER)"
+	log "sentinels: all ${#SENTINEL_SERVICES[@]} see each other after $(elapsed_since "$start"); master is $(sentinel_master)"
+}
+
+rs_in_place() {
+	local name=$1 master
+	master=$(sentinel_master) || return 1
+	if [[ $master == "$name" ]]; then
+		[[ $(node_role "$name") == master ]]
+	else
+		[[ $(node_role "$name") == "replica of $master" ]] && redis_in_sync "$name"
+	fi
+}
+
+# rs_settle NAME waits, after "start NAME", until the node has the role the
+# sentinels give it: a master that was failed over comes back a master and is
+# made a replica of the new one by the sentinels, some seconds later.
+rs_settle() {
+	local name=$1 start
+	start=$(now_ns)
+	wait_until "$name to take the role the sentinels give it" 60 rs_in_place "$name" ||
+		die "$name: still $(node_role "$name") 60s after its start, while the sentinels name $(sentinel_master) master"
+	log "$name: $(node_role "$name") after $(elapsed_since "$start")"
+}
+
+# ---------------------------------------------------------------- ZooKeeper ensemble
+
+# tickTime 1000: the server clamps a session's timeout to 2..20 ticks, so the
+# app's 10 s (SECKILL_ZK_SESSION_TIMEOUT) sits mid-range and up to 20 s still
+# holds (with 500 it would be the ceiling). A killed leader is noticed when its
+# connections close, and the election itself is not paced by ticks; the tick
+# matters for a leader that hangs (syncLimit 5 ticks: 5 s) and for a node's
+# catching up after an election (initLimit 10 ticks).
+zk_ensemble_write_config() {
+	local n=$1 dir=$ZK_ENSEMBLE_DIR/$1 i
+	mkdir -p "$dir/data"
+	printf '%s\n' "$n" >"$dir/data/myid"
+	{
+		cat <<-CONF
+			# Written by scripts/services.sh: server $n of a ${ZK_ENSEMBLE_SIZE}-server dev ensemble on $HOST only.
+			tickTime=1000
+			initLimit=10
+			syncLimit=5
+			dataDir=$dir/data
+			clientPort=$((ZK_ENSEMBLE_BASE_PORT + n))
+			clientPortAddress=$HOST
+			maxClientCnxns=0
+			admin.enableServer=false
+			4lw.commands.whitelist=ruok,srvr,stat,mntr
+		CONF
+		for ((i = 1; i <= ZK_ENSEMBLE_SIZE; i++)); do
+			printf 'server.%d=%s:%d:%d\n' "$i" "$HOST" $((2890 + i)) $((3890 + i))
+		done
+	} >"$dir/zoo.cfg"
+	zookeeper_log4j >"$dir/log4j.properties"
+}
+
+zk_ensemble_start() {
+	local name=$1 dir=$ZK_ENSEMBLE_DIR/${1#zk} cp
+	zk_ensemble_write_config "${name#zk}"
+	cp=$(zookeeper_classpath)
+	start_bg "$name" java -Xmx256m -XX:+UseSerialGC \
+		-Dlog4j.configuration="file:$dir/log4j.properties" \
+		-cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+}
+
+# zk_mode NAME prints leader or follower, what srvr says (nothing while the
+# server has no quorum: it does not serve then).
+zk_mode() {
+	four_letter "$HOST" "$(node_port "$1")" srvr | awk '/^Mode:/ {print $2}'
+}
+
+for ((n = 1; n <= ZK_ENSEMBLE_SIZE; n++)); do
+	eval "zk${n}_answers() { [[ \$(zk_mode zk$n) == @(leader|follower) ]]; }"
+	eval "zk${n}_install() { zookeeper_install; }"
+	eval "zk${n}_start() { zk_ensemble_start zk$n; }"
+	eval "zk${n}_role() { zk_mode zk$n; }"
+done
+
+# zk_leader prints the name of the ensemble's leader.
+zk_leader() {
+	local svc
+	for svc in "${ZK_ENSEMBLE_SERVICES[@]}"; do
+		if [[ $(zk_mode "$svc") == leader ]]; then
+			printf '%s\n' "$svc"
+			return 0
+		fi
+	done
+	die "no ZooKeeper ensemble server says it leads"
 }
 
 # Sourcing this file (for tests or other scripts) defines the functions only.
