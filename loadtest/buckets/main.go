@@ -87,7 +87,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.goroutines, "goroutines", 16, "goroutines of the throughput phase (R's 16)")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of the throughput phase: each measures every K, ascending then descending in turn; the figure is their mean")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up of each throughput measurement")
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each throughput measurement")
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each throughput measurement")
 	fs.IntVar(&o.tailK, "tail-k", 8, "buckets of the tail phase")
 	fs.IntVar(&o.units, "units", 10_000, "units of each tail sale (N)")
 	fs.IntVar(&o.buyers, "buyers", 15_000, "buyers of each tail sale, one unit each: more than -units")
@@ -171,6 +171,7 @@ func measure(ctx context.Context, o *options, say func(string, ...any)) (*Report
 	start := time.Now()
 	rep := &Report{
 		RunID: start.UTC().Format("20060102-150405"), StartedAt: start.UTC(), Machine: yardstick.Machine(), Commit: gitCommit(ctx),
+		LoadAverage: loadAverage(),
 		Settings: Settings{
 			Backends: o.backends, K: o.ks, Goroutines: o.goroutines, Rounds: o.rounds, Warmup: o.warmup.String(), Duration: o.duration.String(),
 			TailK: o.tailK, Units: o.units, Buyers: o.buyers, Workers: o.workers, Replicas: o.replicas, Skew: o.skew, Seed: o.seed,
@@ -218,6 +219,7 @@ func measureAll(ctx context.Context, o *options, rep *Report, say func(string, .
 			}()
 			be = r
 		}
+		rep.Servers = append(rep.Servers, be.Describe(ctx))
 		if slices.Contains(o.phases, phaseThroughput) {
 			rows := make([]ThroughputRow, len(o.ks))
 			for round := range o.rounds {
@@ -254,4 +256,13 @@ func measureAll(ctx context.Context, o *options, rep *Report, say func(string, .
 		}
 	}
 	return nil
+}
+
+// loadAverage is the 1, 5 and 15 minute load averages at the start: others share this machine.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }

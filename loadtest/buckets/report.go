@@ -18,11 +18,15 @@ import (
 // Report is one run, written as Markdown (stdout and results/buckets-<run>.md) and JSON
 // (results/buckets-<run>.json).
 type Report struct {
-	RunID      string          `json:"run_id"`
-	StartedAt  time.Time       `json:"started_at"`
-	Seconds    float64         `json:"seconds"`
-	Machine    string          `json:"machine"`
-	Commit     string          `json:"commit"`
+	RunID     string    `json:"run_id"`
+	StartedAt time.Time `json:"started_at"`
+	Seconds   float64   `json:"seconds"`
+	Machine   string    `json:"machine"`
+	Commit    string    `json:"commit"`
+	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures at the start.
+	LoadAverage string `json:"load_average"`
+	// Servers describe each store measured and its durability settings.
+	Servers    []string        `json:"servers"`
 	Settings   Settings        `json:"settings"`
 	Throughput []ThroughputRow `json:"throughput"`
 	Tail       []TailRow       `json:"tail"`
@@ -82,7 +86,10 @@ func markdown(r *Report) string {
 	var b strings.Builder
 	s := r.Settings
 	fmt.Fprintf(&b, "\n## seckill-go buckets %s\n\n", r.RunID)
-	fmt.Fprintf(&b, "%s · %s · commit %s · run took %s\n\n", r.Machine, r.StartedAt.UTC().Format("2006-01-02 15:04 MST"), r.Commit, (time.Duration(r.Seconds) * time.Second).String())
+	fmt.Fprintf(&b, "%s · %s · commit %s · run took %s · load average at the start %s\n\n", r.Machine, r.StartedAt.UTC().Format("2006-01-02 15:04 MST"), r.Commit, (time.Duration(r.Seconds) * time.Second).String(), r.LoadAverage)
+	if len(r.Servers) > 0 {
+		fmt.Fprintf(&b, "%s\n\n", strings.Join(r.Servers, " · "))
+	}
 	if r.Aborted != "" {
 		fmt.Fprintf(&b, "**Run aborted: %s** — the rows below are those measured before.\n\n", strings.Join(strings.Fields(r.Aborted), " "))
 	}

@@ -22,6 +22,8 @@ type backend interface {
 	// NewSale creates a sale with units[i] units in bucket i. A blind sale decrements without
 	// the condition: the negative control, which oversells.
 	NewSale(ctx context.Context, units []int64, blind bool) (sale, error)
+	// Describe names the server and the settings that bound its write rate (durability).
+	Describe(ctx context.Context) string
 	Close() error
 }
 
@@ -110,6 +112,15 @@ func dropMySQL(ctx context.Context, dsn, database string) error {
 }
 
 func (m *mysqlBackend) Name() string { return "mysql" }
+
+func (m *mysqlBackend) Describe(ctx context.Context) string {
+	var version, flush, iso string
+	err := m.db.QueryRowContext(ctx, "SELECT @@version, @@innodb_flush_log_at_trx_commit, @@tx_isolation").Scan(&version, &flush, &iso)
+	if err != nil {
+		return "MySQL (" + err.Error() + ")"
+	}
+	return fmt.Sprintf("MySQL %s, innodb_flush_log_at_trx_commit=%s, %s", version, flush, iso)
+}
 func (m *mysqlBackend) Close() error { return m.db.Close() }
 
 func (m *mysqlBackend) NewSale(ctx context.Context, units []int64, blind bool) (sale, error) {
@@ -252,6 +263,24 @@ func openRedis(ctx context.Context, addr, prefix string, conns int) (*redisBacke
 }
 
 func (r *redisBackend) Name() string { return "redis" }
+
+func (r *redisBackend) Describe(ctx context.Context) string {
+	info, err := r.rdb.Info(ctx, "server").Result()
+	version := "?"
+	if err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				version = v
+			}
+		}
+	}
+	aof, err1 := r.rdb.ConfigGet(ctx, "appendonly").Result()
+	fsync, err2 := r.rdb.ConfigGet(ctx, "appendfsync").Result()
+	if err := errors.Join(err, err1, err2); err != nil {
+		return "Redis " + version + " (" + err.Error() + ")"
+	}
+	return fmt.Sprintf("Redis %s, one node, appendonly=%s, appendfsync=%s", version, aof["appendonly"], fsync["appendfsync"])
+}
 
 // Close deletes every key of this run (under the prefix), then closes the client.
 func (r *redisBackend) Close() error {

@@ -14,9 +14,9 @@ import (
 
 // ThroughputRow is the rate of one sale split in K buckets, never selling out.
 type ThroughputRow struct {
-	Backend    string  `json:"backend"`
-	K          int     `json:"k"`
-	Goroutines int     `json:"goroutines"`
+	Backend    string `json:"backend"`
+	K          int    `json:"k"`
+	Goroutines int    `json:"goroutines"`
 	// UnitsPerS is the mean of the rounds' rates: each round measures every K, in turn
 	// ascending and descending, so that a drift of the machine does not favour one end.
 	UnitsPerS float64   `json:"units_per_s"`
