@@ -158,10 +158,10 @@ a run that breaks it is shown in bold and the command exits 1). Left unsold is t
 still in some bucket when every buyer has been answered. A false sold-out is a buyer refused while a
 unit was still in some bucket; counted only where provable (refused before the last winner's call
 began, or any refusal when units were left at the end), so a lower bound. Calls are the store
-calls: the extra calls of winners are those beyond their one take (takes on other buckets, and for
-rebalance the reads of every
-bucket (one query in MySQL, one GET per bucket in Redis, whose buckets would sit in different
-cluster slots) and the moves (one transaction in MySQL, two scripts in Redis).
+calls: the extra calls of winners are those beyond their one take: takes on other buckets, and for
+rebalance the reads of every bucket (one query in MySQL, one GET per bucket in Redis, whose
+buckets would sit in different cluster slots) and the moves (one transaction in MySQL, two
+scripts in Redis).
 `)
 	}
 	return b.String()
