@@ -27,8 +27,9 @@ type backend interface {
 	Close() error
 }
 
-// sale is one sale's buckets. Every method is one call to the store, except Left (one per
-// bucket in a Redis Cluster, where the buckets live in different slots; one query in MySQL).
+// sale is one sale's buckets. Take is one call to the store; Left one query in MySQL and one
+// GET per bucket in Redis (pipelined on one node; one call each in a cluster, where the buckets
+// live in different slots); Move one transaction in MySQL and two scripts in Redis.
 type sale interface {
 	// Take takes one unit from bucket b if it has one, and reports whether it did.
 	Take(ctx context.Context, b int) (bool, error)
