@@ -29,7 +29,7 @@ func stores(t *testing.T) []backend {
 			t.Logf("drop %s: %v", database, err)
 		}
 	})
-	r, err := openRedis(ctx, itest.RedisAddr, "seckill:buckets:it:"+itest.Suffix(8)+":", 64)
+	r, err := openRedis(ctx, itest.RedisAddr, "", "seckill:buckets:it:"+itest.Suffix(8)+":", 64)
 	if err != nil {
 		t.Fatalf("Redis (start the services with `make services`): %v", err)
 	}

@@ -18,6 +18,7 @@
 //
 //	make buckets
 //	go run ./loadtest/buckets -phases tail -backends redis -units 1000 -buyers 1500
+//	go run ./loadtest/buckets -backends redis -redis-cluster 127.0.0.1:7301,127.0.0.1:7302
 package main
 
 import (
@@ -53,6 +54,7 @@ type options struct {
 	mysqlDSN   string
 	database   string
 	redisAddr  string
+	cluster    string
 	prefix     string
 	phases     []string
 	backends   []string
@@ -80,6 +82,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root:@tcp(127.0.0.1:3306)/", "the MySQL server (its database name is ignored: see -database)")
 	fs.StringVar(&o.database, "database", "seckill_buckets", "the run's own database, dropped and recreated at the start, dropped at the end")
 	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "the Redis server")
+	fs.StringVar(&o.cluster, "redis-cluster", "", "seed addresses of a Redis Cluster, comma-separated: measure there instead of -redis (each bucket's key has a hash tag of its own, so the buckets spread over the masters)")
 	fs.StringVar(&o.prefix, "prefix", "seckill:buckets:", "the run's Redis key prefix; its keys are deleted at the end")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: throughput (rate by K), tail (the end of a sale, per policy)")
 	backends := fs.String("backends", "mysql,redis", "stores to measure, in order: mysql, redis")
@@ -208,7 +211,7 @@ func measureAll(ctx context.Context, o *options, rep *Report, say func(string, .
 			}()
 			be = m
 		case "redis":
-			r, err := openRedis(ctx, o.redisAddr, o.prefix, conns)
+			r, err := openRedis(ctx, o.redisAddr, o.cluster, o.prefix, conns)
 			if err != nil {
 				return err
 			}
@@ -233,7 +236,7 @@ func measureAll(ctx context.Context, o *options, rep *Report, say func(string, .
 						return err
 					}
 					say("throughput %s K=%d round %d: %.0f units/s", name, o.ks[i], round+1, r.UnitsPerS)
-					rows[i].Backend, rows[i].K, rows[i].Goroutines = r.Backend, r.K, r.Goroutines
+					rows[i].Backend, rows[i].K, rows[i].Goroutines, rows[i].Masters = r.Backend, r.K, r.Goroutines, r.Masters
 					rows[i].merge(r)
 				}
 			}

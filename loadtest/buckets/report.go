@@ -96,10 +96,13 @@ func markdown(r *Report) string {
 	if len(r.Throughput) > 0 {
 		fmt.Fprintf(&b, "### Throughput by K\n\nOne sale that never sells out, its stock split in K buckets; %d goroutines, each unit from a bucket picked at random; "+
 			"each round the median of the quarter-second rates over %s after %s of warm-up, the figure the mean of %d rounds (every K in each, ascending then descending). MySQL: `%s` on the bucket's row, autocommit (K=1 is R). "+
-			"Redis: a Lua GET-and-DECR-if-positive on the bucket's key, each key its own hash tag, one Redis node.\n\n", s.Goroutines, s.Duration, s.Warmup, s.Rounds, takeStatement)
-		b.WriteString("| store | K | units/s | rounds | × K=1 | fsyncs per unit | row-lock waits per unit |\n|---|---:|---:|---|---:|---:|---:|\n")
+			"Redis: a Lua GET-and-DECR-if-positive on the bucket's key, each key its own hash tag (masters: the cluster masters holding the K keys).\n\n", s.Goroutines, s.Duration, s.Warmup, s.Rounds, takeStatement)
+		b.WriteString("| store | K | masters | units/s | rounds | × K=1 | fsyncs per unit | row-lock waits per unit |\n|---|---:|---:|---:|---|---:|---:|---:|\n")
 		for _, t := range r.Throughput {
-			fs, lw := "—", "—"
+			fs, lw, masters := "—", "—", "—"
+			if t.Masters > 0 {
+				masters = strconv.Itoa(t.Masters)
+			}
 			if t.Backend == "mysql" {
 				fs, lw = fmt.Sprintf("%.2f", t.FsyncsPerUnit), fmt.Sprintf("%.2f", t.LockWaitsPerUnit)
 			}
@@ -107,7 +110,7 @@ func markdown(r *Report) string {
 			for i, x := range t.Rounds {
 				rounds[i] = appapi.Thousands(int(x + 0.5))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %.2f | %s | %s |\n", t.Backend, t.K, appapi.Thousands(int(t.UnitsPerS+0.5)), strings.Join(rounds, " · "), t.Ratio, fs, lw)
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %.2f | %s | %s |\n", t.Backend, t.K, masters, appapi.Thousands(int(t.UnitsPerS+0.5)), strings.Join(rounds, " · "), t.Ratio, fs, lw)
 		}
 		b.WriteString("\nfsyncs and row-lock waits are the server's Innodb_data_fsyncs and Innodb_row_lock_waits over the measurement, warm-up included, " +
 			"divided by the units taken then: server-wide counters, so anyone else's work on the server counts too.\n\n")

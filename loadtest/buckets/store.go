@@ -241,26 +241,52 @@ redis.call('DECRBY', KEYS[1], n)
 return 1`))
 
 // redisBackend keeps each bucket in a key of its own hash tag: in a Redis Cluster the buckets of
-// one sale spread over the slots, which is the point of splitting it.
+// one sale spread over the slots, which is the point of splitting it. No command touches two
+// buckets, so it runs on one node and on a cluster alike.
 type redisBackend struct {
-	rdb    *redis.Client
-	prefix string
-	sale   atomic.Int64
-	run    string
+	rdb     redis.UniversalClient
+	cluster *redis.ClusterClient // nil on one node
+	prefix  string
+	sale    atomic.Int64
+	run     string
 }
 
-func openRedis(ctx context.Context, addr, prefix string, conns int) (*redisBackend, error) {
+// openRedis connects to the Redis at addr, or, with cluster set, to the Redis Cluster that
+// cluster's comma-separated seed addresses belong to.
+func openRedis(ctx context.Context, addr, cluster, prefix string, conns int) (*redisBackend, error) {
 	if !strings.HasPrefix(prefix, "seckill:") || strings.ContainsAny(prefix, "{}*?[] ") {
 		return nil, fmt.Errorf("redis prefix %q: want seckill:… without braces, globs or spaces", prefix)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: conns, MinIdleConns: min(conns, 16)})
+	opts := &redis.UniversalOptions{Addrs: []string{addr}, PoolSize: conns, MinIdleConns: min(conns, 16)}
+	if cluster != "" {
+		opts.Addrs, opts.IsClusterMode = strings.Split(cluster, ","), true
+	}
+	rdb := redis.NewUniversalClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", addr, err)
+		return nil, fmt.Errorf("redis at %s: %w", strings.Join(opts.Addrs, ","), err)
 	}
-	return &redisBackend{rdb: rdb, prefix: prefix, run: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
+	b := &redisBackend{rdb: rdb, prefix: prefix, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	b.cluster, _ = rdb.(*redis.ClusterClient)
+	return b, nil
+}
+
+// masters counts the cluster masters that hold keys: 1 on one node.
+func (r *redisBackend) masters(ctx context.Context, keys []string) (int, error) {
+	if r.cluster == nil {
+		return 1, nil
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		c, err := r.cluster.MasterForKey(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		seen[c.Options().Addr] = true
+	}
+	return len(seen), nil
 }
 
 func (r *redisBackend) Name() string { return "redis" }
@@ -280,58 +306,82 @@ func (r *redisBackend) Describe(ctx context.Context) string {
 	if err := errors.Join(err, err1, err2); err != nil {
 		return "Redis " + version + " (" + err.Error() + ")"
 	}
-	return fmt.Sprintf("Redis %s, one node, appendonly=%s, appendfsync=%s", version, aof["appendonly"], fsync["appendfsync"])
+	topology := "one node"
+	if r.cluster != nil {
+		var masters atomic.Int64
+		_ = r.cluster.ForEachMaster(ctx, func(context.Context, *redis.Client) error { masters.Add(1); return nil })
+		topology = fmt.Sprintf("a cluster of %d masters", masters.Load())
+	}
+	return fmt.Sprintf("Redis %s, %s, appendonly=%s, appendfsync=%s", version, topology, aof["appendonly"], fsync["appendfsync"])
 }
 
 // Close deletes every key of this run (under the prefix), then closes the client.
 func (r *redisBackend) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := deleteKeys(ctx, r.rdb, r.prefix+"{"+r.run+":")
+	var err error
+	if r.cluster != nil {
+		err = r.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return deleteKeys(ctx, c, r.prefix+"{"+r.run+":")
+		})
+	} else {
+		err = deleteKeys(ctx, r.rdb, r.prefix+"{"+r.run+":")
+	}
 	return errors.Join(err, r.rdb.Close())
 }
 
-// deleteKeys deletes the keys under prefix (SCAN and DEL: never FLUSHALL, others share this Redis).
-func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+// deleteKeys deletes the keys under prefix (SCAN and DEL one by one, as a cluster node wants
+// them; never FLUSHALL, others share this Redis).
+func deleteKeys(ctx context.Context, rdb redis.Cmdable, prefix string) error {
 	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var batch []string
 	for iter.Next(ctx) {
 		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			if err := rdb.Del(ctx, batch...).Err(); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
 	}
 	if err := iter.Err(); err != nil {
 		return err
 	}
-	if len(batch) > 0 {
-		return rdb.Del(ctx, batch...).Err()
-	}
-	return nil
+	return delEach(ctx, rdb, batch)
+}
+
+// delEach deletes keys with one DEL each, pipelined: the keys may live in different slots.
+func delEach(ctx context.Context, rdb redis.Cmdable, keys []string) error {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k)
+		}
+		return nil
+	})
+	return err
 }
 
 func (r *redisBackend) NewSale(ctx context.Context, units []int64, blind bool) (sale, error) {
 	id := r.sale.Add(1)
 	s := &redisSale{rdb: r.rdb, keys: make([]string, len(units)), blind: blind}
-	args := make([]any, 0, 2*len(units))
-	for i, u := range units {
+	for i := range units {
 		// One hash tag per bucket: the sale's buckets land in different cluster slots.
 		s.keys[i] = fmt.Sprintf("%s{%s:%d:%d}", r.prefix, r.run, id, i)
-		args = append(args, s.keys[i], u)
 	}
-	if err := r.rdb.MSet(ctx, args...).Err(); err != nil { // one node here; a cluster would set them one by one
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range units {
+			p.Set(ctx, s.keys[i], u, 0)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("redis: load sale: %w", err)
+	}
+	if s.masters, err = r.masters(ctx, s.keys); err != nil {
+		return nil, fmt.Errorf("redis: masters of the sale: %w", err)
 	}
 	return s, nil
 }
 
 type redisSale struct {
-	rdb   *redis.Client
-	keys  []string
-	blind bool
+	rdb     redis.UniversalClient
+	keys    []string
+	blind   bool
+	masters int // the cluster masters holding the buckets (1 on one node)
 }
 
 func (s *redisSale) Take(ctx context.Context, b int) (bool, error) {
@@ -380,4 +430,4 @@ func (s *redisSale) Move(ctx context.Context, from, to int, n int64) (bool, int,
 	return true, 2, nil
 }
 
-func (s *redisSale) Delete(ctx context.Context) error { return s.rdb.Del(ctx, s.keys...).Err() }
+func (s *redisSale) Delete(ctx context.Context) error { return delEach(ctx, s.rdb, s.keys) }

@@ -17,6 +17,8 @@ type ThroughputRow struct {
 	Backend    string `json:"backend"`
 	K          int    `json:"k"`
 	Goroutines int    `json:"goroutines"`
+	// Masters are the Redis Cluster masters holding the K buckets (1 on one node; 0 for MySQL).
+	Masters int `json:"masters,omitempty"`
 	// UnitsPerS is the mean of the rounds' rates: each round measures every K, in turn
 	// ascending and descending, so that a drift of the machine does not favour one end.
 	UnitsPerS float64   `json:"units_per_s"`
@@ -69,8 +71,11 @@ func measureThroughput(ctx context.Context, be backend, k, g int, warmup, d time
 		_ = s.Delete(dctx)
 	}()
 	var db *sql.DB
-	if m, ok := be.(*mysqlBackend); ok {
-		db = m.db
+	switch s := s.(type) {
+	case *mysqlSale:
+		db = s.db
+	case *redisSale:
+		row.Masters = s.masters
 	}
 	before, err := innodbCounters(ctx, db)
 	if err != nil {
