@@ -92,6 +92,13 @@ bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) ag
 	scripts/services.sh up
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./internal/lock/...
 
+# Flags for `make buckets`, e.g. make buckets BUCKETS_FLAGS='-backends redis -units 1000 -buyers 1500'
+BUCKETS_FLAGS ?=
+.PHONY: buckets
+buckets: ## one sale's stock split in K buckets (K MariaDB rows, K Redis keys): throughput by K, and the end of the sale under each policy (~2 min); report in loadtest/results/
+	scripts/services.sh up
+	$(GO) run ./loadtest/buckets $(BUCKETS_FLAGS)
+
 loadtest-pay: ## the load test with its payment phase: half the winners pay, the rest expire, a second wave buys the returned units (quick on a stack started with SECKILL_PAYMENT_WINDOW=10s make up; make up's 2m window works, ~2.5 min per strategy)
 	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none -pay 0.5 -stock 100 -buyers 1000 $(LOADTEST_FLAGS)
 
