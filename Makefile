@@ -11,6 +11,9 @@ GO_BUILD_ENV   := CGO_ENABLED=0
 GO_BUILD_FLAGS := -trimpath -ldflags='-s -w'
 # Flags for `make test`; extend them, e.g. make test GOTESTFLAGS='-race -count=1 -timeout 15m -run TestOversell -v'
 GOTESTFLAGS ?= -race -count=1 -timeout 15m
+# The load test reaches the stack's Redis itself (the redis-flush fault, the zoo's clean-up): it
+# runs in the stack's environment, so that it finds the topology scripts/env.sh points the app at.
+STACK_ENV := . scripts/env.sh &&
 # staticcheck is pinned in tools.mod (see the comment there for why not go.mod).
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 
@@ -100,30 +103,30 @@ buckets: ## one sale's stock split in K buckets (K MariaDB rows, K Redis keys): 
 	$(GO) run ./loadtest/buckets $(BUCKETS_FLAGS)
 
 loadtest-pay: ## the load test with its payment phase: half the winners pay, the rest expire, a second wave buys the returned units (quick on a stack started with SECKILL_PAYMENT_WINDOW=10s make up; make up's 2m window works, ~2.5 min per strategy)
-	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none -pay 0.5 -stock 100 -buyers 1000 $(LOADTEST_FLAGS)
+	$(STACK_ENV) $(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none -pay 0.5 -stock 100 -buyers 1000 $(LOADTEST_FLAGS)
 
 # Flags for `make loadtest`, e.g. make loadtest LOADTEST_FLAGS='-stock 1000 -workers 128'
 LOADTEST_FLAGS ?=
 
 loadtest: ## load-test mysql, redis, zk, redis-lua and the `none` control over the 3 replicas of `make up`; audit; report
-	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none $(LOADTEST_FLAGS)
+	$(STACK_ENV) $(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua,none $(LOADTEST_FLAGS)
 
 loadtest-chaos: ## the same with one replica SIGKILLed and restarted during each attack
-	$(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua -chaos kill $(LOADTEST_FLAGS)
+	$(STACK_ENV) $(GO) run ./loadtest -strategies mysql,redis,zk,redis-lua -chaos kill $(LOADTEST_FLAGS)
 
 # Flags for `make chaos`, e.g. make chaos CHAOS_FLAGS='-faults redis,kill -step 30s' (.ci/run
 # runs a short form: fewer strategies, shorter steps and stops, every fault).
 CHAOS_FLAGS ?=
 chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; Redis SIGKILLed, emptied; a replica SIGKILLed, one SIGTERMed; the order consumer and the redis-lua persister killed between their commits; each audited; report in loadtest/results/
 	scripts/up.sh
-	$(GO) run ./loadtest -faults all -strategies mysql,redis,zk,redis-lua,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
+	$(STACK_ENV) $(GO) run ./loadtest -faults all -strategies mysql,redis,zk,redis-lua,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
 
 # Flags for `make zoo`, e.g. make zoo ZOO_FLAGS='-strategies zk,zk-herd -zoo-pause 8s'
 # (.ci/run runs a short form: a few strategies, one of each lesson).
 ZOO_FLAGS ?=
 zoo: ## the lock zoo on the stack of make up (started if needed): every strategy through the same load, then its lock holder paused past its lease and SIGKILLed, and the servers of the locks without persistence restarted during a hold; one matrix against what the write-ups say (~8 min); report in loadtest/results/
 	scripts/up.sh
-	$(GO) run ./loadtest -zoo -strategies all $(ZOO_FLAGS)
+	$(STACK_ENV) $(GO) run ./loadtest -zoo -strategies all $(ZOO_FLAGS)
 
 # `make k6` settings; purchase.js reads more from the environment (BUYERS, PEAK_RATE, RAMP_UP, HOLD,
 # MAX_VUS, ...: see loadtest/k6/purchase.js), e.g. make k6 K6_STRATEGY=zk BUYERS=500 PEAK_RATE=300
