@@ -59,6 +59,9 @@ type fault struct {
 	// needs names a strategy without which the fault cannot happen (a persister's failpoint needs
 	// redis-lua purchases to persist): the run skips the fault when it does not attack that one.
 	needs string
+	// topology names the replicated service the fault needs ("redis", "zk": topofaults.go): the
+	// run skips it on a stack without one.
+	topology string
 }
 
 // failFastWithin bounds every 503 a fail-fast strategy answers to a request sent while its lock
@@ -72,7 +75,7 @@ const failFastWithin = time.Second
 
 // faultNames lists the faults in the order `-faults all` runs them.
 var faultNames = []string{"redis", "redis-kill", "redis-flush", "zk", "mysql", "kafka", "kill", "term", "consumer",
-	failpointPersisterBefore, failpointPersisterAfter}
+	failpointPersisterBefore, failpointPersisterAfter, "redis-failover", "zk-leader"}
 
 // The test failpoints of the replicas (SECKILL_TEST_FAILPOINT), each fired by a trigger file of
 // its name, in the directory of -failpoint-trigger (the consumer's): a fault of the same name.
@@ -98,6 +101,10 @@ type faultEnv struct {
 	died int
 	// detail is what the last fault saw, for its event (termWatched's times).
 	detail string
+	// killed is the service the last topology fault SIGKILLed, and whoLeads the services.sh
+	// command that names who serves in its place (topofaults.go).
+	killed   string
+	whoLeads []string
 	// products are the step's, by strategy.
 	products map[string]int64
 	// lostMay are, by strategy, the order ids the step's fault may have destroyed (redis-flush:
@@ -167,7 +174,8 @@ func serviceFault(name, service, what, failFast string) fault {
 // faultsByName are the faults -faults knows.
 func faultsByName(o *options) map[string]fault {
 	kill, term := strconv.Itoa(o.chaosReplica), strconv.Itoa(o.termReplica)
-	return map[string]fault{
+	all := topologyFaults()
+	for name, f := range map[string]fault{
 		"redis": serviceFault("redis", "redis", "Redis stopped (SHUTDOWN NOSAVE: no snapshot; its append-only file is flushed and replayed), started again", "redis"),
 		"redis-kill": {
 			name: "redis-kill", what: "Redis SIGKILLed (a crash: it keeps what its append-only file had on disk, with appendfsync always every write it answered), started again",
@@ -219,7 +227,10 @@ func faultsByName(o *options) map[string]fault {
 			"and its MySQL commit (SECKILL_TEST_FAILPOINT): its entries stay pending, then are written by it restarted or by another after SECKILL_PERSIST_CLAIM_AFTER; restarted"),
 		failpointPersisterAfter: persisterFault(failpointPersisterAfter, "the replica whose redis-lua persister writes next is SIGKILLed between its MySQL commit "+
 			"and its XACK+XDEL (SECKILL_TEST_FAILPOINT): its entries stay pending, are written again and found written; restarted"),
+	} {
+		all[name] = f
 	}
+	return all
 }
 
 // persisterFault fires the persister failpoint name in whichever armed replica persists next.
@@ -471,6 +482,10 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 	for _, name := range o.faults {
 		if f := all[name]; f.needs != "" && !slices.Contains(o.strategies, f.needs) {
 			say("%s: skipped: it needs the %s strategy, which this run does not attack", name, f.needs)
+			continue
+		}
+		if why := topologySkip(o, all[name]); why != "" {
+			say("%s: skipped: %s", name, why)
 			continue
 		}
 		step, err := runStep(ctx, db, o, admin, env, all[name], rep.RunID, say)

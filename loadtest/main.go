@@ -78,6 +78,7 @@ type options struct {
 	servicesScript   string
 	failpointTrigger string
 	redis            redisconn.Topology // the app's, which the redis-flush fault empties
+	zkServers        []string           // the app's ZooKeeper servers (SECKILL_ZK_SERVERS)
 	// The lock zoo (-zoo): see zoo.go.
 	zoo                              bool
 	zooPause, zooLockTTL, zooSession time.Duration
@@ -212,6 +213,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if o.redis, err = redisconn.FromEnv(getenv); err != nil {
 		return nil, fmt.Errorf("SECKILL_REDIS_*: %w", err)
 	}
+	o.zkServers = cli.SplitList(envOr("SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
 	if o.faults, err = parseFaults(*faults); err != nil {
 		return nil, err
 	}
