@@ -49,6 +49,9 @@ func TestOpenPicksTheNamedTopology(t *testing.T) {
 		if isCluster != tc.cluster || isClient == tc.cluster {
 			t.Errorf("%s: got a %T", tc.t, rdb)
 		}
+		if c, ok := rdb.(*redis.ClusterClient); ok && c.Options().ClusterStateReloadInterval != ClusterReload {
+			t.Errorf("the cluster client reads its slots every %s, want %s", c.Options().ClusterStateReloadInterval, ClusterReload)
+		}
 		_ = rdb.Close()
 	}
 }
