@@ -449,13 +449,7 @@ func healReplication(tb testing.TB, replica *Server) {
 			tb.Fatalf("heal replication of %s: %v: %v", replica.Addr(), args, err)
 		}
 	}
-	Eventually(tb, 20*time.Second, func() (bool, string) {
-		repl, err := adminDo(ctx, replica, "info", "replication").Text()
-		if err != nil {
-			return false, err.Error()
-		}
-		return strings.Contains(repl, "master_link_status:up"), "link still down:\n" + repl
-	})
+	waitLinkUp(tb, replica)
 }
 
 // Has reports whether the node s has key, asked on a READONLY connection so that a replica
