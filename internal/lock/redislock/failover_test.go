@@ -68,15 +68,23 @@ func sentinelTopology(t *testing.T) topology {
 
 func TestClusterFailover(t *testing.T) {
 	itest.Integration(t)
+	t.Parallel()
 	for _, cut := range []bool{false, true} {
-		t.Run(cutName(cut), func(t *testing.T) { failover(t, clusterTopology(t), cut) })
+		t.Run(cutName(cut), func(t *testing.T) {
+			t.Parallel() // servers of their own; the lease leaves a failover ample time
+			failover(t, clusterTopology(t), cut)
+		})
 	}
 }
 
 func TestSentinelFailover(t *testing.T) {
 	itest.Integration(t)
+	t.Parallel()
 	for _, cut := range []bool{false, true} {
-		t.Run(cutName(cut), func(t *testing.T) { failover(t, sentinelTopology(t), cut) })
+		t.Run(cutName(cut), func(t *testing.T) {
+			t.Parallel()
+			failover(t, sentinelTopology(t), cut)
+		})
 	}
 }
 
