@@ -13,6 +13,7 @@ import (
 // TestRedisClusterFailover: a write the replica has survives its master's SIGKILL: the replica is
 // promoted, a cluster client finds it by itself, and the old master rejoins as its replica.
 func TestRedisClusterFailover(t *testing.T) {
+	t.Parallel() // servers of its own
 	c := itest.RedisCluster(t, itest.ClusterOptions{})
 	rdb := c.Client(t, nil)
 	ctx := t.Context()
@@ -62,6 +63,7 @@ func TestRedisClusterFailover(t *testing.T) {
 // the replica's promotion, is lost. The healthy failover of TestRedisClusterFailover is the
 // control: there the write survives.
 func TestCutReplicationLosesWrite(t *testing.T) {
+	t.Parallel() // servers of its own
 	c := itest.RedisCluster(t, itest.ClusterOptions{})
 	rdb := c.Client(t, nil)
 	ctx := t.Context()
@@ -135,4 +137,32 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// TestClusterAppendOnly: a master SIGKILLed and started again at once, before the cluster fails it
+// over, keeps its slots; with AppendOnly it comes back with an acknowledged write, without it
+// empty (the control).
+func TestClusterAppendOnly(t *testing.T) {
+	t.Parallel()
+	for _, aof := range []bool{true, false} {
+		t.Run(map[bool]string{true: "appendonly", false: "no-persistence"}[aof], func(t *testing.T) {
+			t.Parallel()
+			c := itest.RedisCluster(t, itest.ClusterOptions{AppendOnly: aof, Replicas: -1})
+			rdb := c.Client(t, nil)
+			const key = "{aof}k"
+			if err := rdb.Set(t.Context(), key, "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			m := c.MasterFor(key)
+			m.Kill()
+			m.Start()
+			c.WaitOK()
+			if c.MasterFor(key) != m {
+				t.Fatal("the restarted master lost its slots")
+			}
+			if has := c.Has(m, key); has != aof {
+				t.Fatalf("after the restart the master has the write: %v, want %v", has, aof)
+			}
+		})
+	}
 }

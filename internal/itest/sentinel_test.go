@@ -15,6 +15,7 @@ import (
 // had survives, one made while its replication was cut is lost (the control and the fault in
 // one run).
 func TestRedisSentinelFailover(t *testing.T) {
+	t.Parallel() // servers of its own
 	s := itest.RedisSentinel(t)
 	rdb := s.Client(t, nil)
 	ctx := t.Context()

@@ -15,6 +15,7 @@ import (
 // client on the server list keeps its session and reads what it wrote before, and the killed
 // server rejoins as a follower.
 func TestZKEnsembleElectsNewLeader(t *testing.T) {
+	t.Parallel() // servers of its own
 	e := itest.ZKEnsemble(t)
 	conn, events, err := zk.Connect(e.Servers(), 6*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
 	if err != nil {
