@@ -16,8 +16,10 @@ import (
 // Server is a throwaway server process of a test's own (a redis-server, a memcached), on a port
 // of its own, that the test may crash and start again: the lock zoo's Redlock and Memcached fault
 // tests restart the servers a lock lives on, which the shared services of `make services` must
-// not suffer. It keeps nothing on disk, so a restart starts it empty, the way a server without
-// persistence comes back. It is killed when the test ends.
+// not suffer. A RedisServer or Memcached keeps nothing on disk, so a restart starts it empty, the
+// way a server without persistence comes back; the nodes of a RedisCluster, RedisSentinel or
+// ZKEnsemble keep their directory across a Kill and Start (nodes.conf, the sentinel's config,
+// ZooKeeper's data and myid). It is killed when the test ends.
 type Server struct {
 	tb   testing.TB
 	name string
@@ -27,7 +29,25 @@ type Server struct {
 	mu     sync.Mutex
 	proc   *os.Process
 	exited chan error // receives the running process's exit
-	logs   *bytes.Buffer
+	logs   *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that the process's output copiers and Logs may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // RedisServer starts a redis-server with no persistence (no RDB snapshot, no append-only file)
@@ -63,6 +83,23 @@ func startServer(tb testing.TB, name, port string, args ...string) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.addr }
 
+// Running reports whether the server was started and not killed since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
+}
+
+// Logs returns what the server's current run has written to stdout and stderr so far.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logs == nil {
+		return ""
+	}
+	return s.logs.String()
+}
+
 // Kill SIGKILLs the server, as a crash would, and waits until it has exited. Killing a server that
 // is not running does nothing.
 func (s *Server) Kill() {
@@ -96,7 +133,7 @@ func (s *Server) Start() {
 	// A port freed by a kill a moment ago may still be taken for an instant: try a few times.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.logs = &bytes.Buffer{}
+		s.logs = &syncBuffer{}
 		cmd := exec.Command(s.args[0], s.args[1:]...)
 		cmd.Stdout, cmd.Stderr = s.logs, s.logs
 		if err := cmd.Start(); err != nil {
