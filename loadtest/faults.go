@@ -75,7 +75,7 @@ const failFastWithin = time.Second
 
 // faultNames lists the faults in the order `-faults all` runs them.
 var faultNames = []string{"redis", "redis-kill", "redis-flush", "zk", "mysql", "kafka", "kill", "term", "consumer",
-	failpointPersisterBefore, failpointPersisterAfter, "redis-failover", "zk-leader"}
+	failpointPersisterBefore, failpointPersisterAfter, "redis-failover", "redis-lua-failover", "zk-leader"}
 
 // The test failpoints of the replicas (SECKILL_TEST_FAILPOINT), each fired by a trigger file of
 // its name, in the directory of -failpoint-trigger (the consumer's): a fault of the same name.

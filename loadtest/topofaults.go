@@ -23,6 +23,7 @@ import (
 //	redis-failover  the Redis master that owns the redis strategy's lock slot (a cluster) or the
 //	                master (Sentinel) SIGKILLed: its replica is promoted, the clients follow it by
 //	                themselves; the killed node is started again and rejoins as a replica
+//	redis-lua-failover  the same for the master of the redis-lua sale's slot
 //	zk-leader       the ZooKeeper ensemble's leader SIGKILLed: the other two elect one, the
 //	                sessions move to a surviving server; started again as a follower
 //
@@ -46,7 +47,25 @@ func topologyFaults() map[string]fault {
 				"redis-lua purchases only on it may be lost (those in the stream at the kill)",
 			topology: "redis",
 			inject: func(ctx context.Context, e *faultEnv) error {
-				name, who, err := e.redisMasterToKill(ctx)
+				name, who, err := e.redisMasterToKill(ctx, "redis")
+				if err != nil {
+					return err
+				}
+				e.lostMay = luaStreamIDs(ctx, e)
+				e.killed, e.whoLeads = name, who
+				e.detail = fmt.Sprintf("%s SIGKILLed; %d redis-lua purchases were in the stream", name, len(e.lostMay[luaStrategy]))
+				return e.services(ctx, "kill", name)
+			},
+			restore:   waitTakeover,
+			afterLoad: startKilled,
+		},
+		"redis-lua-failover": {
+			name: "redis-lua-failover", what: "the Redis master of the redis-lua sale's slot (cluster) or the Sentinel master SIGKILLed: " +
+				"its replica is promoted with what it had copied of the sale; the killed node is started again after the load and rejoins as a replica. " +
+				"Purchases only on it may be lost (those in the stream at the kill); what the lagging state sells of units MySQL gave away, MySQL refuses",
+			topology: "redis", needs: luaStrategy,
+			inject: func(ctx context.Context, e *faultEnv) error {
+				name, who, err := e.redisMasterToKill(ctx, luaStrategy)
 				if err != nil {
 					return err
 				}
@@ -131,14 +150,14 @@ func (e *faultEnv) servicesOutput(ctx context.Context, args ...string) (string, 
 }
 
 // redisMasterToKill names the service of the master to kill, and the services.sh command that
-// names the master serving the same data: the one of the redis sale's lock slot on a cluster,
-// the Sentinel master otherwise.
-func (e *faultEnv) redisMasterToKill(ctx context.Context) (string, []string, error) {
+// names the master serving the same data: on a cluster, the one of the slot of strategy's sale
+// (the redis sale's lock, the redis-lua sale's state), the Sentinel master otherwise.
+func (e *faultEnv) redisMasterToKill(ctx context.Context, strategy string) (string, []string, error) {
 	if e.o.redis.Mode == redisconn.Sentinel {
 		name, err := e.servicesOutput(ctx, "sentinel-master")
 		return name, []string{"sentinel-master"}, err
 	}
-	pid, ok := e.products["redis"]
+	pid, ok := e.products[strategy]
 	if !ok {
 		for _, id := range e.products { // any sale's lock slot will do
 			pid = id
@@ -150,6 +169,9 @@ func (e *faultEnv) redisMasterToKill(ctx context.Context) (string, []string, err
 		return "", nil, err
 	}
 	key := redislock.DefaultPrefix + "{" + stock.LockName(dsn.DBName, pid) + "}"
+	if strategy == luaStrategy {
+		key = redislua.KeysFor(dsn.DBName, pid).State
+	}
 	who := []string{"cluster-master", key}
 	name, err := e.servicesOutput(ctx, who...)
 	return name, who, err
