@@ -27,7 +27,7 @@ ifdef ZK_MODE
 export SECKILL_ZK_MODE := $(ZK_MODE)
 endif
 
-.PHONY: help up down services services-down status build test test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos zoo k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos zoo k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -73,6 +73,16 @@ fuzz_each = set -e; bin=$$(mktemp -d)/httpapi.test; $(GO) test -c -fuzz=. -o $$b
 fuzz: ## every fuzz target for FUZZTIME each (default 1m, e.g. make fuzz FUZZTIME=10m) against the local services
 	scripts/services.sh up
 	$(call fuzz_each,$(FUZZTIME))
+
+# The packages of every Redis and ZooKeeper user, which `make test-topology` runs again on the
+# cluster and the ensemble of `make services REDIS_MODE=cluster ZK_MODE=ensemble` (.ci/run: a
+# shorter list).
+TOPOLOGY_PKGS ?= ./internal/lock/... ./internal/stock/... ./internal/ratelimit/ ./internal/livestats/ ./internal/changefeed/ ./internal/stampede/... ./internal/checkout/ ./internal/app/ ./cmd/seckill/
+
+test-topology: ## the Redis and ZooKeeper users' tests again, on a 6-node Redis Cluster and a 3-server ZooKeeper ensemble (started if needed)
+	SECKILL_REDIS_MODE=cluster SECKILL_ZK_MODE=ensemble scripts/services.sh up
+	SECKILL_TEST_REDIS_MODE=cluster SECKILL_TEST_REDIS_ADDRS=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 \
+	SECKILL_TEST_ZK_SERVERS=127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193 $(GO) test $(GOTESTFLAGS) $(TOPOLOGY_PKGS)
 
 test-short: ## unit tests only: no services needed
 	$(GO) test -race -short ./...

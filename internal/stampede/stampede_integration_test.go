@@ -200,7 +200,8 @@ func TestStatsWithoutRedis(t *testing.T) {
 	s := apptest.NewStack(t)
 	seeder := s.Start(t, nil)
 	id := createProduct(t, seeder.URL, "mysql", 5)
-	down := s.Start(t, map[string]string{"SECKILL_REDIS_ADDR": "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))})
+	down := s.Start(t, map[string]string{"SECKILL_REDIS_MODE": "single", "SECKILL_REDIS_ADDRS": "",
+		"SECKILL_REDIS_ADDR": "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))})
 	begin := time.Now()
 	st := public(down.URL).MustDo(t, "GET", productPath(id)+"/stats", nil, nil)
 	if st.Status != http.StatusOK || st.Body["rates_available"] != false || st.Num("requests_per_sec") != 0 ||
