@@ -105,5 +105,5 @@ else
 fi
 
 until_ok "every node to say cluster_state:ok" all_ok
-say "cluster_state:ok on every node ($nodes)"
-cli "${nodes%% *}" CLUSTER NODES | tr -d '\r' | awk '{ print "rc-init:   " $2, $3, $9 }'
+say "cluster_state:ok on every node ($nodes); the masters, as ${nodes%% *} sees them:"
+cli "${nodes%% *}" CLUSTER NODES | tr -d '\r' | awk '$9 != "" { s = $9; for (i = 10; i <= NF; i++) s = s " " $i; print "rc-init:  ", $2, $3, s }'
