@@ -86,9 +86,9 @@ func rcStartArgs(t *testing.T) (map[string]string, int) {
 }
 
 // TestComposeClusterNodes: the profile's six nodes run as the local stack's (rc_start's
-// settings, as many nodes), the redis service's image, no named volume (see docker-compose.yml:
-// the cluster lives as long as its containers), a PING healthcheck; rc-init makes them one
-// cluster with a replica per master, only when no slot is assigned, and waits for
+// settings, as many nodes), the redis service's image, each with its own named volume, a PING
+// healthcheck; rc-init makes them one cluster with a replica per master, only when no slot is
+// assigned (else it re-introduces the nodes at their current addresses), and waits for
 // cluster_state:ok.
 func TestComposeClusterNodes(t *testing.T) {
 	c := loadCompose(t)
@@ -113,8 +113,13 @@ func TestComposeClusterNodes(t *testing.T) {
 		if s.image != redis.image {
 			t.Errorf("%s runs %s, redis %s: the same server in both forms", name, s.image, redis.image)
 		}
-		if len(s.volumes) > 0 || len(s.ports) > 0 {
-			t.Errorf("%s: volumes %v, ports %v: want none (state in the container; reached on the compose network only)", name, s.volumes, s.ports)
+		// Its own named volume at /data (nodes.conf and the append-only file): `down` keeps the
+		// cluster, `down -v` drops it, as redis's redis-data.
+		if len(s.volumes) != 1 || s.volumes[0] != name+"-data:/data" || !c.volumes[name+"-data"] {
+			t.Errorf("%s: volumes %v, want [%s-data:/data], declared", name, s.volumes, name)
+		}
+		if len(s.ports) > 0 {
+			t.Errorf("%s: ports %v: reached on the compose network only", name, s.ports)
 		}
 		if test := s.healthTest(); !slices.Equal(test, []string{"CMD", "redis-cli", "ping"}) {
 			t.Errorf("%s: healthcheck %v, want [CMD redis-cli ping] like redis's", name, test)
@@ -160,6 +165,7 @@ func TestComposeClusterNodes(t *testing.T) {
 	for _, want := range []string{
 		"--cluster create", "--cluster-replicas 1", "--cluster-yes", // three masters, a replica each, no prompt
 		"cluster_slots_assigned", // idempotent: only when no slot is assigned
+		"CLUSTER MEET",           // else the nodes meet again at their current addresses
 		"cluster_state",          // waits for ok
 		"${SECKILL_RC_NODES:?",   // the nodes compose names
 	} {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # cluster-init.sh — the docker-compose stack's rc-init (profile cluster): makes the six nodes rc1..rc6
 # one Redis Cluster, three masters with a replica each, as `make up REDIS_MODE=cluster` does
-# (scripts/services.sh, redis_cluster_ensure), then waits until every node says cluster_state:ok.
+# (scripts/services.sh, redis_cluster_ensure), then waits until every node says cluster_state:ok
+# and every replica's link to its master is up.
 # Mounted read-only into the redis image at /etc/seckill/redis/ and run as the service's command;
 # compose starts it once rc1..rc6 answer PING, and the app processes of the cluster form
 # (docker-compose.cluster.yml) wait for it to exit 0.
@@ -12,9 +13,10 @@
 #     `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes`.
 #   - Slots are assigned: the cluster exists and is left as it is (which node is master stays what
 #     failovers made it). Each node is only introduced to the others again at their current
-#     addresses (CLUSTER MEET; a node already known at that address makes it a no-op): containers
-#     re-created together (a changed setting, then `up`) come back with their nodes.conf but may
-#     come back on other addresses, and a cluster whose every member moved does not find itself.
+#     addresses (CLUSTER MEET; a node already known at that address makes it a no-op): after
+#     `down` and `up` (a new network), or containers re-created together, the nodes come back with
+#     their nodes.conf (their volumes) on other addresses, and a cluster whose every member moved
+#     does not find itself.
 #
 # Settings (the compose service sets the first):
 #   SECKILL_RC_NODES  the nodes, HOST:PORT separated by spaces
@@ -68,9 +70,17 @@ all_answer() {
 	done
 }
 
+# all_ok: every node says cluster_state:ok and is a master or a replica whose link to its master
+# is up (its first copy made), as `make up`'s rc_in_place: a replica promoted before it had a copy
+# would bring its master's shard back empty.
 all_ok() {
 	for _n in $nodes; do
 		[ "$(info "$_n" cluster_state)" = ok ] || return 1
+		_r=$(cli "$_n" INFO replication 2>/dev/null | tr -d '\r')
+		case $_r in
+		*role:master* | *master_link_status:up*) ;;
+		*) return 1 ;;
+		esac
 	done
 }
 
@@ -104,6 +114,6 @@ else
 	done
 fi
 
-until_ok "every node to say cluster_state:ok" all_ok
-say "cluster_state:ok on every node ($nodes); the masters, as ${nodes%% *} sees them:"
+until_ok "every node to say cluster_state:ok, every replica linked to its master" all_ok
+say "cluster_state:ok on every node, every replica linked ($nodes); the masters, as ${nodes%% *} sees them:"
 cli "${nodes%% *}" CLUSTER NODES | tr -d '\r' | awk '$9 != "" { s = $9; for (i = 10; i <= NF; i++) s = s " " $i; print "rc-init:  ", $2, $3, s }'
