@@ -27,13 +27,13 @@ var wantServices = map[string]string{
 	"mysql": "", "redis": "", "zookeeper": "", "kafka": "", "kafka-init": "", "migrate": "", "seed": "",
 	"app1": "", "app2": "", "app3": "", "worker": "", "nginx": "",
 	"redlock1": "", "redlock2": "", "redlock3": "", "redlock4": "", "redlock5": "", "memcached": "",
-	"prometheus": "observability", "grafana": "observability",
-	"loadtest": "loadtest",
+	"prometheus": "observability", "grafana": "observability", "loadtest": "loadtest",
+	"rc1": "cluster", "rc2": "cluster", "rc3": "cluster", "rc4": "cluster", "rc5": "cluster", "rc6": "cluster", "rc-init": "cluster",
 }
 
 // oneShots run once and exit 0; others wait for them with service_completed_successfully. A
 // healthcheck means nothing for them: there is no "healthy" to reach before they are done.
-var oneShots = []string{"kafka-init", "migrate", "seed", "loadtest"}
+var oneShots = []string{"kafka-init", "migrate", "seed", "loadtest", "rc-init"}
 
 // replicas are the API replicas nginx balances over.
 var replicas = []string{"app1", "app2", "app3"}
@@ -88,24 +88,45 @@ func (s *service) seckillCommand() string {
 
 func loadCompose(tb testing.TB) *compose {
 	tb.Helper()
-	var doc map[string]any
-	readYAML(tb, composeFile, &doc)
-	for k := range doc {
-		if k != "services" && k != "volumes" && !strings.HasPrefix(k, "x-") {
-			tb.Errorf("%s: top-level %q: only services, volumes and x- extensions (Compose v1 refuses name: and friends)", composeFile, k)
-		}
-	}
-	if _, err := interpolateTree(doc, map[string]string{}); err != nil {
-		tb.Fatalf("%s: %v", composeFile, err)
-	}
+	return loadComposeFiles(tb, composeFile)
+}
+
+// loadComposeFiles loads docker-compose.yml with override files after it, merged as Compose
+// merges `-f a -f b` (mergeService).
+func loadComposeFiles(tb testing.TB, files ...string) *compose {
+	tb.Helper()
 	c := &compose{services: map[string]*service{}, volumes: map[string]bool{}}
-	vols, _ := doc["volumes"].(map[string]any)
-	for name := range vols {
-		c.volumes[name] = true
-	}
-	svcs, ok := doc["services"].(map[string]any)
-	if !ok {
-		tb.Fatalf("%s: no services", composeFile)
+	svcs := map[string]any{}
+	for i, file := range files {
+		var doc map[string]any
+		readYAML(tb, file, &doc)
+		for k := range doc {
+			if k != "services" && k != "volumes" && !strings.HasPrefix(k, "x-") {
+				tb.Errorf("%s: top-level %q: only services, volumes and x- extensions (Compose v1 refuses name: and friends)", file, k)
+			}
+		}
+		if _, err := interpolateTree(doc, map[string]string{}); err != nil {
+			tb.Fatalf("%s: %v", file, err)
+		}
+		vols, _ := doc["volumes"].(map[string]any)
+		for name := range vols {
+			c.volumes[name] = true
+		}
+		fileSvcs, ok := doc["services"].(map[string]any)
+		if !ok {
+			tb.Fatalf("%s: no services", file)
+		}
+		for name, raw := range fileSvcs {
+			over, ok := raw.(map[string]any)
+			if !ok {
+				tb.Fatalf("%s: service %s: not a mapping", file, name)
+			}
+			base, ok := svcs[name].(map[string]any)
+			if !ok && i > 0 {
+				tb.Errorf("%s: service %s is not in %s", file, name, files[0])
+			}
+			svcs[name] = mergeService(base, over)
+		}
 	}
 	for name, raw := range svcs {
 		m, ok := raw.(map[string]any)
@@ -115,6 +136,28 @@ func loadCompose(tb testing.TB) *compose {
 		c.services[name] = newService(tb, name, m)
 	}
 	return c
+}
+
+// mergeService merges an override's service into the base one as Compose does for the keys the
+// project's override files use: environment and depends_on key by key, anything else replaced.
+// Neither argument is changed (YAML aliases share their maps).
+func mergeService(base, over map[string]any) map[string]any {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range over {
+		b, bok := out[k].(map[string]any)
+		o, ook := v.(map[string]any)
+		if (k == "environment" || k == "depends_on") && bok && ook {
+			m := maps.Clone(b)
+			maps.Copy(m, o)
+			out[k] = m
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func newService(tb testing.TB, name string, m map[string]any) *service {

@@ -5,6 +5,9 @@
 //   - compose_test.go: every app process gets the settings the app needs, pointing at compose
 //     services; every service has a healthcheck or is a one-shot; start order; ports; nginx's
 //     upstreams and Prometheus's targets are the app services.
+//   - compose_cluster_test.go: the profile cluster's Redis Cluster nodes run with the local
+//     stack's settings (scripts/services.sh, rc_start), rc-init creates the cluster once, and
+//     docker-compose.cluster.yml puts every app process on it and changes nothing else.
 //   - docker_test.go: the Dockerfile builds with the Makefile's release flags and go.mod's Go, the
 //     runtime stage holds only the binary, its probe and CA roots, runs as non-root and probes
 //     /healthz; .dockerignore keeps every file the build needs.

@@ -3,8 +3,10 @@
 # that will read it:
 #
 #   1. docker-compose.yml with the compose tool itself, alone and with each profile
-#      (observability, loadtest) and with all of them: `config -q` loads the file as `up` would
-#      (variables, the env file, YAML anchors, the schema) and runs nothing. It uses `docker
+#      (observability, loadtest, cluster) and with all of them, and the cluster form
+#      (docker-compose.yml + docker-compose.cluster.yml with profile cluster, alone and with the
+#      others): `config -q` loads the files as `up` would (variables, the env file, YAML anchors,
+#      the schema, the override merged) and runs nothing. It uses `docker
 #      compose` (v2) when that answers, else `docker-compose` (v1), installing Debian's
 #      docker-compose 1.29 when neither exists; the file is kept valid for both. A warning fails
 #      the check too.
@@ -21,7 +23,10 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 . "$SCRIPT_DIR/lib.sh"
 
 # One entry per run: none, each profile, all of them (COMPOSE_PROFILES is comma-separated).
-PROFILES=('' observability loadtest 'observability,loadtest')
+PROFILES=('' observability loadtest cluster 'observability,loadtest,cluster')
+# The cluster form's override, with the profiles it is run with (cluster, always).
+CLUSTER_OVERRIDE=docker-compose.cluster.yml
+CLUSTER_PROFILES=(cluster 'observability,loadtest,cluster')
 
 main() {
 	cd "$REPO_ROOT"
@@ -36,7 +41,10 @@ main() {
 
 	local profile
 	for profile in "${PROFILES[@]}"; do
-		compose_config "$profile" "${compose[@]}"
+		compose_config "$profile" '' "${compose[@]}"
+	done
+	for profile in "${CLUSTER_PROFILES[@]}"; do
+		compose_config "$profile" "$CLUSTER_OVERRIDE" "${compose[@]}"
 	done
 
 	require_cmd promtool prometheus
@@ -45,20 +53,26 @@ main() {
 	log "promtool: deploy/prometheus/prometheus.yml is valid"
 }
 
-# compose_config PROFILES COMPOSE... validates docker-compose.yml with COMPOSE_PROFILES=PROFILES
-# (both Compose v1 and v2 read that variable).
+# compose_config PROFILES OVERRIDE COMPOSE... validates docker-compose.yml, with the override
+# file OVERRIDE if not empty, with COMPOSE_PROFILES=PROFILES (both Compose v1 and v2 read that
+# variable).
 compose_config() {
-	local profiles=$1 errors
-	shift
-	if ! errors=$(COMPOSE_PROFILES=$profiles "$@" -f docker-compose.yml config -q 2>&1); then
+	local profiles=$1 override=$2 errors what=docker-compose.yml
+	shift 2
+	local -a files=(-f docker-compose.yml)
+	if [[ -n $override ]]; then
+		files+=(-f "$override")
+		what+=" + $override"
+	fi
+	if ! errors=$(COMPOSE_PROFILES=$profiles "$@" "${files[@]}" config -q 2>&1); then
 		printf '%s\n' "$errors" >&2
-		die "docker-compose.yml is invalid (profiles: ${profiles:-none})"
+		die "$what is invalid (profiles: ${profiles:-none})"
 	fi
 	if grep -qi 'warn' <<<"$errors"; then
 		printf '%s\n' "$errors" >&2
-		die "docker-compose.yml: warnings (profiles: ${profiles:-none})"
+		die "$what: warnings (profiles: ${profiles:-none})"
 	fi
-	log "docker-compose.yml is valid (profiles: ${profiles:-none})"
+	log "$what is valid (profiles: ${profiles:-none})"
 }
 
 main "$@"
