@@ -319,6 +319,12 @@ func deleteTree(conn *zk.Conn, p string) error {
 // queue lists parent's lock nodes in grant order.
 func queue(tb testing.TB, conn *zk.Conn, parent string) []string {
 	tb.Helper()
+	// conn's server may be a follower of an ensemble that has not applied another session's
+	// latest writes yet (ZooKeeper orders each session's view, not reads across sessions): SYNC
+	// makes it catch up with the leader first (make test-topology saw a deleted node listed).
+	if _, err := conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		tb.Fatalf("sync %s: %v", parent, err)
+	}
 	children, _, err := conn.Children(parent)
 	if err != nil {
 		tb.Fatalf("list %s: %v", parent, err)
