@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
 // ChaosReport is one fault run (-faults): a step per fault. It is written as Markdown (stdout and
@@ -181,5 +183,5 @@ func seconds(x float64) string {
 
 // writeChaosReport writes results/chaos-<run>.md and .json and returns their paths.
 func writeChaosReport(dir string, r *ChaosReport) ([]string, error) {
-	return writeFiles(dir, "chaos-"+r.RunID, r, map[string]string{".md": chaosMarkdown(r)})
+	return cli.WriteReport(dir, "chaos-"+r.RunID, r, cli.Text{Ext: ".md", Body: chaosMarkdown(r)})
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
 // markdown renders the report as the tables printed to stdout and saved beside the JSON.
@@ -131,5 +133,5 @@ func writeReport(dir string, r *Report) ([]string, error) {
 	if err := writeHTML(&html, r); err != nil {
 		return nil, err
 	}
-	return writeFiles(dir, r.RunID, r, map[string]string{".md": markdown(r), ".html": html.String()})
+	return cli.WriteReport(dir, r.RunID, r, cli.Text{Ext: ".md", Body: markdown(r)}, cli.Text{Ext: ".html", Body: html.String()})
 }

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
@@ -134,29 +130,4 @@ type Sample struct {
 type Event struct {
 	T    float64 `json:"t"`
 	What string  `json:"what"`
-}
-
-// writeFiles writes dir/base.json (v, indented) and dir/base<ext> for each ext of texts, and
-// returns their paths, sorted.
-func writeFiles(dir, base string, v any, texts map[string]string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	js, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	files := map[string][]byte{filepath.Join(dir, base+".json"): js}
-	for ext, text := range texts {
-		files[filepath.Join(dir, base+ext)] = []byte(text)
-	}
-	var names []string
-	for name, data := range files {
-		if err := os.WriteFile(name, data, 0o644); err != nil {
-			return nil, err
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, nil
 }

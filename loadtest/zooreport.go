@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"html/template"
 	"strings"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
 // zooMarkdown renders the matrix: one line per strategy, then the numbers behind each cell.
@@ -103,7 +105,7 @@ func writeZooReport(dir string, r *ZooReport) ([]string, error) {
 	if err := zooPage.Execute(&page, zooPageView(r)); err != nil {
 		return nil, err
 	}
-	return writeFiles(dir, "zoo-"+r.RunID, r, map[string]string{".md": zooMarkdown(r), ".html": page.String()})
+	return cli.WriteReport(dir, "zoo-"+r.RunID, r, cli.Text{Ext: ".md", Body: zooMarkdown(r)}, cli.Text{Ext: ".html", Body: page.String()})
 }
 
 type zooCellView struct {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/redisconn"
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -36,7 +37,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		RunID:     start.UTC().Format("20060102-150405"),
 		StartedAt: start.UTC(),
 		Machine:   yardstick.Machine(),
-		Commit:    gitCommit(ctx),
+		Commit:    cli.GitCommit(ctx),
 		Settings: Settings{
 			Replicas: o.replicas, ReplicaProcs: o.replicaProcs(), Targets: o.targets, Connections: o.connections, Workers: o.workers,
 			Warmup: o.warmup.String(), Duration: o.duration.String(), AcceptDuration: o.acceptFor.String(),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -306,19 +305,4 @@ func serverDSN(dsn string) (string, error) {
 	}
 	cfg.DBName = ""
 	return cfg.FormatDSN(), nil
-}
-
-// gitCommit names the commit the run measured, "+ uncommitted changes" when the tree differs.
-func gitCommit(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	head, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	commit := string(bytes.TrimSpace(head))
-	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		commit += " + uncommitted changes"
-	}
-	return commit
 }

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
 // Report is one run of the bench, written as Markdown (stdout and results/bench-<run>.md) and
@@ -275,21 +273,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // writeReport writes results/bench-<run>.md and .json and returns their paths.
 func writeReport(dir string, r *Report) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base := filepath.Join(dir, "bench-"+r.RunID)
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".md", []byte(markdown(r)), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
-		return nil, err
-	}
-	return []string{base + ".md", base + ".json"}, nil
+	return cli.WriteReport(dir, "bench-"+r.RunID, r, cli.Text{Ext: ".md", Body: markdown(r)})
 }
 
 func joinInts(xs []int) string {

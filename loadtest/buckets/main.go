@@ -173,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func measure(ctx context.Context, o *options, say func(string, ...any)) (*Report, error) {
 	start := time.Now()
 	rep := &Report{
-		RunID: start.UTC().Format("20060102-150405"), StartedAt: start.UTC(), Machine: yardstick.Machine(), Commit: gitCommit(ctx),
+		RunID: start.UTC().Format("20060102-150405"), StartedAt: start.UTC(), Machine: yardstick.Machine(), Commit: cli.GitCommit(ctx),
 		LoadAverage: loadAverage(),
 		Settings: Settings{
 			Backends: o.backends, K: o.ks, Goroutines: o.goroutines, Rounds: o.rounds, Warmup: o.warmup.String(), Duration: o.duration.String(),

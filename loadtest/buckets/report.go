@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
 // Report is one run, written as Markdown (stdout and results/buckets-<run>.md) and JSON
@@ -188,34 +183,5 @@ func joinInt64s(xs []int64) string {
 
 // writeReport writes results/buckets-<run>.md and .json and returns their paths.
 func writeReport(dir string, r *Report) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base := filepath.Join(dir, "buckets-"+r.RunID)
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".md", []byte(markdown(r)), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
-		return nil, err
-	}
-	return []string{base + ".md", base + ".json"}, nil
-}
-
-// gitCommit names the commit the run measured, "+ uncommitted changes" when the tree differs.
-func gitCommit(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	head, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	commit := string(bytes.TrimSpace(head))
-	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		commit += " + uncommitted changes"
-	}
-	return commit
+	return cli.WriteReport(dir, "buckets-"+r.RunID, r, cli.Text{Ext: ".md", Body: markdown(r)})
 }

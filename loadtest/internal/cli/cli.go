@@ -1,7 +1,8 @@
-// Package cli is the main() that the harness's two commands, the load test (loadtest) and the
-// bench (loadtest/bench), share: the signals that end a run, the exit status each kind of error
-// means, their bare gin child, and the way both read a list flag and print progress. It holds
-// none of either command's logic, and nothing in it but Main exits.
+// Package cli is the main() that the harness's commands, the load test (loadtest), the bench
+// (loadtest/bench) and the buckets run (loadtest/buckets), share: the signals that end a run, the
+// exit status each kind of error means, their bare gin child, the way they read a list flag and
+// print progress, and how they write a report and name the commit it measured. It holds none of
+// any command's logic, and nothing in it but Main exits.
 package cli
 
 import (
