@@ -262,6 +262,19 @@ func (e *faultEnv) luaStreamLen(ctx context.Context) (int64, bool) {
 	return n, err == nil
 }
 
+// streamOrderIDs are the order ids of a redis-lua stream's purchase entries (its returns left
+// out): the script's entry is r = "order_id user_id quantity epoch gen key".
+func streamOrderIDs(entries []redis.XMessage) map[string]bool {
+	ids := map[string]bool{}
+	for _, m := range entries {
+		if r, _ := m.Values["r"].(string); r != "" {
+			id, _, _ := strings.Cut(r, " ")
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
 // flushRedis empties Redis and, in the same transaction, reads the step's redis-lua stream: its
 // entries are the accepted purchases not yet in MySQL, the most the flush may lose.
 func flushRedis(ctx context.Context, e *faultEnv) error {
@@ -295,14 +308,7 @@ func flushRedis(ctx context.Context, e *faultEnv) error {
 		entries = &redis.XMessageSliceCmd{}
 	}
 	if lua {
-		lostMay := map[string]bool{}
-		for _, m := range entries.Val() {
-			// The script's entry: r = "order_id user_id quantity epoch gen key".
-			if r, _ := m.Values["r"].(string); r != "" {
-				id, _, _ := strings.Cut(r, " ")
-				lostMay[id] = true
-			}
-		}
+		lostMay := streamOrderIDs(entries.Val())
 		e.lostMay = map[string]map[string]bool{luaStrategy: lostMay}
 		e.detail = fmt.Sprintf("%d redis-lua purchases were in the stream, not yet in MySQL", len(lostMay))
 	}

@@ -45,17 +45,8 @@ func topologyFaults() map[string]fault {
 			name: "redis-failover", what: "the Redis master of the redis sale's lock slot (cluster) or the Sentinel master SIGKILLed: " +
 				"its replica is promoted and the clients follow it by themselves; the killed node is started again after the load and rejoins as a replica. " +
 				"redis-lua purchases only on it may be lost (those in the stream at the kill)",
-			topology: "redis",
-			inject: func(ctx context.Context, e *faultEnv) error {
-				name, who, err := e.redisMasterToKill(ctx, "redis")
-				if err != nil {
-					return err
-				}
-				e.lostMay = luaStreamIDs(ctx, e)
-				e.killed, e.whoLeads = name, who
-				e.detail = fmt.Sprintf("%s SIGKILLed; %d redis-lua purchases were in the stream", name, len(e.lostMay[luaStrategy]))
-				return e.services(ctx, "kill", name)
-			},
+			topology:  "redis",
+			inject:    killRedisMasterOf("redis"),
 			restore:   waitTakeover,
 			afterLoad: startKilled,
 		},
@@ -64,16 +55,7 @@ func topologyFaults() map[string]fault {
 				"its replica is promoted with what it had copied of the sale; the killed node is started again after the load and rejoins as a replica. " +
 				"Purchases only on it may be lost (those in the stream at the kill); what the lagging state sells of units MySQL gave away, MySQL refuses",
 			topology: "redis", needs: luaStrategy,
-			inject: func(ctx context.Context, e *faultEnv) error {
-				name, who, err := e.redisMasterToKill(ctx, luaStrategy)
-				if err != nil {
-					return err
-				}
-				e.lostMay = luaStreamIDs(ctx, e)
-				e.killed, e.whoLeads = name, who
-				e.detail = fmt.Sprintf("%s SIGKILLed; %d redis-lua purchases were in the stream", name, len(e.lostMay[luaStrategy]))
-				return e.services(ctx, "kill", name)
-			},
+			inject:    killRedisMasterOf(luaStrategy),
 			restore:   waitTakeover,
 			afterLoad: startKilled,
 		},
@@ -93,6 +75,21 @@ func topologyFaults() map[string]fault {
 			restore:   waitTakeover,
 			afterLoad: startKilled,
 		},
+	}
+}
+
+// killRedisMasterOf is the inject of the Redis failovers: it SIGKILLs the master that serves
+// strategy's sale (redisMasterToKill), after noting the redis-lua purchases it may take with it.
+func killRedisMasterOf(strategy string) func(context.Context, *faultEnv) error {
+	return func(ctx context.Context, e *faultEnv) error {
+		name, who, err := e.redisMasterToKill(ctx, strategy)
+		if err != nil {
+			return err
+		}
+		e.lostMay = luaStreamIDs(ctx, e)
+		e.killed, e.whoLeads = name, who
+		e.detail = fmt.Sprintf("%s SIGKILLed; %d redis-lua purchases were in the stream", name, len(e.lostMay[luaStrategy]))
+		return e.services(ctx, "kill", name)
 	}
 }
 
@@ -191,12 +188,5 @@ func luaStreamIDs(ctx context.Context, e *faultEnv) map[string]map[string]bool {
 	if err != nil {
 		return nil
 	}
-	ids := map[string]bool{}
-	for _, m := range entries {
-		if r, _ := m.Values["r"].(string); r != "" {
-			id, _, _ := strings.Cut(r, " ")
-			ids[id] = true
-		}
-	}
-	return map[string]map[string]bool{luaStrategy: ids}
+	return map[string]map[string]bool{luaStrategy: streamOrderIDs(entries)}
 }
