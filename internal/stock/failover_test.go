@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
@@ -26,47 +24,13 @@ import (
 // has moved on), so one unit is sold once. The control runs the same without the fence, and the
 // audit catches the double sale.
 
-// failoverTopology is a replicated Redis the test can break.
-type failoverTopology struct {
-	client  func(t *testing.T) redis.UniversalClient
-	master  func(key string) *itest.Server
-	replica func(master *itest.Server) *itest.Server
-	cut     func(replica *itest.Server)
-	// promoted waits until replica serves in master's place.
-	promoted func(master, replica *itest.Server)
-}
-
-func clusterFailover(t *testing.T) failoverTopology {
-	c := itest.RedisCluster(t, itest.ClusterOptions{})
-	return failoverTopology{
-		client:   func(t *testing.T) redis.UniversalClient { return c.Client(t, nil) },
-		master:   c.MasterFor,
-		replica:  c.ReplicaOf,
-		cut:      c.CutReplication,
-		promoted: func(_, replica *itest.Server) { c.WaitMaster(replica) },
-	}
-}
-
-func sentinelFailover(t *testing.T) failoverTopology {
-	s := itest.RedisSentinel(t)
-	return failoverTopology{
-		client:  func(t *testing.T) redis.UniversalClient { return s.Client(t, nil) },
-		master:  func(string) *itest.Server { return s.Master() },
-		replica: func(*itest.Server) *itest.Server { return s.Replica() },
-		cut:     s.CutReplication,
-		promoted: func(master, _ *itest.Server) {
-			s.WaitFailover(master)
-		},
-	}
-}
-
 func TestFailoverSecondHolder(t *testing.T) {
 	itest.Integration(t)
 	st, _ := itest.Store(t)
 	for _, tc := range []struct {
 		name string
-		topo func(t *testing.T) failoverTopology
-	}{{"cluster", clusterFailover}, {"sentinel", sentinelFailover}} {
+		topo func(tb testing.TB) itest.Failover
+	}{{"cluster", itest.ClusterFailover}, {"sentinel", itest.SentinelFailover}} {
 		for _, fenced := range []bool{true, false} {
 			name := tc.name + "/fenced"
 			if !fenced {
@@ -84,10 +48,10 @@ func TestFailoverSecondHolder(t *testing.T) {
 // comes from the lost write, not from an expiry.
 const failoverLease = 10 * time.Second
 
-func secondHolder(t *testing.T, st *store.Store, topo failoverTopology, fenced bool) {
+func secondHolder(t *testing.T, st *store.Store, topo itest.Failover, fenced bool) {
 	p := newProduct(t, st, sale.StrategyRedis, 1)
 	locker := func() lock.Locker {
-		c, err := redislock.New(topo.client(t), redislock.Options{TTL: failoverLease, Logger: itest.Logger()})
+		c, err := redislock.New(topo.Client(t), redislock.Options{TTL: failoverLease, Logger: itest.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,9 +66,9 @@ func secondHolder(t *testing.T, st *store.Store, topo failoverTopology, fenced b
 		b.DisableFence()
 	}
 	key := redislock.DefaultPrefix + "{" + stock.LockName(st.Name(), p.ID) + "}"
-	master := topo.master(key)
-	replica := topo.replica(master)
-	topo.cut(replica)
+	master := topo.Master(key)
+	replica := topo.Replica(master)
+	topo.Cut(replica)
 
 	var (
 		once           sync.Once
@@ -116,7 +80,7 @@ func secondHolder(t *testing.T, st *store.Store, topo failoverTopology, fenced b
 		once.Do(func() {
 			// A holds the lock and has read the stock (1 unit). Its master dies.
 			master.Kill()
-			topo.promoted(master, replica)
+			topo.Promoted(master, replica)
 			bErr = b.Deduct(ctx, reservation(p, "buyer-b", 1, ""))
 			ended = time.Now()
 		})

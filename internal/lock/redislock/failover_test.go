@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock"
 	"github.com/seckill-go/seckill-go/internal/lock/redislock"
@@ -27,52 +25,13 @@ import (
 // first lease comes from the lost write, not from an expiry.
 const failoverTTL = 8 * time.Second
 
-// topology is a replicated Redis that failover runs a lock on.
-type topology struct {
-	client  func(t *testing.T) redis.UniversalClient // one more client: a process of its own
-	master  func(key string) *itest.Server           // the master that holds key
-	replica func(master *itest.Server) *itest.Server
-	has     func(s *itest.Server, key string) bool
-	cut     func(replica *itest.Server)
-	// promoted waits until replica has replaced master, as the topology (not a client) sees it.
-	promoted func(master, replica *itest.Server)
-}
-
-func clusterTopology(t *testing.T) topology {
-	c := itest.RedisCluster(t, itest.ClusterOptions{})
-	return topology{
-		client:   func(t *testing.T) redis.UniversalClient { return c.Client(t, nil) },
-		master:   c.MasterFor,
-		replica:  c.ReplicaOf,
-		has:      c.Has,
-		cut:      c.CutReplication,
-		promoted: func(_, replica *itest.Server) { c.WaitMaster(replica) },
-	}
-}
-
-func sentinelTopology(t *testing.T) topology {
-	s := itest.RedisSentinel(t)
-	return topology{
-		client:  func(t *testing.T) redis.UniversalClient { return s.Client(t, nil) },
-		master:  func(string) *itest.Server { return s.Master() },
-		replica: func(*itest.Server) *itest.Server { return s.Replica() },
-		has:     s.Has,
-		cut:     s.CutReplication,
-		promoted: func(master, replica *itest.Server) {
-			if got := s.WaitFailover(master); got != replica {
-				t.Fatalf("the sentinels promoted %s, want the replica %s", got.Addr(), replica.Addr())
-			}
-		},
-	}
-}
-
 func TestClusterFailover(t *testing.T) {
 	itest.Integration(t)
 	t.Parallel()
 	for _, cut := range []bool{false, true} {
 		t.Run(cutName(cut), func(t *testing.T) {
 			t.Parallel() // servers of their own; the lease leaves a failover ample time
-			failover(t, clusterTopology(t), cut)
+			failover(t, itest.ClusterFailover(t), cut)
 		})
 	}
 }
@@ -83,7 +42,7 @@ func TestSentinelFailover(t *testing.T) {
 	for _, cut := range []bool{false, true} {
 		t.Run(cutName(cut), func(t *testing.T) {
 			t.Parallel()
-			failover(t, sentinelTopology(t), cut)
+			failover(t, itest.SentinelFailover(t), cut)
 		})
 	}
 }
@@ -100,29 +59,29 @@ func cutName(cut bool) string {
 // client, tries the lock every 50 ms until A's lease would have run out. With the replication
 // cut before A's grant, B must be granted within A's lease, with a larger token; without the
 // cut, B must not be, and A's Release must find its grant on the new master.
-func failover(t *testing.T, topo topology, cut bool) {
+func failover(t *testing.T, topo itest.Failover, cut bool) {
 	ctx := t.Context()
 	opts := redislock.Options{TTL: failoverTTL, Prefix: "seckill:test:lock:"}
-	a := newClient(t, topo.client(t), opts)
-	b := newClient(t, topo.client(t), opts)
+	a := newClient(t, topo.Client(t), opts)
+	b := newClient(t, topo.Client(t), opts)
 	const name = "product-1"
 	key, _, _ := redislock.Keys(a, name)
-	master := topo.master(key)
-	replica := topo.replica(master)
+	master := topo.Master(key)
+	replica := topo.Replica(master)
 	if cut {
-		topo.cut(replica)
+		topo.Cut(replica)
 	}
 
 	leaseFrom := time.Now() // A's lease runs at least until leaseFrom+TTL, as A counts it
 	la := mustAcquire(t, a, name)
 	if cut {
 		time.Sleep(100 * time.Millisecond)
-		if topo.has(replica, key) {
+		if topo.Has(replica, key) {
 			t.Fatal("the cut replica has A's grant")
 		}
 	} else {
 		itest.Eventually(t, 5*time.Second, func() (bool, string) {
-			return topo.has(replica, key), "the replica has not received A's grant"
+			return topo.Has(replica, key), "the replica has not received A's grant"
 		})
 	}
 	var lostAt atomic.Int64 // ns after the kill; 0: not lost
@@ -164,7 +123,7 @@ func failover(t *testing.T, topo topology, cut bool) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
-	topo.promoted(master, replica)
+	topo.Promoted(master, replica)
 	promotedAfter := time.Since(killed)
 	<-triesDone
 	leaseLeft := deadline.Sub(killed.Add(grantedAfter))
