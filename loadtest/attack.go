@@ -86,7 +86,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		Passed: true,
 	}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
-	rep.Topology = topologyOf(ctx, o.adminURL)
+	rep.Topology = topologyOf(ctx, admin)
 	if o.baselineFor > 0 {
 		ys, err := measureYardsticks(ctx, o, say)
 		if err != nil {

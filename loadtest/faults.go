@@ -478,7 +478,7 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 	}
 	env := &faultEnv{o: o, say: say, armed: map[int]bool{}}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
-	rep.Topology = topologyOf(ctx, o.adminURL)
+	rep.Topology = topologyOf(ctx, admin)
 	all := faultsByName(o)
 	defer func() {
 		if err := env.putBack(ctx); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -10,26 +9,17 @@ import (
 	"time"
 )
 
-// topologyOf asks the app where its dependencies are (the "topology" of /readyz at base: Redis
+// topologyOf asks the app where its dependencies are (the "topology" of its /readyz: Redis
 // single, cluster or sentinel, and the ZooKeeper servers), for the report to say what the run
-// ran on. A replica that does not say (an older build, /readyz unreachable) gives nil, and the
-// report says "unknown": the run itself does not depend on it.
-func topologyOf(ctx context.Context, base string) map[string]string {
+// ran on. A replica that does not say (an older build, not ready) gives nil, and the report says
+// "unknown": the run itself does not depend on it.
+func topologyOf(ctx context.Context, admin *adminClient) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/readyz", nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
 	var body struct {
 		Topology map[string]string `json:"topology"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&body) != nil {
+	if admin.Call(ctx, http.MethodGet, "/readyz", nil, http.StatusOK, &body) != nil {
 		return nil
 	}
 	return body.Topology
