@@ -132,11 +132,7 @@ func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs
 	if len(rs) == 0 {
 		return out, nil
 	}
-	done, err := t.existingOrders(ctx, rs)
-	if err != nil {
-		return out, err
-	}
-	held, err := t.buyersOf(ctx, productID, rs)
+	done, held, err := t.stored(ctx, productID, rs)
 	if err != nil {
 		return out, err
 	}
@@ -169,38 +165,36 @@ func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs
 	return out, t.Take(ctx, productID, units)
 }
 
-// buyersOf returns which of the reservations' users hold a reservation of the product already.
-func (t *PurchaseTx) buyersOf(ctx context.Context, productID int64, rs []sale.Reservation) (map[string]bool, error) {
-	users := make([]string, len(rs))
+// stored returns, in one query, which of the reservations' order ids are already stored (done),
+// and which of their users hold a reservation of the product already (held; a done one's user
+// among them).
+func (t *PurchaseTx) stored(ctx context.Context, productID int64, rs []sale.Reservation) (done, held map[string]bool, err error) {
+	ids, users := make([]string, len(rs)), make([]string, len(rs))
+	asked := make(map[string]bool, len(rs))
 	for i, r := range rs {
-		users[i] = r.UserID
+		ids[i], users[i] = r.OrderID, r.UserID
+		asked[r.OrderID] = true
 	}
-	var found []string
-	if err := t.tx.WithContext(ctx).Raw("SELECT user_id FROM reservations WHERE product_id = ? AND user_id IN ?", productID, users).Scan(&found).Error; err != nil {
-		return nil, err
+	var found []struct {
+		OrderID   string
+		ProductID int64
+		UserID    string
 	}
-	held := make(map[string]bool, len(found))
-	for _, u := range found {
-		held[u] = true
+	err = t.tx.WithContext(ctx).Raw("SELECT order_id, product_id, user_id FROM reservations WHERE order_id IN ? OR (product_id = ? AND user_id IN ?)",
+		ids, productID, users).Scan(&found).Error
+	if err != nil {
+		return nil, nil, err
 	}
-	return held, nil
-}
-
-// existingOrders returns which of the reservations' order ids are already stored.
-func (t *PurchaseTx) existingOrders(ctx context.Context, rs []sale.Reservation) (map[string]bool, error) {
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		ids[i] = r.OrderID
+	done, held = make(map[string]bool, len(found)), make(map[string]bool, len(found))
+	for _, f := range found {
+		if asked[f.OrderID] {
+			done[f.OrderID] = true
+		}
+		if f.ProductID == productID {
+			held[f.UserID] = true
+		}
 	}
-	var found []string
-	if err := t.tx.WithContext(ctx).Raw("SELECT order_id FROM reservations WHERE order_id IN ?", ids).Scan(&found).Error; err != nil {
-		return nil, err
-	}
-	done := make(map[string]bool, len(found))
-	for _, id := range found {
-		done[id] = true
-	}
-	return done, nil
+	return done, held, nil
 }
 
 // dropForeignKeys clears, in rs, the Idempotency-Key of each reservation whose user already holds
