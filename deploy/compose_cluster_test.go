@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/redisconn"
 )
 
@@ -274,7 +275,7 @@ func TestComposeClusterForm(t *testing.T) {
 		})
 	}
 	lt := c.services["loadtest"]
-	topo, err := redisconn.FromEnv(func(k string) string { return lt.env[k] })
+	topo, err := config.RedisTopology(func(k string) string { return lt.env[k] })
 	if err != nil || topo.Mode != redisconn.Cluster || !slices.Equal(topo.Addrs, seeds) {
 		t.Errorf("cluster form: the load test's Redis %s (%v), want cluster (seeds %s)", topo, err, strings.Join(seeds, ","))
 	}

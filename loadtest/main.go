@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
+	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
@@ -210,7 +211,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	var err error
 	// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
-	if o.redis, err = redisconn.FromEnv(getenv); err != nil {
+	if o.redis, err = config.RedisTopology(getenv); err != nil {
 		return nil, fmt.Errorf("SECKILL_REDIS_*: %w", err)
 	}
 	o.zkServers = cli.SplitList(envOr("SECKILL_ZK_SERVERS", "127.0.0.1:2181"))

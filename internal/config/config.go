@@ -347,10 +347,32 @@ func (c *Config) validate() error {
 // BuyerTokens reads the SECKILL_BUYER_JWT_* settings only, for a command that needs no other
 // (`seckill token`).
 func BuyerTokens(getenv func(string) string) (buyer.Config, error) {
+	c, err := loadOnly(getenv, "SECKILL_BUYER_JWT_")
+	if err != nil {
+		return buyer.Config{}, err
+	}
+	err = c.loadBuyerTokens()
+	return c.Buyer.Tokens, err
+}
+
+// RedisTopology reads the SECKILL_REDIS_* settings only, with the app's defaults: for the tools
+// that reach the app's Redis beside it (the load test, the bench).
+func RedisTopology(getenv func(string) string) (redisconn.Topology, error) {
+	c, err := loadOnly(getenv, "SECKILL_REDIS_")
+	if err != nil {
+		return redisconn.Topology{}, err
+	}
+	err = c.redisTopology()
+	return c.Redis.Topology, err
+}
+
+// loadOnly is a Config of the settings whose variable starts with prefix, from getenv or their
+// defaults; the rest stays zero.
+func loadOnly(getenv func(string) string, prefix string) (*Config, error) {
 	c := &Config{}
 	var errs []error
 	for _, s := range c.table() {
-		if !strings.HasPrefix(s.env, "SECKILL_BUYER_JWT_") {
+		if !strings.HasPrefix(s.env, prefix) {
 			continue
 		}
 		s.value = s.def
@@ -361,11 +383,7 @@ func BuyerTokens(getenv func(string) string) (buyer.Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", s.env, maskIf(s, s.value), err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return buyer.Config{}, err
-	}
-	err := c.loadBuyerTokens()
-	return c.Buyer.Tokens, err
+	return c, errors.Join(errs...)
 }
 
 // loadBuyerTokens fills Buyer.Tokens from the SECKILL_BUYER_JWT_* settings and checks that they

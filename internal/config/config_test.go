@@ -257,3 +257,19 @@ func TestClockOffset(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisTopologyAlone: the tools' reading of the Redis settings alone gives what Load gives,
+// with the app's defaults, and refuses what Load refuses.
+func TestRedisTopologyAlone(t *testing.T) {
+	got, err := RedisTopology(env(nil))
+	if err != nil || got.Mode != redisconn.Single || strings.Join(got.Addrs, ",") != "127.0.0.1:6379" || got.Master != "seckill" {
+		t.Errorf("RedisTopology(empty) = %+v, %v", got, err)
+	}
+	got, err = RedisTopology(env(map[string]string{"SECKILL_REDIS_MODE": "cluster", "SECKILL_REDIS_ADDRS": "a:1, b:2", "SECKILL_REDIS_ADDR": "x:9"}))
+	if err != nil || got.Mode != redisconn.Cluster || strings.Join(got.Addrs, ",") != "a:1,b:2" {
+		t.Errorf("RedisTopology(cluster) = %+v, %v", got, err)
+	}
+	if _, err := RedisTopology(env(map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"})); err == nil {
+		t.Error("RedisTopology accepted a single Redis of two addresses")
+	}
+}

@@ -139,31 +139,3 @@ func ForEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(conte
 		return fmt.Errorf("redisconn: ForEachMaster on a %T", rdb)
 	}
 }
-
-// FromEnv reads a topology from the app's settings in an environment (SECKILL_REDIS_MODE,
-// SECKILL_REDIS_ADDRS or else SECKILL_REDIS_ADDR, SECKILL_REDIS_MASTER, SECKILL_REDIS_PASSWORD),
-// with the app's defaults: for the tools that reach the app's Redis beside it (the load test,
-// the bench). The app itself reads them with the rest of its configuration.
-func FromEnv(getenv func(string) string) (Topology, error) {
-	or := func(k, def string) string {
-		if v := strings.TrimSpace(getenv(k)); v != "" {
-			return v
-		}
-		return def
-	}
-	mode, err := ParseMode(getenv("SECKILL_REDIS_MODE"))
-	if err != nil {
-		return Topology{}, err
-	}
-	var addrs []string
-	for _, a := range strings.Split(getenv("SECKILL_REDIS_ADDRS"), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	if len(addrs) == 0 {
-		addrs = []string{or("SECKILL_REDIS_ADDR", "127.0.0.1:6379")}
-	}
-	t := Topology{Mode: mode, Addrs: addrs, Master: or("SECKILL_REDIS_MASTER", "seckill"), Password: getenv("SECKILL_REDIS_PASSWORD")}
-	return t, t.Validate()
-}

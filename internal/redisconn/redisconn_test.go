@@ -66,18 +66,3 @@ func TestParseMode(t *testing.T) {
 		t.Error(`ParseMode("ring") succeeded`)
 	}
 }
-
-func TestFromEnv(t *testing.T) {
-	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	got, err := FromEnv(env(nil))
-	if err != nil || got.Mode != Single || len(got.Addrs) != 1 || got.Addrs[0] != "127.0.0.1:6379" {
-		t.Errorf("FromEnv(empty) = %+v, %v", got, err)
-	}
-	got, err = FromEnv(env(map[string]string{"SECKILL_REDIS_MODE": "cluster", "SECKILL_REDIS_ADDRS": "a:1, b:2", "SECKILL_REDIS_ADDR": "x:9"}))
-	if err != nil || got.Mode != Cluster || strings.Join(got.Addrs, ",") != "a:1,b:2" {
-		t.Errorf("FromEnv(cluster) = %+v, %v", got, err)
-	}
-	if _, err := FromEnv(env(map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"})); err == nil {
-		t.Error("FromEnv accepted a single Redis of two addresses")
-	}
-}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/config"
-	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
@@ -86,7 +85,7 @@ func (b *bench) phases(ctx context.Context) error {
 		if err := dropDatabase(ctx, o.mysqlDSN); err != nil {
 			return err
 		}
-		topology, err := redisconn.FromEnv(func(k string) string { return envValue(env, k, "") })
+		topology, err := config.RedisTopology(func(k string) string { return envValue(env, k, "") })
 		if err != nil {
 			return fmt.Errorf("the stack's Redis settings: %w", err)
 		}
