@@ -183,5 +183,5 @@ func seconds(x float64) string {
 
 // writeChaosReport writes results/chaos-<run>.md and .json and returns their paths.
 func writeChaosReport(dir string, r *ChaosReport) ([]string, error) {
-	return cli.WriteReport(dir, "chaos-"+r.RunID, r, cli.Text{Ext: ".md", Body: chaosMarkdown(r)})
+	return writeFiles(dir, "chaos-"+r.RunID, r, cli.Text{Ext: ".md", Body: chaosMarkdown(r)})
 }

@@ -133,5 +133,5 @@ func writeReport(dir string, r *Report) ([]string, error) {
 	if err := writeHTML(&html, r); err != nil {
 		return nil, err
 	}
-	return cli.WriteReport(dir, r.RunID, r, cli.Text{Ext: ".md", Body: markdown(r)}, cli.Text{Ext: ".html", Body: html.String()})
+	return writeFiles(dir, r.RunID, r, cli.Text{Ext: ".md", Body: markdown(r)}, cli.Text{Ext: ".html", Body: html.String()})
 }

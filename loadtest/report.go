@@ -1,9 +1,11 @@
 package main
 
 import (
+	"sort"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -130,4 +132,12 @@ type Sample struct {
 type Event struct {
 	T    float64 `json:"t"`
 	What string  `json:"what"`
+}
+
+// writeFiles writes a report (cli.WriteReport) and returns its paths sorted, as the reports' line
+// has always listed them (.html, .json, .md): compose-smoke reads the run's id off the first.
+func writeFiles(dir, base string, v any, texts ...cli.Text) ([]string, error) {
+	names, err := cli.WriteReport(dir, base, v, texts...)
+	sort.Strings(names)
+	return names, err
 }

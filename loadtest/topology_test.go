@@ -36,3 +36,17 @@ func TestTopologyOf(t *testing.T) {
 		t.Errorf("not ready: %v, %q", got, topologyLine(got))
 	}
 }
+
+// TestReportPathsSorted: the report line lists the files sorted, .html first: compose-smoke reads
+// the run's id off it.
+func TestReportPathsSorted(t *testing.T) {
+	dir := t.TempDir()
+	files, err := writeReport(dir, &Report{RunID: "20261127-000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{dir + "/20261127-000000.html", dir + "/20261127-000000.json", dir + "/20261127-000000.md"}
+	if diff := cmp.Diff(want, files); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}

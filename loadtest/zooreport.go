@@ -105,7 +105,7 @@ func writeZooReport(dir string, r *ZooReport) ([]string, error) {
 	if err := zooPage.Execute(&page, zooPageView(r)); err != nil {
 		return nil, err
 	}
-	return cli.WriteReport(dir, "zoo-"+r.RunID, r, cli.Text{Ext: ".md", Body: zooMarkdown(r)}, cli.Text{Ext: ".html", Body: page.String()})
+	return writeFiles(dir, "zoo-"+r.RunID, r, cli.Text{Ext: ".md", Body: zooMarkdown(r)}, cli.Text{Ext: ".html", Body: page.String()})
 }
 
 type zooCellView struct {
