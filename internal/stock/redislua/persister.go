@@ -1,6 +1,7 @@
 package redislua
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,8 @@ type PersisterOptions struct {
 	// Burst is the rate of purchases accepted by this process, per second, above which the
 	// persister holds off: a burst gets the CPU and the database to itself, and its purchases are
 	// written once it is over, in large batches (the peak shaving that a flash sale's queue is
-	// for). 0 or less never holds off (the app's default, SECKILL_PERSIST_BURST, is 1,000).
+	// for). It holds off until the rate falls below a quarter of Burst (see burstGate). 0 or less
+	// never holds off (the app's default, SECKILL_PERSIST_BURST, is 1,000).
 	Burst float64
 	// MaxLag bounds the hold-off: during a burst longer than this, what it accepted is written
 	// anyway, MaxLag after the first of it [10 s].
@@ -82,8 +84,10 @@ type Persister struct {
 
 	wake     chan struct{}
 	accepted atomic.Int64 // purchases accepted by this process (Wake), for the burst's rate
-	// held measures that rate between hold's checks (Run's goroutine only).
+	// held measures that rate between hold's checks, gate decides whether it is a burst (Run's
+	// goroutine only).
 	held      meter
+	gate      burstGate
 	mu        sync.Mutex
 	woken     map[int64]struct{}
 	persisted func()
@@ -131,7 +135,7 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 			*h = func() {}
 		}
 	}
-	return &Persister{rdb: rdb, sale: s, w: w, o: o, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
+	return &Persister{rdb: rdb, sale: s, w: w, o: o, gate: burstGate{enter: o.Burst}, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
 }
 
 // Drain writes what productID's stream holds for this persister: its own unacknowledged entries
@@ -482,7 +486,32 @@ func (m *meter) rate(n int64) float64 {
 	return r
 }
 
-func (p *Persister) bursting(rate float64) bool { return p.o.Burst > 0 && rate > p.o.Burst }
+func (p *Persister) bursting(rate float64) bool { return p.gate.bursting(rate) }
+
+// burstGate tells a burst from a quiet sale by its rate, with hysteresis: a burst begins when
+// the rate rises above enter and ends only when it falls below enter × burstExit. With one
+// threshold, a burst whose rate sat near it flapped: on two shared cores a replica's rate dips for
+// a quarter of a second (its CPU taken by the others, or by the hypervisor), the dip started a
+// round, the round's MySQL writes took CPU from the burst, and the next window dipped too — the
+// bench's 256-worker phase on a slow morning wrote 30–50 % of its purchases during the burst and
+// accepted half as many.
+type burstGate struct {
+	enter float64 // 0 or less: never a burst
+	exit  float64 // the share of enter below which a burst is over [burstExit]
+	in    bool
+}
+
+// burstExit is the share of the entering rate below which a burst is over.
+const burstExit = 0.25
+
+func (g *burstGate) bursting(rate float64) bool {
+	threshold := g.enter
+	if g.in {
+		threshold *= cmp.Or(g.exit, burstExit)
+	}
+	g.in = g.enter > 0 && rate > threshold
+	return g.in
+}
 
 // takeWoken returns the products woken since it was last called.
 func (p *Persister) takeWoken() []int64 {

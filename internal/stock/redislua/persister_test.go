@@ -327,3 +327,98 @@ func TestPersisterRoundEnds(t *testing.T) {
 		t.Fatalf("stream holds %d, want the %d bought during the round and not written", left, 20+more-n)
 	}
 }
+
+// TestBurstGate: a burst begins above the entering rate and ends only below a quarter of it.
+func TestBurstGate(t *testing.T) {
+	g := burstGate{enter: 1000}
+	for i, step := range []struct {
+		rate float64
+		want bool
+	}{
+		{0, false}, {900, false}, {1001, true}, {600, true}, {260, true}, {240, false}, {900, false}, {2000, true}, {0, false},
+	} {
+		if got := g.bursting(step.rate); got != step.want {
+			t.Fatalf("step %d: bursting(%v) = %v, want %v", i, step.rate, got, step.want)
+		}
+	}
+	off := burstGate{}
+	if off.bursting(1e9) {
+		t.Fatal("a gate without a rate called a burst")
+	}
+}
+
+// TestPersisterHoldsOffThroughADip: a burst whose rate dips below Burst for a while, as a replica's
+// does on two shared cores, is still one burst: the persister writes nothing until it is over. The
+// control, with one threshold (a burst ends as soon as the rate is below Burst), starts a round at
+// the first dip and writes the burst while it lasts.
+func TestPersisterHoldsOffThroughADip(t *testing.T) {
+	const burstRate = 400
+	for _, tc := range []struct {
+		name   string
+		exit   float64
+		during bool
+	}{
+		{"holds off", 0, false},
+		{"control: one threshold", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rdb, st, p := saleInMySQL(t, 1_000_000)
+			ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: "a", Linger: 10 * time.Millisecond, Burst: burstRate, MaxLag: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps.gate.exit = tc.exit
+			buy(t, s, p, 1) // as in TestPersisterHoldsOffDuringABurst: written by the first sweep
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				done <- ps.Run(ctx, func(context.Context) ([]int64, error) { return []int64{p.ID}, nil }, 200*time.Millisecond)
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			itest.Eventually(t, 10*time.Second, func() (bool, string) {
+				return reserved(t, st, p) == 1, "the purchase before the burst not in MySQL"
+			})
+
+			// Three times: 300 ms as fast as one buyer goes (thousands a second), then 600 ms at
+			// half of Burst (above a quarter of it): each dip spans two of hold's 250 ms checks.
+			n := 0
+			one := func() {
+				u := "dip" + strconv.Itoa(n)
+				o, err := s.Purchase(context.Background(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, Key: "k-" + u, OrderID: "o-" + itest.Suffix(8)})
+				if err != nil || o.Result != Accepted {
+					t.Fatalf("purchase %d: %v %v", n, o.Result, err)
+				}
+				ps.Wake(p.ID, 1)
+				n++
+			}
+			for range 3 {
+				for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+					one()
+				}
+				tick := time.NewTicker(time.Second / (burstRate / 2))
+				for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+					<-tick.C
+					one()
+				}
+				tick.Stop()
+			}
+			during := reserved(t, st, p) - 1
+			t.Logf("bought %d in the burst; %d of them in MySQL before it ended", n, during)
+			if n < 3*(burstRate/2) {
+				t.Fatalf("only %d purchases: no burst to hold off for", n)
+			}
+			if got := during > n/4; got != tc.during {
+				t.Errorf("%d of %d reservations in MySQL while the burst lasted; want more than a quarter: %v", during, n, tc.during)
+			}
+			itest.Eventually(t, 10*time.Second, func() (bool, string) {
+				got := reserved(t, st, p) - 1
+				return got == n, fmt.Sprintf("%d of %d reservations in MySQL after the burst", got, n)
+			})
+		})
+	}
+}
