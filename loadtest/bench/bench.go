@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/config"
@@ -253,6 +254,7 @@ func (b *bench) bareGin(ctx context.Context) error {
 	}
 	defer p.Stop()
 	b.say("bare gin ceiling: pid %d on %s, %d connections, %s + %s", p.Pid, p.URL, o.connections, o.warmup, o.duration)
+	cpu := cpuWindow(o.warmup)
 	res, err := yardstick.Blast{
 		Targets: []string{p.URL}, ProductID: 1, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
 		RunID: b.blastID(), IdempotencyKeys: true,
@@ -265,7 +267,7 @@ func (b *bench) bareGin(ctx context.Context) error {
 	}
 	b.rep.Rows = append(b.rep.Rows, Row{
 		Kind: kindGin, What: "bare gin ceiling", Config: fmt.Sprintf("1 process · %d connections", o.connections),
-		Figure: res.PerSec, Unit: "req/s", P50: res.All.P50, P99: res.All.P99, Answers: res.Answers,
+		Figure: res.PerSec, Unit: "req/s", P50: res.All.P50, P99: res.All.P99, Answers: res.Answers, CPU: cpu(),
 	})
 	b.say("bare gin ceiling: %.0f req/s", res.PerSec)
 	return p.Stop()
@@ -278,13 +280,14 @@ func (b *bench) rowRate(ctx context.Context) error {
 		return err
 	}
 	b.say("R: %d goroutines, %s", b.o.rGoroutines, b.o.rFor)
-	res, err := yardstick.RowRate(ctx, yardstick.RowOptions{DSN: dsn, Goroutines: b.o.rGoroutines, Duration: b.o.rFor})
+	cpu := cpuWindow(rWarmup)
+	res, err := yardstick.RowRate(ctx, yardstick.RowOptions{DSN: dsn, Goroutines: b.o.rGoroutines, Warmup: rWarmup, Duration: b.o.rFor})
 	if err != nil {
 		return err
 	}
 	b.rep.Rows = append(b.rep.Rows, Row{
 		Kind: kindR, What: "R", Config: fmt.Sprintf("%d goroutines · autocommit · %s", res.Goroutines, res.Where),
-		Figure: res.RowsPerSec, Unit: "rows/s", Notes: []string{"`" + res.Statement + "`"},
+		Figure: res.RowsPerSec, Unit: "rows/s", Notes: []string{"`" + res.Statement + "`"}, CPU: cpu(),
 	})
 	b.say("R: %.0f rows/s", res.RowsPerSec)
 	return nil
@@ -306,6 +309,7 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 		Config: fmt.Sprintf("%s · %s · %d connections · %s", o.soldOutWith, replicas(len(targets)), o.connections, label)}
 	b.say("sold-out path: product %d, %d connections over %d replicas, %s + %s", id, o.connections, len(targets), o.warmup, o.duration)
 	profile := b.profile(ctx, pprof, "soldout-"+o.soldOutWith, o.duration)
+	cpu := cpuWindow(o.warmup)
 	res, err := yardstick.Blast{
 		Targets: targets, ProductID: id, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
 		RunID: b.blastID(), IdempotencyKeys: true,
@@ -313,6 +317,7 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 	if err != nil {
 		return err
 	}
+	row.CPU = cpu()
 	profile(&row)
 	row.Figure, row.Unit, row.P50, row.P99, row.Answers = res.PerSec, "req/s", res.All.P50, res.All.P99, res.Answers
 	if n := res.Status[http.StatusAccepted]; n > 0 {
@@ -343,6 +348,7 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 		Config: fmt.Sprintf("%s · %d workers · %s", label, workers, replicas(len(targets)))}
 	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, workers, len(targets), o.warmup, o.acceptFor)
 	profile := b.profile(ctx, pprof, fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers), o.acceptFor)
+	cpu := cpuWindow(o.warmup)
 	res, err := yardstick.Blast{
 		Targets: targets, ProductID: id, Workers: workers, Warmup: o.warmup, Duration: o.acceptFor,
 		RunID: b.blastID(), IdempotencyKeys: true,
@@ -351,6 +357,7 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 		return err
 	}
 	ended := time.Now()
+	row.CPU = cpu()
 	acc := res.Latency[http.StatusAccepted]
 	row.Figure, row.Unit, row.P50, row.P99, row.Answers = res.PerSecOf(http.StatusAccepted), "accepted/s", acc.P50, acc.P99, res.Answers
 	row.Accepted = res.Status[http.StatusAccepted]
@@ -481,4 +488,41 @@ func fiveXX(status map[int]int) int {
 		}
 	}
 	return n
+}
+
+// rWarmup is R's warm-up, before its measured window.
+const rWarmup = 500 * time.Millisecond
+
+// cpuWindow reads the machine's CPU counters once warmup has passed, when a phase's measured
+// window begins, and returns a function to call when the window ends: how the CPU time between
+// the two went, or nil where it cannot be read (not Linux) or the phase ended within its warm-up.
+func cpuWindow(warmup time.Duration) func() *yardstick.CPUShare {
+	var (
+		mu    sync.Mutex
+		first *yardstick.CPUTimes
+	)
+	t := time.AfterFunc(warmup, func() {
+		if c, err := yardstick.ReadCPUTimes(); err == nil {
+			mu.Lock()
+			first = &c
+			mu.Unlock()
+		}
+	})
+	return func() *yardstick.CPUShare {
+		t.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			return nil
+		}
+		now, err := yardstick.ReadCPUTimes()
+		if err != nil {
+			return nil
+		}
+		share, err := now.ShareSince(*first)
+		if err != nil {
+			return nil
+		}
+		return &share
+	}
 }

@@ -118,11 +118,11 @@ func TestDropDatabaseRefusesOtherNames(t *testing.T) {
 
 func sampleReport() *Report {
 	rows := []Row{
-		{Kind: kindGin, What: "bare gin ceiling", Config: "1 process · 64 connections", Figure: 24000, Unit: "req/s", P50: 2.4, P99: 9.76, Answers: map[string]int{"409 sold_out": 130000}},
+		{Kind: kindGin, What: "bare gin ceiling", Config: "1 process · 64 connections", Figure: 24000, Unit: "req/s", P50: 2.4, P99: 9.76, Answers: map[string]int{"409 sold_out": 130000}, CPU: &yardstick.CPUShare{Busy: 0.93, Steal: 0.064, Idle: 0.006}},
 		{Kind: kindSoldOut, What: "sold-out path", Config: "mysql · 3 replicas · 64 connections · batch default (128)", ProductID: 1, Figure: 12000, Unit: "req/s", P50: 4.1, P99: 31, Answers: map[string]int{"409 sold_out": 70000, "0 no answer": 2}, Notes: []string{"2 answers were not 409 sold_out"}},
 		{Kind: kindR, What: "R", Config: "16 goroutines · autocommit · seckill_yardstick.hot_row", Figure: 4000, Unit: "rows/s"},
 		{Kind: kindAccept, What: "accept mysql", Config: "batch default (128) · 32 workers · 3 replicas", ProductID: 2, Figure: 8000, Unit: "accepted/s", P50: 3.3, P99: 140, Answers: map[string]int{"202": 48000}, Accepted: 48000, ReservedAtEnd: 48000, Reserved: 48000, Confirmed: 48000, Drained: true, DrainSeconds: 1.26, Profile: "loadtest/results/bench-x-accept-mysql-batch-default.pprof"},
-		{Kind: kindAccept, What: "accept redis-lua", Config: "batch default (128) · 256 workers · 3 replicas", ProductID: 4, Figure: 24000, Unit: "accepted/s", P50: 9, P99: 25, Answers: map[string]int{"202": 144000}, Accepted: 144000, ReservedAtEnd: 1440, Reserved: 144000, Confirmed: 144000, Drained: true, DrainSeconds: 9.4},
+		{Kind: kindAccept, What: "accept redis-lua", Config: "batch default (128) · 256 workers · 3 replicas", ProductID: 4, Figure: 24000, Unit: "accepted/s", P50: 9, P99: 25, Answers: map[string]int{"202": 144000}, Accepted: 144000, ReservedAtEnd: 1440, Reserved: 144000, Confirmed: 144000, Drained: true, DrainSeconds: 9.4, CPU: &yardstick.CPUShare{Busy: 0.7, Steal: 0.25, IOWait: 0.01, Idle: 0.04}},
 		{Kind: kindAccept, What: "accept zk", Config: "batch 1 · 32 workers · 3 replicas", ProductID: 3, Figure: 400, Unit: "accepted/s", P50: 80, P99: 300, Answers: map[string]int{"202": 2400}, Accepted: 2400, Reserved: 2400, Confirmed: 1000},
 	}
 	computeRatios(rows)
@@ -140,9 +140,9 @@ func TestComputeRatios(t *testing.T) {
 	rows := sampleReport().Rows
 	var got []string
 	for _, r := range rows {
-		got = append(got, fmt.Sprintf("%s %.2f %s", r.What, r.Ratio, r.RatioTo))
+		got = append(got, fmt.Sprintf("%s %.2f %s %.3f", r.What, r.Ratio, r.RatioTo, r.RatioGin))
 	}
-	want := []string{"bare gin ceiling 0.00 ", "sold-out path 0.50 bare gin", "R 0.00 ", "accept mysql 2.00 R", "accept redis-lua 6.00 R", "accept zk 0.10 R"}
+	want := []string{"bare gin ceiling 0.00  0.000", "sold-out path 0.50 bare gin 0.000", "R 0.00  0.000", "accept mysql 2.00 R 0.333", "accept redis-lua 6.00 R 1.000", "accept zk 0.10 R 0.017"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ratios (-want +got):\n%s", diff)
 	}
@@ -159,12 +159,12 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## seckill-go bench 20261123-140000",
 		"vm: 2 × AMD EPYC, linux/amd64, go1.26.8 · 2026-11-23 14:00 UTC · commit abc1234 · run took 3m21s",
-		"| bare gin ceiling | 1 process · 64 connections | 24,000 req/s | yardstick | 2.40 | 9.76 | — |",
-		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 12,000 req/s | 0.50 of bare gin | 4.10 | 31.0 | — |",
-		"| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 4,000 rows/s | yardstick | — | — | — |",
-		"| accept mysql | batch default (128) · 32 workers · 3 replicas | 8,000 accepted/s | 2.00 of R | 3.30 | 140 | 1.3 s |",
-		"| accept redis-lua | batch default (128) · 256 workers · 3 replicas | 24,000 accepted/s | 6.00 of R | 9.00 | 25.0 | 9.4 s (1 % in MySQL at the end) |",
-		"| accept zk | batch 1 · 32 workers · 3 replicas | 400 accepted/s | 0.10 of R | 80.0 | 300 | **not drained** |",
+		"| bare gin ceiling | 1 process · 64 connections | 24,000 req/s | yardstick | 2.40 | 9.76 | — | 93 % · 6 % |",
+		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 12,000 req/s | 0.50 of bare gin | 4.10 | 31.0 | — | — |",
+		"| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 4,000 rows/s | yardstick | — | — | — | — |",
+		"| accept mysql | batch default (128) · 32 workers · 3 replicas | 8,000 accepted/s | 2.00 of R · 0.33 of bare gin | 3.30 | 140 | 1.3 s | — |",
+		"| accept redis-lua | batch default (128) · 256 workers · 3 replicas | 24,000 accepted/s | 6.00 of R · 1.00 of bare gin | 9.00 | 25.0 | 9.4 s (1 % in MySQL at the end) | 70 % · 25 % |",
+		"| accept zk | batch 1 · 32 workers · 3 replicas | 400 accepted/s | 0.10 of R · 0.02 of bare gin | 80.0 | 300 | **not drained** | — |",
 		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 1 | 409 sold_out × 70,000 · 0 no answer × 2 | — | — |",
 		"| accept zk | batch 1 · 32 workers · 3 replicas | 3 | 202 × 2,400 | 2,400 | 1,000 |",
 		"- **accept zk (batch 1): 3 answers 5xx**",
@@ -220,6 +220,16 @@ func TestRunYardsticksOnly(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
 	}
+	// Each phase says how busy the machine was and how much the hypervisor took (Linux).
+	if _, err := yardstick.ReadCPUTimes(); err == nil {
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if strings.Contains(line, " rows/s |") || strings.Contains(line, " req/s |") { // the main table's rows
+				if !strings.HasSuffix(line, " % |") {
+					t.Errorf("no CPU figure in %q", line)
+				}
+			}
+		}
+	}
 }
 
 // TestDropRedisSales: the bench deletes its own namespace's sales in Redis and nothing else.
@@ -241,5 +251,25 @@ func TestDropRedisSales(t *testing.T) {
 	}
 	if n, _ := rdb.Exists(t.Context(), other).Result(); n != 1 {
 		t.Errorf("%s, another namespace's, was deleted", other)
+	}
+}
+
+// TestCPUWindow: the window's first reading is taken once the warm-up has passed; a phase that
+// ends within its warm-up has no CPU figure.
+func TestCPUWindow(t *testing.T) {
+	if _, err := yardstick.ReadCPUTimes(); err != nil {
+		t.Skipf("no CPU counters here: %v", err)
+	}
+	done := cpuWindow(0)
+	time.Sleep(50 * time.Millisecond)
+	got := done()
+	if got == nil {
+		t.Fatal("no CPU figure for a window of 50 ms")
+	}
+	if sum := got.Busy + got.Steal + got.IOWait + got.Idle; sum < 0.99 || sum > 1.0001 {
+		t.Errorf("shares %+v add up to %v", got, sum)
+	}
+	if early := cpuWindow(time.Hour)(); early != nil {
+		t.Errorf("a phase that ended within its warm-up: %+v, want none", early)
 	}
 }

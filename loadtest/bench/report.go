@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 // Report is one run of the bench, written as Markdown (stdout and results/bench-<run>.md) and
@@ -68,6 +69,13 @@ type Row struct {
 	// that yardstick was not measured, or for a yardstick itself.
 	Ratio   float64 `json:"ratio"`
 	RatioTo string  `json:"ratio_to,omitempty"`
+	// RatioGin is, for an accept row, Figure over the bare gin ceiling too: the share of the
+	// bare HTTP layer's rate the app keeps while it sells (0 without the ceiling).
+	RatioGin float64 `json:"ratio_gin,omitempty"`
+	// CPU is how the machine's CPU time went during the phase's measured window: busy, and
+	// stolen by the hypervisor for other guests (a shared VM's weather, which moves a CPU-bound
+	// phase and hardly an fsync-bound one such as R).
+	CPU *yardstick.CPUShare `json:"cpu,omitempty"`
 	// P50 and P99 are latencies in ms: of every answer for the HTTP yardstick and the sold-out
 	// path, of the 202s for an accept row; 0 for R.
 	P50 float64 `json:"p50_ms"`
@@ -95,12 +103,13 @@ type Row struct {
 	Notes   []string `json:"notes,omitempty"`
 }
 
-// computeRatios divides every sold-out row by the bare gin ceiling and every accept row by R.
+// computeRatios divides every sold-out row by the bare gin ceiling, and every accept row by R and
+// by the bare gin ceiling.
 func computeRatios(rows []Row) {
-	yardstick := map[string]float64{}
+	yardsticks := map[string]float64{}
 	for _, r := range rows {
 		if r.Kind == kindGin || r.Kind == kindR {
-			yardstick[r.Kind] = r.Figure
+			yardsticks[r.Kind] = r.Figure
 		}
 	}
 	for i := range rows {
@@ -108,13 +117,16 @@ func computeRatios(rows []Row) {
 		switch r.Kind {
 		case kindSoldOut:
 			r.RatioTo = "bare gin"
-			if y := yardstick[kindGin]; y > 0 {
+			if y := yardsticks[kindGin]; y > 0 {
 				r.Ratio = r.Figure / y
 			}
 		case kindAccept:
 			r.RatioTo = "R"
-			if y := yardstick[kindR]; y > 0 {
+			if y := yardsticks[kindR]; y > 0 {
 				r.Ratio = r.Figure / y
+			}
+			if y := yardsticks[kindGin]; y > 0 {
+				r.RatioGin = r.Figure / y
 			}
 		}
 	}
@@ -147,10 +159,10 @@ func markdown(r *Report) string {
 		fmt.Fprintf(&b, "**Run aborted: %s** — the rows below are those measured before.\n\n", oneLine(r.Aborted))
 	}
 
-	b.WriteString("| what | configuration | figure | ratio | p50 ms | p99 ms | drain |\n|---|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| what | configuration | figure | ratio | p50 ms | p99 ms | drain | CPU busy · stolen |\n|---|---|---:|---:|---:|---:|---|---|\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s |\n",
-			row.What, row.Config, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row))
+		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s | %s |\n",
+			row.What, row.Config, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row), cpuCell(row.CPU))
 	}
 
 	b.WriteString("\nAnswers, warm-up included:\n\n| what | configuration | product | answers | reserved | confirmed |\n|---|---|---:|---|---:|---:|\n")
@@ -204,6 +216,10 @@ turns into sales; above 1 means purchases share commits. The phases are closed-l
 waits for its answer), so a rate is at most workers ÷ mean latency. At 32 workers about ten
 buyers per replica wait at any moment, so batches stay small and latency bounds the rate; 256 is
 a burst, as a flash sale is, where combining has something to combine. p50/p99 are of every answer for the HTTP phases and of the 202s for the accept rows.
+CPU: the share of the machine's CPU time busy, and stolen by the hypervisor for other guests,
+during the phase's measured window (/proc/stat); on a shared VM the stolen share moves the
+CPU-bound phases (HTTP, the app) far more than R, which waits on fsync, so compare ratios of
+runs with like steal.
 Drain: from the phase's last answer until every accepted unit is a confirmed order; for
 redis-lua, with the share of the phase's units that were in MySQL when it ended (its persisters
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
@@ -218,7 +234,19 @@ func ratioCell(r Row) string {
 	case r.Ratio == 0:
 		return "— (no " + r.RatioTo + ")"
 	}
-	return fmt.Sprintf("%.2f of %s", r.Ratio, r.RatioTo)
+	cell := fmt.Sprintf("%.2f of %s", r.Ratio, r.RatioTo)
+	if r.RatioGin > 0 {
+		cell += fmt.Sprintf(" · %.2f of bare gin", r.RatioGin)
+	}
+	return cell
+}
+
+// cpuCell is the machine's CPU during a phase: "93 % · 24 %", busy and stolen.
+func cpuCell(c *yardstick.CPUShare) string {
+	if c == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f %% · %.0f %%", 100*c.Busy, 100*c.Steal)
 }
 
 func drainCell(r Row) string {
