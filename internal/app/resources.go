@@ -85,6 +85,7 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 
+	redisconn.SetLogger(log)
 	// One dial attempt and one retry per call: go-redis's defaults (5 dials, 3 retries) spent
 	// 1.7 s on the call that found a stopped Redis, and the lock fails fast only from then on.
 	r.rdb = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
@@ -147,6 +148,9 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 	}
 	r.metrics = metrics.New()
 	r.metrics.CollectStock(r.store)
+	if r.persister != nil {
+		r.metrics.CountRedisLuaRefused(r.persister.Refused)
+	}
 	return r, nil
 }
 

@@ -126,3 +126,24 @@ func BenchmarkObserveHTTP(b *testing.B) {
 		m.ObserveHTTP("/api/v1/products/:id/purchase", "POST", 409, time.Millisecond)
 	}
 }
+
+// TestCountRedisLuaRefused: the counter reads the persister's count at every scrape.
+func TestCountRedisLuaRefused(t *testing.T) {
+	m := New()
+	var n int64 = 3
+	m.CountRedisLuaRefused(func() int64 { return n })
+	n = 5
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "seckill_redislua_refused_total" {
+			if got := f.GetMetric()[0].GetCounter().GetValue(); got != 5 {
+				t.Fatalf("seckill_redislua_refused_total = %v, want 5 (read at the scrape)", got)
+			}
+			return
+		}
+	}
+	t.Fatal("seckill_redislua_refused_total not registered")
+}

@@ -57,3 +57,12 @@ func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.initial, prometheus.GaugeValue, float64(p.InitialStock), id, string(p.Strategy))
 	}
 }
+
+// CountRedisLuaRefused registers seckill_redislua_refused_total, read from refused at every
+// scrape: the redis-lua purchases this process's persister found MySQL cannot hold and refused.
+func (m *Metrics) CountRedisLuaRefused(refused func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "seckill_redislua_refused_total",
+		Help: "Accepted redis-lua purchases this process's persister refused because MySQL cannot hold them (the Redis state went backwards: a failover to a lagging replica). Each one's buyer was told 202 and has no order; anything above 0 needs an operator.",
+	}, func() float64 { return float64(refused()) }))
+}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -138,4 +139,19 @@ func ForEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(conte
 	default:
 		return fmt.Errorf("redisconn: ForEachMaster on a %T", rdb)
 	}
+}
+
+// SetLogger makes go-redis log through log, at warning level, rather than through the standard
+// logger to stderr: its own lines (a pool that cannot dial, a Sentinel that switched masters, a
+// cluster slot map that moved) then reach the process's structured log with the rest. go-redis
+// has one logger per process, so the last call wins.
+func SetLogger(log *slog.Logger) {
+	redis.SetLogger(slogPrintf{log.With("component", "go-redis")})
+}
+
+// slogPrintf adapts an slog.Logger to go-redis's Printf logger.
+type slogPrintf struct{ log *slog.Logger }
+
+func (l slogPrintf) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -1,6 +1,10 @@
 package redisconn
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -64,5 +68,19 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("ring"); err == nil {
 		t.Error(`ParseMode("ring") succeeded`)
+	}
+}
+
+// TestSlogPrintf: go-redis's own lines, through the logger SetLogger installs, are warnings of the
+// structured log, one line each.
+func TestSlogPrintf(t *testing.T) {
+	var buf bytes.Buffer
+	slogPrintf{slog.New(slog.NewJSONHandler(&buf, nil)).With("component", "go-redis")}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v\n", 1, "refused")
+	var line struct{ Level, Msg, Component string }
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %q", err, buf.String())
+	}
+	if line.Level != "WARN" || line.Component != "go-redis" || line.Msg != "redis: connection pool: failed to dial after 1 attempts: refused" {
+		t.Fatalf("logged %+v", line)
 	}
 }
