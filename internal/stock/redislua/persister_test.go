@@ -233,6 +233,31 @@ func reserved(t *testing.T, st *store.Store, p sale.Product) int {
 	return stats.ReservedUnits
 }
 
+// runBeforeABurst runs ps, sweeping p every 200 ms, until the test ends, and returns once one
+// purchase made before it is in MySQL. Its first sweep writes that purchase, and once it is in
+// MySQL that sweep is over, so a burst that follows does not race it (a sweep that finds entries
+// before any burst writes them, as it should). A later sweep is skipped while a burst lasts; one
+// that ticks within the burst's first millisecond (no rate yet) would write its first few
+// entries: a 1-in-200 chance.
+func runBeforeABurst(t *testing.T, s *Sale, st *store.Store, p sale.Product, ps *Persister) {
+	t.Helper()
+	buy(t, s, p, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- ps.Run(ctx, func(context.Context) ([]int64, error) { return []int64{p.ID}, nil }, 200*time.Millisecond)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return reserved(t, st, p) == 1, "the purchase before the burst not in MySQL"
+	})
+}
+
 // TestPersisterHoldsOffDuringABurst: while its process accepts purchases faster than Burst, a
 // persister writes nothing (the burst keeps the CPU and the database); once the burst is over it
 // writes every one. A hold-off is bounded: a burst longer than MaxLag is written during it. The
@@ -255,27 +280,7 @@ func TestPersisterHoldsOffDuringABurst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// One purchase before Run: its first sweep writes it, and once it is in MySQL that
-			// sweep is over, so the burst below does not race it (a sweep that finds entries
-			// before any burst writes them, as it should). A later sweep runs every 200 ms,
-			// skipped while the burst lasts; one that ticks within the burst's first
-			// millisecond (no rate yet) would write its first few entries: a 1-in-200 chance.
-			buy(t, s, p, 1)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- ps.Run(ctx, func(context.Context) ([]int64, error) { return []int64{p.ID}, nil }, 200*time.Millisecond)
-			}()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
-
-			itest.Eventually(t, 10*time.Second, func() (bool, string) {
-				return reserved(t, st, p) == 1, "the purchase before the burst not in MySQL"
-			})
+			runBeforeABurst(t, s, st, p, ps)
 
 			stop := make(chan struct{})
 			bought := burst(t, s, p, ps, stop)
@@ -368,21 +373,7 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 				t.Fatal(err)
 			}
 			ps.gate.exit = tc.exit
-			buy(t, s, p, 1) // as in TestPersisterHoldsOffDuringABurst: written by the first sweep
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() {
-				done <- ps.Run(ctx, func(context.Context) ([]int64, error) { return []int64{p.ID}, nil }, 200*time.Millisecond)
-			}()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
-			itest.Eventually(t, 10*time.Second, func() (bool, string) {
-				return reserved(t, st, p) == 1, "the purchase before the burst not in MySQL"
-			})
+			runBeforeABurst(t, s, st, p, ps)
 
 			// Three times: 300 ms as fast as one buyer goes (thousands a second), then 600 ms at
 			// half of Burst (above a quarter of it): each dip spans two of hold's 250 ms checks.
