@@ -258,6 +258,20 @@ func runBeforeABurst(t *testing.T, s *Sale, st *store.Store, p sale.Product, ps 
 	})
 }
 
+// checkBurstWritten fails t unless more than a quarter of a burst's n purchases (after the one
+// runBeforeABurst made) were in MySQL while it lasted (during) exactly when wantDuring says, and
+// all n are there soon after.
+func checkBurstWritten(t *testing.T, st *store.Store, p sale.Product, n, during int, wantDuring bool) {
+	t.Helper()
+	if got := during > n/4; got != wantDuring {
+		t.Errorf("%d of %d reservations in MySQL while the burst lasted; want more than a quarter: %v", during, n, wantDuring)
+	}
+	itest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := reserved(t, st, p) - 1
+		return got == n, fmt.Sprintf("%d of %d reservations in MySQL after the burst", got, n)
+	})
+}
+
 // TestPersisterHoldsOffDuringABurst: while its process accepts purchases faster than Burst, a
 // persister writes nothing (the burst keeps the CPU and the database); once the burst is over it
 // writes every one. A hold-off is bounded: a burst longer than MaxLag is written during it. The
@@ -295,13 +309,7 @@ func TestPersisterHoldsOffDuringABurst(t *testing.T) {
 			// Holding off, the bulk of the burst stays in Redis; the round a wake starts may still
 			// write the few purchases of its first Linger when the previous round is long past (its
 			// rate is measured since then: see hold), as on a loaded machine it did, 5 of ~1,000.
-			if got := during > n/4; got != tc.during {
-				t.Errorf("%d of %d reservations in MySQL while the burst lasted; want more than a quarter: %v", during, n, tc.during)
-			}
-			itest.Eventually(t, 10*time.Second, func() (bool, string) {
-				got := reserved(t, st, p) - 1
-				return got == n, fmt.Sprintf("%d of %d reservations in MySQL after the burst", got, n)
-			})
+			checkBurstWritten(t, st, p, n, during, tc.during)
 		})
 	}
 }
@@ -403,13 +411,7 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 			if n < 3*(burstRate/2) {
 				t.Fatalf("only %d purchases: no burst to hold off for", n)
 			}
-			if got := during > n/4; got != tc.during {
-				t.Errorf("%d of %d reservations in MySQL while the burst lasted; want more than a quarter: %v", during, n, tc.during)
-			}
-			itest.Eventually(t, 10*time.Second, func() (bool, string) {
-				got := reserved(t, st, p) - 1
-				return got == n, fmt.Sprintf("%d of %d reservations in MySQL after the burst", got, n)
-			})
+			checkBurstWritten(t, st, p, n, during, tc.during)
 		})
 	}
 }
