@@ -10,3 +10,9 @@ func StallRenewal(l *Lease) { l.dog.Stall() }
 func Settings(c *Client) (ttl, minBackoff, maxBackoff time.Duration) {
 	return c.ttl, c.minBackoff, c.maxBackoff
 }
+
+// RetryDeadlocks is how Release runs its delete.
+var RetryDeadlocks = retryDeadlocks
+
+// ReleaseTries bounds RetryDeadlocks.
+const ReleaseTries = releaseTries

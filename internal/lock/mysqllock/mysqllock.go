@@ -282,15 +282,23 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		case reaped:
 			continue // a dead holder's row is gone: try again at once
 		}
-		sleep := backoff/2 + mrand.N(backoff/2+1)
-		backoff = min(2*backoff, c.maxBackoff)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("mysqllock: acquire %q: %w: %w", name, lock.ErrTimeout, ctx.Err())
-		case <-t.C:
+		if err := c.sleep(ctx, &backoff); err != nil {
+			return nil, fmt.Errorf("mysqllock: acquire %q: %w: %w", name, lock.ErrTimeout, err)
 		}
+	}
+}
+
+// sleep waits one step of the jittered exponential back-off (a draw from the upper half of
+// *backoff, which then doubles up to MaxBackoff), or until ctx ends: then it returns ctx's error.
+func (c *Client) sleep(ctx context.Context, backoff *time.Duration) error {
+	t := time.NewTimer(*backoff/2 + mrand.N(*backoff/2+1))
+	defer t.Stop()
+	*backoff = min(2**backoff, c.maxBackoff)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

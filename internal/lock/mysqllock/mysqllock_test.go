@@ -2,6 +2,8 @@ package mysqllock_test
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
@@ -445,5 +448,46 @@ func TestGrantAfterTheCallerLeft(t *testing.T) {
 			}
 			mustRelease(t, locktest.MustAcquire(t, c.TryAcquire, "late"))
 		})
+	}
+}
+
+// TestReleaseOutlastsDeadlocks: a release chosen as a deadlock victim runs again, backing off,
+// until it is not (CI once saw four in a row, which the earlier three retries without a pause
+// lost, leaving the lock held until its row expired); it gives up after ReleaseTries, at once on
+// another error, and when its ctx ends.
+func TestReleaseOutlastsDeadlocks(t *testing.T) {
+	db, _ := newDB(t, "")
+	c := newClient(t, db, mysqllock.Options{TTL: time.Second, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+	for _, tc := range []struct {
+		name      string
+		deadlocks int   // the first runs that are deadlock victims
+		other     error // what the run after them returns
+		wantRuns  int
+		wantErr   bool
+	}{
+		{"four deadlocks, then done", 4, nil, 5, false},
+		{"deadlocked every time", 100, nil, mysqllock.ReleaseTries, true},
+		{"another error: no retry", 0, &mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := 0
+			_, err := mysqllock.RetryDeadlocks(t.Context(), c, func() (sql.Result, error) {
+				runs++
+				if runs <= tc.deadlocks {
+					return nil, deadlock
+				}
+				return driver.RowsAffected(1), tc.other
+			})
+			if runs != tc.wantRuns || (err != nil) != tc.wantErr {
+				t.Fatalf("%d runs, err %v; want %d runs, an error: %v", runs, err, tc.wantRuns, tc.wantErr)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	runs := 0
+	if _, err := mysqllock.RetryDeadlocks(ctx, c, func() (sql.Result, error) { runs++; return nil, deadlock }); err == nil || runs != 1 {
+		t.Fatalf("with its ctx ended: %d runs, err %v; want 1 run and the deadlock", runs, err)
 	}
 }
