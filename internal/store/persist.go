@@ -41,13 +41,36 @@ func (s *Store) PersistReservations(ctx context.Context, productID int64, st sal
 		case row.LuaGen != gen:
 			return fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 		}
-		out, err = tx.persist(ctx, productID, row.Stock, rs)
+		capacity, err := tx.luaCapacity(ctx, productID, row.Stock)
+		if err != nil {
+			return err
+		}
+		out, err = tx.persist(ctx, productID, capacity, rs)
 		return err
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	return out.inserted, out.refused, nil
+}
+
+// luaCapacity is how many units a redis-lua sale's reservations may take in MySQL: its stock,
+// plus the units of its orders closed (expired, cancelled) but not yet returned here. The return
+// script gives those units back to the Redis state at once, and the persister adds them to
+// MySQL's stock only when it writes the return's stream entry, which may come after the entries
+// of the purchases that took them: in a later group of the same batch, or in another persister's
+// batch. Without them, a second wave buying returned units was refused whenever its entries were
+// written first (its buyers told 202, without an order; the state dropped and rebuilt). Every
+// such order's units do reach MySQL's stock (each closed order is returned exactly once), so the
+// stock may dip below zero for that moment and ends where it should.
+func (t *PurchaseTx) luaCapacity(ctx context.Context, productID int64, stock int) (int, error) {
+	var returning int
+	err := t.tx.WithContext(ctx).Raw(`SELECT COALESCE(SUM(quantity), 0) FROM orders
+		WHERE status IN ('expired', 'cancelled') AND returned_at IS NULL AND product_id = ?`, productID).Scan(&returning).Error
+	if err != nil {
+		return 0, fmt.Errorf("units returning to product %d: %w", productID, err)
+	}
+	return stock + returning, nil
 }
 
 // persisted is what persist did: how many reservations it inserted, and those it refused (in the
@@ -79,7 +102,11 @@ func (s *Store) ReloadSale(ctx context.Context, productID int64, st sale.Strateg
 		}
 		// What MySQL cannot hold of the survivors (see PersistReservations) is not written: the
 		// state rebuilt below counts it nowhere.
-		if _, err := tx.persist(ctx, productID, row.Stock, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
+		capacity, err := tx.luaCapacity(ctx, productID, row.Stock)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.persist(ctx, productID, capacity, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
 			return err
 		}
 		gen = row.LuaGen + 1
@@ -125,9 +152,9 @@ func (t *PurchaseTx) lockLuaSale(ctx context.Context, productID int64, st sale.S
 }
 
 // persist inserts those of rs whose order id is not stored yet and takes their units, under the
-// product's row lock (stock is what the row holds), in order, refusing each that MySQL cannot
-// hold: more units than are left, or a buyer who has a reservation of the product already.
-func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs []sale.Reservation) (persisted, error) {
+// product's row lock, in order, refusing each that MySQL cannot hold: more units than capacity
+// (luaCapacity) leaves, or a buyer who has a reservation of the product already.
+func (t *PurchaseTx) persist(ctx context.Context, productID int64, capacity int, rs []sale.Reservation) (persisted, error) {
 	var out persisted
 	if len(rs) == 0 {
 		return out, nil
@@ -141,7 +168,7 @@ func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs
 	for _, r := range rs {
 		switch {
 		case done[r.OrderID]:
-		case held[r.UserID] || r.Quantity > stock-units:
+		case held[r.UserID] || r.Quantity > capacity-units:
 			out.refused = append(out.refused, r)
 		default:
 			fresh = append(fresh, r)
