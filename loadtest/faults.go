@@ -182,7 +182,7 @@ func faultsByName(o *options) map[string]fault {
 			outage: true, failFast: "redis",
 			inject: func(ctx context.Context, e *faultEnv) error {
 				if n, ok := e.luaStreamLen(ctx); ok {
-					e.detail = fmt.Sprintf("%d redis-lua purchases in the stream, not yet in MySQL, a moment before", n)
+					e.detail = fmt.Sprintf("%d redis-lua stream entries (batches of purchases) not yet in MySQL, a moment before", n)
 				}
 				return e.services(ctx, "kill", "redis")
 			},
@@ -248,8 +248,8 @@ func persisterFault(name, what string) fault {
 	}
 }
 
-// luaStreamLen returns how many entries the step's redis-lua stream holds (accepted purchases
-// not yet in MySQL), false when the step has no redis-lua product or Redis does not say.
+// luaStreamLen returns how many entries the step's redis-lua stream holds (batches of accepted
+// purchases not yet in MySQL), false when the step has no redis-lua product or Redis does not say.
 func (e *faultEnv) luaStreamLen(ctx context.Context) (int64, bool) {
 	pid, lua := e.products[luaStrategy]
 	dsn, err := mysql.ParseDSN(e.o.mysqlDSN)
@@ -262,13 +262,11 @@ func (e *faultEnv) luaStreamLen(ctx context.Context) (int64, bool) {
 	return n, err == nil
 }
 
-// streamOrderIDs are the order ids of a redis-lua stream's purchase entries (its returns left
-// out): the script's entry is r = "order_id user_id quantity epoch gen key".
+// streamOrderIDs are the order ids of a redis-lua stream's reservations (its returns left out).
 func streamOrderIDs(entries []redis.XMessage) map[string]bool {
 	ids := map[string]bool{}
 	for _, m := range entries {
-		if r, _ := m.Values["r"].(string); r != "" {
-			id, _, _ := strings.Cut(r, " ")
+		for _, id := range redislua.OrderIDs(m) {
 			ids[id] = true
 		}
 	}

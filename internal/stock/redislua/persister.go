@@ -45,7 +45,8 @@ type PersisterOptions struct {
 	Consumer string
 	// Group is the consumer group every persister shares ["persisters"].
 	Group string
-	// Batch is the most entries read at once [512].
+	// Batch is the most entries read at once, and the most reservations written in one
+	// transaction, unless one entry (one batch of the script) holds more [512].
 	Batch int64
 	// Linger is how long a woken persister lets purchases gather before it reads them: a burst
 	// is then written in a few large transactions rather than many small ones [20 ms].
@@ -243,52 +244,54 @@ func (p *Persister) read(ctx context.Context, stream, id string) ([]redis.XMessa
 }
 
 // write commits msgs' reservations and returns, grouped by kind and by the epoch and generation of
-// the state that made them, and acknowledges and deletes each group's entries once it committed
-// (or once it turned out to be of a cleared sale or a lost state).
+// the state that made them, at most Batch reservations a transaction (an entry is never split: it
+// is one batch of the script), and acknowledges and deletes each group's entries once it
+// committed (or once it turned out to be of a cleared sale or a lost state).
 func (p *Persister) write(ctx context.Context, productID int64, stream string, msgs []redis.XMessage) (int, error) {
 	type origin struct {
 		ret        bool
 		epoch, gen uint64
 	}
 	type group struct {
+		origin
 		rs     []sale.Reservation
 		orders []string
 		ids    []string
 	}
-	groups := map[origin]*group{}
-	var order []origin
+	open := map[origin]*group{} // the group each origin's entries go to now
+	var order []*group
 	for _, m := range msgs {
 		// An entry the script did not write: keep it pending, loudly, rather than lose a unit.
 		var o origin
-		var r sale.Reservation
+		var rs []sale.Reservation
 		var ret sale.ClosedOrder
 		var err error
 		if isReturn(m) {
 			ret, o.epoch, o.gen, err = returnEntry(productID, m)
 			o.ret = true
 		} else {
-			r, o.gen, err = reservation(productID, p.o.Strategy, m)
-			o.epoch = r.Epoch
+			rs, o.gen, err = reservations(productID, p.o.Strategy, m)
+			o.epoch = rs[0].Epoch
 		}
 		if err != nil {
 			return 0, err
 		}
-		g, ok := groups[o]
-		if !ok {
-			g = &group{}
-			groups[o] = g
-			order = append(order, o)
+		g, ok := open[o]
+		if !ok || len(g.rs) > 0 && len(g.rs)+len(rs) > int(p.o.Batch) {
+			g = &group{origin: o}
+			open[o] = g
+			order = append(order, g)
 		}
 		if o.ret {
 			g.orders = append(g.orders, ret.OrderID)
 		} else {
-			g.rs = append(g.rs, r)
+			g.rs = append(g.rs, rs...)
 		}
 		g.ids = append(g.ids, m.ID)
 	}
 	settled := 0
-	for _, o := range order {
-		g := groups[o]
+	for _, g := range order {
+		o := g.origin
 		p.o.BeforeCommit()
 		var n int
 		var err error
@@ -357,31 +360,62 @@ func isReturn(m redis.XMessage) bool {
 	return ok
 }
 
-// reservation reads one stream entry as the script wrote it (one field, r: "order_id user_id
-// quantity epoch gen Idempotency-Key"), and the generation of the state that accepted it.
-func reservation(productID int64, st sale.Strategy, m redis.XMessage) (sale.Reservation, uint64, error) {
+// reservations reads one stream entry as the purchase script wrote it (one field, r: the
+// reservations of one batch, one per line, "order_id user_id quantity epoch gen Idempotency-Key"),
+// and the generation of the state that accepted them (one script run: one epoch, one generation).
+func reservations(productID int64, st sale.Strategy, m redis.XMessage) ([]sale.Reservation, uint64, error) {
+	bad := func(err error) ([]sale.Reservation, uint64, error) {
+		return nil, 0, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
+	}
 	v, _ := m.Values["r"].(string)
-	f := strings.SplitN(v, " ", 6)
-	bad := func(err error) (sale.Reservation, uint64, error) {
-		return sale.Reservation{}, 0, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
-	}
-	if len(f) != 6 || f[0] == "" || f[1] == "" || len(m.Values) != 1 {
-		return bad(nil)
-	}
-	qty, err1 := strconv.Atoi(f[2])
-	epoch, err2 := strconv.ParseUint(f[3], 10, 64)
-	gen, err3 := strconv.ParseUint(f[4], 10, 64)
-	ms, err4 := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	ms, err := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
+	if v == "" || len(m.Values) != 1 || err != nil {
 		return bad(err)
 	}
-	return sale.Reservation{
-		Receipt: sale.Receipt{OrderID: f[0], Status: sale.StatusQueued, ProductID: productID,
-			UserID: f[1], Quantity: qty, Strategy: st},
-		IdempotencyKey: f[5],
-		Epoch:          epoch,
-		CreatedAt:      time.UnixMilli(ms).UTC(),
-	}, gen, nil
+	lines := strings.Split(v, "\n")
+	rs := make([]sale.Reservation, len(lines))
+	var gen uint64
+	for i, line := range lines {
+		f := strings.SplitN(line, " ", 6)
+		if len(f) != 6 || f[0] == "" || f[1] == "" {
+			return bad(fmt.Errorf("line %d", i+1))
+		}
+		qty, err1 := strconv.Atoi(f[2])
+		epoch, err2 := strconv.ParseUint(f[3], 10, 64)
+		g, err3 := strconv.ParseUint(f[4], 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return bad(err)
+		}
+		if i > 0 && (g != gen || epoch != rs[0].Epoch) {
+			return bad(fmt.Errorf("line %d: epoch %d gen %d, the first %d and %d", i+1, epoch, g, rs[0].Epoch, gen))
+		}
+		gen = g
+		rs[i] = sale.Reservation{
+			Receipt: sale.Receipt{OrderID: f[0], Status: sale.StatusQueued, ProductID: productID,
+				UserID: f[1], Quantity: qty, Strategy: st},
+			IdempotencyKey: f[5],
+			Epoch:          epoch,
+			CreatedAt:      time.UnixMilli(ms).UTC(),
+		}
+	}
+	return rs, gen, nil
+}
+
+// OrderIDs returns the order ids of a stream entry's reservations, none for a return's entry or
+// an entry the purchase script did not write (the chaos run's check of what a flush may lose).
+func OrderIDs(m redis.XMessage) []string {
+	if isReturn(m) {
+		return nil
+	}
+	rs, _, err := reservations(0, Strategy, m)
+	if err != nil {
+		return nil
+	}
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.OrderID
+	}
+	return ids
 }
 
 // Wake asks a running persister to drain productID's stream now rather than at its next round:

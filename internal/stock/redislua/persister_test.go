@@ -3,6 +3,7 @@ package redislua
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -82,6 +83,43 @@ func TestPersisterDrains(t *testing.T) {
 	check(t, rdb, s, st, p, 30)
 }
 
+// TestPersisterWritesBatches: an entry holds one batch of the script; a persister writes at most
+// Batch reservations a transaction, never splitting an entry, and acknowledges each entry once
+// all of its reservations committed.
+func TestPersisterWritesBatches(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 50)
+	for b := range 4 { // four entries of five
+		as := make([]Attempt, 5)
+		for i := range as {
+			u := "buyer" + strconv.Itoa(5*b+i)
+			as[i] = Attempt{UserID: u, Quantity: 1, Key: "k-" + u, OrderID: "o-" + itest.Suffix(8)}
+		}
+		out, err := s.PurchaseBatch(t.Context(), p.ID, p.Epoch, as)
+		if err != nil || len(out) != 5 || out[4].Result != Accepted {
+			t.Fatalf("batch %d: %v, %v", b, out, err)
+		}
+	}
+	if n, _ := rdb.XLen(t.Context(), s.Keys(p.ID).Stream).Result(); n != 4 {
+		t.Fatalf("stream holds %d entries, want 4", n)
+	}
+	var commits []int
+	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: "a", Batch: 7, BeforeCommit: func() {
+		stats, _ := st.Stats(t.Context(), p.ID)
+		commits = append(commits, stats.ReservedUnits)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ps.Drain(t.Context(), p.ID); err != nil || n != 4 {
+		t.Fatalf("Drain = %d, %v; want the 4 entries", n, err)
+	}
+	// Batch 7 holds one entry of five, not two: four transactions, each seeing the last's rows.
+	if want := []int{0, 5, 10, 15}; !slices.Equal(commits, want) {
+		t.Fatalf("in MySQL before each commit: %v, want %v", commits, want)
+	}
+	check(t, rdb, s, st, p, 20)
+}
+
 // TestPersisterHooks: the test hooks (the chaos run's failpoints) run where a crash leaves a batch
 // pending in the stream: read but not in MySQL, then in MySQL but not acknowledged.
 func TestPersisterHooks(t *testing.T) {
@@ -139,11 +177,11 @@ func TestPersisterTakesOverADeadOne(t *testing.T) {
 	}
 	var committed []sale.Reservation
 	for _, m := range msgs[:4] {
-		r, _, err := reservation(p.ID, Strategy, m)
+		rs, _, err := reservations(p.ID, Strategy, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		committed = append(committed, r)
+		committed = append(committed, rs...)
 	}
 	if _, _, err := st.PersistReservations(t.Context(), p.ID, p.Strategy, p.Epoch, 0, committed); err != nil {
 		t.Fatal(err)

@@ -7,16 +7,21 @@
 -- KEYS[2] buyers  hash: user id -> "order_id quantity Idempotency-Key" of the buyer's purchase in
 --                        this epoch (one per buyer; the key is empty without one, and scoped per
 --                        buyer, as in MySQL)
--- KEYS[3] stream  the accepted reservations, for the persister: one field, r =
+-- KEYS[3] stream  the accepted reservations, for the persister: one entry per call that accepted
+--                        any, one field, r = its reservations, one per line,
 --                        "order_id user_id quantity epoch gen Idempotency-Key"
 -- ARGV    epoch, then per purchase: user id, quantity, Idempotency-Key ("" for none), new order id
 --
 -- Replies {'not_loaded'} or {'stale_epoch', epoch} for the whole batch, else {'decided', then per
 -- purchase one of: 'accepted <left>', 'replayed <order_id user_id quantity>', 'limit_reached',
 -- 'sold_out <left>'}. A key seen before answers as it did the first time, whatever the stock is
--- now; a buyer who bought already is told so before being told the sale is sold out. Per accepted
--- purchase the script writes two commands (HSET, XADD), each one field: a Redis that fsyncs every
--- write (appendfsync always) and replicates scripts by their effects pays per command and byte.
+-- now; a buyer who bought already is told so before being told the sale is sold out.
+--
+-- Whatever the batch's size, the script writes three commands (one HSET of its buyers, one XADD
+-- of its reservations, one HINCRBY of the stock): a Redis that fsyncs every write (appendfsync
+-- always) and replicates scripts by their effects pays per command and byte, and the persister per
+-- stream entry. Writing per purchase instead cost Redis about a third more CPU per purchase at
+-- 20 purchases a batch (16-18 us against 13, appendfsync always).
 local st = redis.call('HMGET', KEYS[1], 'epoch', 'limit', 'stock', 'gen')
 local epoch = st[1]
 if not epoch then
@@ -27,12 +32,19 @@ if epoch ~= ARGV[1] then
 end
 
 local limit, left, gen = tonumber(st[2]), tonumber(st[3]), st[4] or '0'
-local taken = 0
+local users = {}
+for i = 2, #ARGV, 4 do
+	users[#users + 1] = ARGV[i]
+end
+local had = redis.call('HMGET', KEYS[2], unpack(users))
+local now = {} -- what this batch bought, by buyer (the caller sends one purchase per buyer)
+local taken, buyers, lines = 0, {}, {}
 local out = { 'decided' }
 
-for i = 2, #ARGV, 4 do
-	local user, qty, key, order = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-	local bought = redis.call('HGET', KEYS[2], user)
+for j, user in ipairs(users) do
+	local i = 2 + (j - 1) * 4
+	local qty, key, order = tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
+	local bought = had[j] or now[user]
 	if bought then
 		local o, q, k = string.match(bought, '^(%S+) (%S+) ?(%S*)$')
 		if key ~= '' and k == key then
@@ -47,13 +59,17 @@ for i = 2, #ARGV, 4 do
 	else
 		left = left - qty
 		taken = taken + qty
-		redis.call('HSET', KEYS[2], user, order .. ' ' .. qty .. ' ' .. key)
-		redis.call('XADD', KEYS[3], '*', 'r', order .. ' ' .. user .. ' ' .. qty .. ' ' .. epoch .. ' ' .. gen .. ' ' .. key)
+		now[user] = order .. ' ' .. qty .. ' ' .. key
+		buyers[#buyers + 1] = user
+		buyers[#buyers + 1] = now[user]
+		lines[#lines + 1] = order .. ' ' .. user .. ' ' .. qty .. ' ' .. epoch .. ' ' .. gen .. ' ' .. key
 		out[#out + 1] = 'accepted ' .. left
 	end
 end
 
 if taken > 0 then
+	redis.call('HSET', KEYS[2], unpack(buyers))
+	redis.call('XADD', KEYS[3], '*', 'r', table.concat(lines, '\n'))
 	redis.call('HINCRBY', KEYS[1], 'stock', -taken)
 end
 return out

@@ -74,7 +74,7 @@ func (s *Sale) Rebuild(ctx context.Context, rdb redis.UniversalClient, productID
 			return err
 		}
 		type entry struct {
-			r   sale.Reservation
+			rs  []sale.Reservation // one batch of the script: one epoch, one generation
 			gen uint64
 		}
 		var parsed []entry
@@ -82,17 +82,17 @@ func (s *Sale) Rebuild(ctx context.Context, rdb redis.UniversalClient, productID
 			if isReturn(m) {
 				continue
 			}
-			r, gen, err := reservation(productID, Strategy, m)
+			rs, gen, err := reservations(productID, Strategy, m)
 			if err != nil {
 				return err
 			}
-			parsed = append(parsed, entry{r, gen})
+			parsed = append(parsed, entry{rs, gen})
 		}
 		p, rs, gen, err := reload(ctx, productID, Strategy, func(epoch, gen uint64) []sale.Reservation {
 			var out []sale.Reservation
 			for _, e := range parsed {
-				if e.r.Epoch == epoch && e.gen == gen {
-					out = append(out, e.r)
+				if e.rs[0].Epoch == epoch && e.gen == gen {
+					out = append(out, e.rs...)
 				}
 			}
 			return out

@@ -153,7 +153,7 @@ func (s *Sale) PurchaseBatch(ctx context.Context, productID int64, epoch uint64,
 	args := make([]any, 1, 1+4*len(as))
 	args[0] = epoch
 	for _, a := range as {
-		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsRune(a.UserID, ' ') || strings.ContainsRune(a.OrderID, ' ') || strings.ContainsRune(a.Key, ' ') {
+		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsAny(a.UserID, " \n") || strings.ContainsAny(a.OrderID, " \n") || strings.ContainsAny(a.Key, " \n") {
 			return nil, fmt.Errorf("redislua: invalid attempt %+v", a)
 		}
 		args = append(args, a.UserID, a.Quantity, a.Key, a.OrderID)

@@ -2,6 +2,7 @@ package redislua
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -233,4 +234,68 @@ func BenchmarkPurchase(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// TestBatchDecisions: one run of the script decides a batch in order, exactly as separate runs
+// would (a buyer repeated in the batch included, which the combiner never sends), and writes the
+// accepted ones as one stream entry, one reservation a line.
+func TestBatchDecisions(t *testing.T) {
+	ctx := t.Context()
+	s, rdb := newSale(t)
+	if err := s.Load(ctx, rdb, 1, State{Epoch: 3, Gen: 5, Initial: 4, Stock: 3, Limit: 1,
+		Buyers: map[string]Bought{"old": {OrderID: "o-old", Quantity: 1, Key: "k-old"}}}); err != nil {
+		t.Fatal(err)
+	}
+	batch := []Attempt{
+		{UserID: "a", Quantity: 1, Key: "ka", OrderID: "o1"},
+		{UserID: "old", Quantity: 1, Key: "k-old", OrderID: "o2"},
+		{UserID: "b", Quantity: 2, OrderID: "o3"},
+		{UserID: "a", Quantity: 1, Key: "ka", OrderID: "o4"},
+		{UserID: "a", Quantity: 1, OrderID: "o5"},
+		{UserID: "c", Quantity: 1, OrderID: "o6"},
+		{UserID: "d", Quantity: 1, Key: "kd", OrderID: "o7"},
+		{UserID: "e", Quantity: 1, OrderID: "o8"},
+	}
+	got, err := s.PurchaseBatch(ctx, 1, 3, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Outcome{
+		{Result: Accepted, OrderID: "o1", Left: 2},
+		{Result: Replayed, OrderID: "o-old"},
+		{Result: LimitReached},
+		{Result: Replayed, OrderID: "o1"}, // bought earlier in this batch, same key
+		{Result: LimitReached},
+		{Result: Accepted, OrderID: "o6", Left: 1},
+		{Result: Accepted, OrderID: "o7", Left: 0},
+		{Result: SoldOut},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+	entries, err := rdb.XRange(ctx, s.Keys(1).Stream, "-", "+").Result()
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("%d stream entries, %v; want one for the batch", len(entries), err)
+	}
+	if diff := cmp.Diff(map[string]any{"r": "o1 a 1 3 5 ka\no6 c 1 3 5 \no7 d 1 3 5 kd"}, entries[0].Values); diff != "" {
+		t.Fatalf("the batch's entry (-want +got):\n%s", diff)
+	}
+	if ids := OrderIDs(entries[0]); !slices.Equal(ids, []string{"o1", "o6", "o7"}) {
+		t.Fatalf("OrderIDs = %v", ids)
+	}
+	buyers, _ := rdb.HGetAll(ctx, s.Keys(1).Buyers).Result()
+	wantBuyers := map[string]string{"old": "o-old 1 k-old", "a": "o1 1 ka", "c": "o6 1 ", "d": "o7 1 kd"}
+	if diff := cmp.Diff(wantBuyers, buyers); diff != "" {
+		t.Fatalf("buyers (-want +got):\n%s", diff)
+	}
+	if left, _ := rdb.HGet(ctx, s.Keys(1).State, "stock").Int(); left != 0 {
+		t.Fatalf("stock %d, want 0", left)
+	}
+	// A batch that accepts nothing writes nothing.
+	if _, err := s.PurchaseBatch(ctx, 1, 3, []Attempt{{UserID: "f", Quantity: 1, OrderID: "o9"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.XLen(ctx, s.Keys(1).Stream).Result(); n != 1 {
+		t.Fatalf("stream length %d after a refused batch, want 1", n)
+	}
 }
