@@ -360,14 +360,20 @@ func isReturn(m redis.XMessage) bool {
 	return ok
 }
 
-// reservations reads one stream entry as the purchase script wrote it (one field, r: the
-// reservations of one batch, one per line, "order_id user_id quantity epoch gen Idempotency-Key"),
-// and the generation of the state that accepted them (one script run: one epoch, one generation).
+// reservations reads one stream entry as the purchase script wrote it (one field, rs: the
+// reservations of one batch, one per line, "order_id user_id quantity epoch gen Idempotency-Key";
+// or r, one reservation, as the script wrote an entry before it wrote batches), and the generation
+// of the state that accepted them (one script run: one epoch, one generation).
 func reservations(productID int64, st sale.Strategy, m redis.XMessage) ([]sale.Reservation, uint64, error) {
 	bad := func(err error) ([]sale.Reservation, uint64, error) {
 		return nil, 0, fmt.Errorf("redislua: malformed stream entry %s %v: %v", m.ID, m.Values, err)
 	}
-	v, _ := m.Values["r"].(string)
+	v, _ := m.Values["rs"].(string)
+	if v == "" {
+		if v, _ = m.Values["r"].(string); strings.Contains(v, "\n") {
+			return bad(nil)
+		}
+	}
 	ms, err := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
 	if v == "" || len(m.Values) != 1 || err != nil {
 		return bad(err)

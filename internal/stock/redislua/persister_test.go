@@ -457,3 +457,43 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationsOfAnEntry: how a persister reads a stream entry — a batch (rs, one reservation
+// a line), or one reservation (r, as the script wrote entries before batches); anything else is
+// malformed and stays pending.
+func TestReservationsOfAnEntry(t *testing.T) {
+	entry := func(f, v string) redis.XMessage {
+		return redis.XMessage{ID: "1700000000000-0", Values: map[string]any{f: v}}
+	}
+	for _, c := range []struct {
+		name   string
+		m      redis.XMessage
+		orders []string
+		gen    uint64
+	}{
+		{"a batch", entry("rs", "o1 a 1 3 5 ka\no2 b 2 3 5 "), []string{"o1", "o2"}, 5},
+		{"one reservation, before batches", entry("r", "o1 a 1 3 5 ka"), []string{"o1"}, 5},
+		{"lines in r", entry("r", "o1 a 1 3 5 ka\no2 b 2 3 5 "), nil, 0},
+		{"a line short", entry("rs", "o1 a 1 3 5 ka\no2 b 2 3"), nil, 0},
+		{"two generations", entry("rs", "o1 a 1 3 5 ka\no2 b 2 3 6 "), nil, 0},
+		{"two epochs", entry("rs", "o1 a 1 3 5 ka\no2 b 2 4 5 "), nil, 0},
+		{"no quantity", entry("rs", "o1 a x 3 5 ka"), nil, 0},
+		{"empty", entry("rs", ""), nil, 0},
+		{"another field", entry("x", "o1 a 1 3 5 ka"), nil, 0},
+	} {
+		rs, gen, err := reservations(1, Strategy, c.m)
+		var orders []string
+		for _, r := range rs {
+			orders = append(orders, r.OrderID)
+			if r.Epoch != 3 || r.ProductID != 1 || r.CreatedAt.UnixMilli() != 1700000000000 {
+				t.Errorf("%s: %+v", c.name, r)
+			}
+		}
+		if !slices.Equal(orders, c.orders) || gen != c.gen || (err != nil) != (c.orders == nil) {
+			t.Errorf("%s: orders %v gen %d err %v; want %v %d", c.name, orders, gen, err, c.orders, c.gen)
+		}
+	}
+	if rs, _, _ := reservations(1, Strategy, entry("rs", "o1 a 1 3 5 ka\no2 b 2 3 5 ")); rs[1].UserID != "b" || rs[1].Quantity != 2 || rs[1].IdempotencyKey != "" || rs[0].IdempotencyKey != "ka" {
+		t.Errorf("fields: %+v", rs)
+	}
+}

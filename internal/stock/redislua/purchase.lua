@@ -8,8 +8,10 @@
 --                        this epoch (one per buyer; the key is empty without one, and scoped per
 --                        buyer, as in MySQL)
 -- KEYS[3] stream  the accepted reservations, for the persister: one entry per call that accepted
---                        any, one field, r = its reservations, one per line,
---                        "order_id user_id quantity epoch gen Idempotency-Key"
+--                        any, one field, rs = its reservations, one per line,
+--                        "order_id user_id quantity epoch gen Idempotency-Key" (rs, not the r of
+--                        one reservation an entry that came before: a persister of that version
+--                        refuses the entry, loudly, rather than write its first line only)
 -- ARGV    epoch, then per purchase: user id, quantity, Idempotency-Key ("" for none), new order id
 --
 -- Replies {'not_loaded'} or {'stale_epoch', epoch} for the whole batch, else {'decided', then per
@@ -69,7 +71,7 @@ end
 
 if taken > 0 then
 	redis.call('HSET', KEYS[2], unpack(buyers))
-	redis.call('XADD', KEYS[3], '*', 'r', table.concat(lines, '\n'))
+	redis.call('XADD', KEYS[3], '*', 'rs', table.concat(lines, '\n'))
 	redis.call('HINCRBY', KEYS[1], 'stock', -taken)
 end
 return out

@@ -91,8 +91,8 @@ func TestDecisions(t *testing.T) {
 		got = append(got, e.Values)
 	}
 	want := []map[string]any{
-		{"r": "o1 alice 2 3 5 k1"},
-		{"r": "o10 carol 1 3 5 "},
+		{"rs": "o1 alice 2 3 5 k1"},
+		{"rs": "o10 carol 1 3 5 "},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("stream (-want +got):\n%s", diff)
@@ -277,7 +277,7 @@ func TestBatchDecisions(t *testing.T) {
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("%d stream entries, %v; want one for the batch", len(entries), err)
 	}
-	if diff := cmp.Diff(map[string]any{"r": "o1 a 1 3 5 ka\no6 c 1 3 5 \no7 d 1 3 5 kd"}, entries[0].Values); diff != "" {
+	if diff := cmp.Diff(map[string]any{"rs": "o1 a 1 3 5 ka\no6 c 1 3 5 \no7 d 1 3 5 kd"}, entries[0].Values); diff != "" {
 		t.Fatalf("the batch's entry (-want +got):\n%s", diff)
 	}
 	if ids := OrderIDs(entries[0]); !slices.Equal(ids, []string{"o1", "o6", "o7"}) {
