@@ -269,8 +269,7 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 		if isReturn(m) {
 			ret, o.epoch, o.gen, err = returnEntry(productID, m)
 			o.ret = true
-		} else {
-			rs, o.gen, err = reservations(productID, p.o.Strategy, m)
+		} else if rs, o.gen, err = reservations(productID, p.o.Strategy, m); err == nil {
 			o.epoch = rs[0].Epoch
 		}
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -455,6 +456,24 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 			}
 			checkBurstWritten(t, st, p, n, during, tc.during)
 		})
+	}
+}
+
+// TestPersisterKeepsAMalformedEntry: an entry the script did not write stops the round before
+// anything of what it read is written: all of it stays pending, loudly, rather than a unit lost.
+func TestPersisterKeepsAMalformedEntry(t *testing.T) {
+	s, rdb, st, p := saleInMySQL(t, 50)
+	buy(t, s, p, 3)
+	if err := rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: s.Keys(p.ID).Stream, Values: []any{"rs", "not a reservation"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ps := persister(t, rdb, s, st, "a", time.Minute)
+	if n, err := ps.Drain(t.Context(), p.ID); err == nil || !strings.Contains(err.Error(), "malformed") || n != 0 {
+		t.Fatalf("Drain = %d, %v; want a malformed entry's error, nothing settled", n, err)
+	}
+	pending, _ := rdb.XPending(t.Context(), s.Keys(p.ID).Stream, "persisters").Result()
+	if stats, _ := st.Stats(t.Context(), p.ID); stats.ReservedUnits != 0 || pending.Count != 4 {
+		t.Fatalf("%d in MySQL, %d pending; want 0 and the 4 read", stats.ReservedUnits, pending.Count)
 	}
 }
 
