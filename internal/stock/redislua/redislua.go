@@ -150,6 +150,9 @@ func (s *Sale) Purchase(ctx context.Context, productID int64, a Attempt) (Outcom
 // exactly as many separate runs would, in one round trip. The attempts' own Epoch is ignored. When
 // the sale is not loaded, or loaded in another epoch, every outcome says so.
 func (s *Sale) PurchaseBatch(ctx context.Context, productID int64, epoch uint64, as []Attempt) ([]Outcome, error) {
+	if len(as) == 0 {
+		return nil, nil
+	}
 	args := make([]any, 1, 1+4*len(as))
 	args[0] = epoch
 	for _, a := range as {

@@ -291,6 +291,9 @@ func TestBatchDecisions(t *testing.T) {
 	if left, _ := rdb.HGet(ctx, s.Keys(1).State, "stock").Int(); left != 0 {
 		t.Fatalf("stock %d, want 0", left)
 	}
+	if out, err := s.PurchaseBatch(ctx, 1, 3, nil); err != nil || len(out) != 0 {
+		t.Fatalf("an empty batch: %v, %v", out, err)
+	}
 	// A batch that accepts nothing writes nothing.
 	if _, err := s.PurchaseBatch(ctx, 1, 3, []Attempt{{UserID: "f", Quantity: 1, OrderID: "o9"}}); err != nil {
 		t.Fatal(err)
