@@ -41,11 +41,7 @@ func (s *Store) PersistReservations(ctx context.Context, productID int64, st sal
 		case row.LuaGen != gen:
 			return fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 		}
-		capacity, err := tx.luaCapacity(ctx, productID, row.Stock)
-		if err != nil {
-			return err
-		}
-		out, err = tx.persist(ctx, productID, capacity, rs)
+		out, err = tx.persist(ctx, productID, row.Stock, rs)
 		return err
 	})
 	if err != nil {
@@ -102,11 +98,7 @@ func (s *Store) ReloadSale(ctx context.Context, productID int64, st sale.Strateg
 		}
 		// What MySQL cannot hold of the survivors (see PersistReservations) is not written: the
 		// state rebuilt below counts it nowhere.
-		capacity, err := tx.luaCapacity(ctx, productID, row.Stock)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.persist(ctx, productID, capacity, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
+		if _, err := tx.persist(ctx, productID, row.Stock, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
 			return err
 		}
 		gen = row.LuaGen + 1
@@ -152,12 +144,23 @@ func (t *PurchaseTx) lockLuaSale(ctx context.Context, productID int64, st sale.S
 }
 
 // persist inserts those of rs whose order id is not stored yet and takes their units, under the
-// product's row lock, in order, refusing each that MySQL cannot hold: more units than capacity
-// (luaCapacity) leaves, or a buyer who has a reservation of the product already.
-func (t *PurchaseTx) persist(ctx context.Context, productID int64, capacity int, rs []sale.Reservation) (persisted, error) {
+// product's row lock (stock is what the row holds), in order, refusing each that MySQL cannot
+// hold: more units than its capacity (luaCapacity, asked only when rs want more than stock)
+// leaves, or a buyer who has a reservation of the product already.
+func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs []sale.Reservation) (persisted, error) {
 	var out persisted
 	if len(rs) == 0 {
 		return out, nil
+	}
+	capacity, want := stock, 0
+	for _, r := range rs {
+		want += r.Quantity
+	}
+	if want > stock {
+		var err error
+		if capacity, err = t.luaCapacity(ctx, productID, stock); err != nil {
+			return out, err
+		}
 	}
 	done, held, err := t.stored(ctx, productID, rs)
 	if err != nil {
