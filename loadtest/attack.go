@@ -85,6 +85,9 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos, Pay: o.pay},
 		Passed: true,
 	}
+	if o.view.counts != nil {
+		rep.Settings.Viewers, rep.Settings.View, rep.Settings.ViewerTargets = o.view.counts, string(o.view.mode), o.view.targets
+	}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
 	rep.Topology = topologyOf(ctx, admin)
 	if o.baselineFor > 0 {
@@ -94,43 +97,74 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		}
 		rep.Yardsticks = ys
 	}
-	for _, st := range o.strategies {
-		sr, err := attackStrategy(ctx, db, o, admin, rep.RunID, st, say)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", st, err)
-		}
-		if ys := rep.Yardsticks; ys != nil {
-			sr.AcceptedPerR = ratioOf(sr.AcceptedPerSec, ys.R.RowsPerSec)
-			sr.SoldOutPerGin = ratioOf(sr.SoldOutPerSec, ys.BareGin.RequestsPerSec)
-		}
-		if sr.Verdict == "FAIL" {
-			rep.Passed = false
-		}
-		rep.Strategies = append(rep.Strategies, *sr)
-		say("%s: %s — %d requests, %d accepted, %.0f req/s, %s", st, sr.Verdict, sr.Requests, sr.Accepted,
-			sr.RequestsPerSec, strings.Join(sr.Violations, "; "))
+	counts := o.view.counts
+	if counts == nil {
+		counts = []int{0} // no crowd at all
 	}
+	for _, st := range o.strategies {
+		for _, n := range counts {
+			sr, err := attackStrategy(ctx, db, o, admin, rep.RunID, st, n, say)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", st, err)
+			}
+			if ys := rep.Yardsticks; ys != nil {
+				sr.AcceptedPerR = ratioOf(sr.AcceptedPerSec, ys.R.RowsPerSec)
+				sr.SoldOutPerGin = ratioOf(sr.SoldOutPerSec, ys.BareGin.RequestsPerSec)
+			}
+			if sr.Verdict == "FAIL" {
+				rep.Passed = false
+			}
+			rep.Strategies = append(rep.Strategies, *sr)
+			say("%s: %s — %d requests, %d accepted, %.0f req/s, %s", sr.Label(), sr.Verdict, sr.Requests, sr.Accepted,
+				sr.RequestsPerSec, strings.Join(sr.Violations, "; "))
+		}
+	}
+	relateToNoViewers(rep.Strategies)
 	return rep, nil
 }
 
 // attackStrategy runs the whole cycle for one strategy: product, attack, settle, drain, audit, and
-// with -pay the payment phase (paymentPhase).
-func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, say func(string, ...any)) (*StrategyReport, error) {
-	pid, err := admin.saleProduct(ctx, "loadtest · "+strategy, strategy, o.stock)
+// with -pay the payment phase (paymentPhase). With -viewers a crowd of viewers of that size
+// (none for 0) watches from before the attack until the sale is drained, and MySQL's counters are
+// read around the attack.
+func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, viewerCount int, say func(string, ...any)) (*StrategyReport, error) {
+	pid, err := admin.saleProduct(ctx, productName(strategy, viewerCount, o.view.mode), strategy, o.stock)
 	if err != nil {
 		return nil, err
 	}
-	say("%s: product %d, %d units, %d buyers × %d attempts over %d replicas", strategy, pid, o.stock, o.buyers, o.attempts, len(o.targets))
-	plan := planAttempts(o, runID, strategy)
+	label := strategy
+	if viewerCount > 0 {
+		label = fmt.Sprintf("%s · %d %s viewers", strategy, viewerCount, o.view.mode)
+	}
+	say("%s: product %d, %d units, %d buyers × %d attempts over %d replicas", label, pid, o.stock, o.buyers, o.attempts, len(o.targets))
+	var w *watch
+	if o.view.counts != nil {
+		if w, err = startWatch(ctx, o, pid, viewerCount, say); err != nil {
+			return nil, err
+		}
+		defer w.stop()
+		w.attackBegins(ctx, db)
+	}
+	plan := planAttempts(o, runID, buyerTag(strategy, viewerCount))
 	answers, events, err := attack(ctx, o, pid, plan, say)
 	if err != nil {
 		return nil, err
 	}
+	var rates *MySQLRates
+	if w != nil {
+		rates = w.attackEnded(ctx, db)
+	}
 	settled, unknown := settle(ctx, o, pid, answers)
-	say("%s: %d answers, %d settled after the attack; waiting for the order queue", strategy, len(answers), len(settled))
+	say("%s: %d answers, %d settled after the attack; waiting for the order queue", label, len(answers), len(settled))
 	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events, nil)
 	if err != nil {
 		return nil, err
+	}
+	if w != nil {
+		vr, violations := w.finish(ctx, sr, answers)
+		vr.MySQL = rates
+		sr.Viewers = vr
+		sr.Violations = append(sr.Violations, violations...)
 	}
 	if o.pay > 0 {
 		if err := paymentPhase(ctx, db, o, runID, sr, answers, settled, say); err != nil {
@@ -139,6 +173,15 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	}
 	sr.account(len(plan), unknown)
 	return sr, nil
+}
+
+// buyerTag names an attack's buyers (planAttempts): the strategy, and the crowd size when there
+// is one, so that two attacks of one run never share a buyer or an Idempotency-Key.
+func buyerTag(strategy string, viewerCount int) string {
+	if viewerCount <= 0 {
+		return strategy
+	}
+	return fmt.Sprintf("%s-v%d", strategy, viewerCount)
 }
 
 // account adds to sr's verdict that every planned request was answered and every unknown outcome
@@ -156,10 +199,10 @@ func (sr *StrategyReport) account(planned, unknown int) {
 // planAttempts lays out every request: buyer i on replica i mod n; try 1 and its retry carry one
 // key, try 3 a second key (a second purchase, which the per-user limit must refuse). A buyer's
 // tries sit next to each other, so at full speed they race.
-func planAttempts(o *options, runID, strategy string) []attempt {
+func planAttempts(o *options, runID, tag string) []attempt {
 	plan := make([]attempt, 0, o.buyers*o.attempts)
 	for b := range o.buyers {
-		user := fmt.Sprintf("lt%s-%s-%d", strings.ReplaceAll(runID, "-", ""), strategy, b)
+		user := fmt.Sprintf("lt%s-%s-%d", strings.ReplaceAll(runID, "-", ""), tag, b)
 		target := o.targets[b%len(o.targets)]
 		for n := 1; n <= o.attempts; n++ {
 			key := user + "-k1"

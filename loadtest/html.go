@@ -47,6 +47,16 @@ type pageView struct {
 	Rows     []strategyView
 	Outcomes []string // column order of the outcome table
 	Combined chartView
+	// Viewers is the viewers table (-viewers), ViewerColumns its figures' headings.
+	Viewers       []viewerRowView
+	ViewerColumns []string
+}
+
+// viewerRowView is one attack's row of the viewers table, its figures written as the Markdown's.
+type viewerRowView struct {
+	Strategy, Mode, Count, Color string
+	Verdict                      verdictView
+	Cells                        []string
 }
 
 type strategyView struct {
@@ -74,7 +84,7 @@ type verdictView struct {
 func newPageView(r *Report) pageView {
 	names := make([]string, len(r.Strategies))
 	for i, s := range r.Strategies {
-		names[i] = s.Strategy
+		names[i] = s.Label()
 	}
 	colors := strategyColors(names)
 
@@ -98,12 +108,12 @@ func newPageView(r *Report) pageView {
 	for i := range r.Strategies {
 		s := &r.Strategies[i]
 		if s.Verdict == "FAIL" {
-			p.Failed = append(p.Failed, s.Strategy)
+			p.Failed = append(p.Failed, s.Label())
 		}
 		row := strategyView{
 			StrategyReport: s,
 			Index:          i,
-			Color:          colors[s.Strategy],
+			Color:          colors[s.Label()],
 			Unsafe:         unsafe(s.Strategy),
 			Verdict:        strategyVerdict(s.Verdict),
 		}
@@ -117,6 +127,16 @@ func newPageView(r *Report) pageView {
 		p.Rows = append(p.Rows, row)
 	}
 	p.Combined = combinedChart("chart-all-accepted", r, colors)
+	for i := range r.Strategies {
+		s := &r.Strategies[i]
+		if s.Viewers == nil {
+			continue
+		}
+		cells := viewerCells(s)
+		p.ViewerColumns = viewerColumns
+		p.Viewers = append(p.Viewers, viewerRowView{Strategy: s.Strategy, Mode: string(s.Viewers.Mode), Count: cells[0],
+			Color: colors[s.Label()], Verdict: strategyVerdict(s.Verdict), Cells: cells[1:]})
+	}
 	return p
 }
 
@@ -561,8 +581,8 @@ const (
 func latencyChart(id string, s *StrategyReport, color string) chartView {
 	lines := []lineView{{Name: "p99", Color: color, Width: 2}, {Name: "p50", Color: color, Dash: "5 4", Width: 1.5}}
 	f, pos := newFrame(chartW, chartH, []string{"p99", "p50"})
-	title := fmt.Sprintf("%s: latency over time", s.Strategy)
-	c := f.view(id, title, fmt.Sprintf("p50 and p99 latency in milliseconds of the requests sent in each %s slice, strategy %s.", TimelineStep, s.Strategy),
+	title := fmt.Sprintf("%s: latency over time", s.Label())
+	c := f.view(id, title, fmt.Sprintf("p50 and p99 latency in milliseconds of the requests sent in each %s slice, strategy %s.", TimelineStep, s.Label()),
 		xAxisLabel, "latency, ms")
 	c.Legend = legendViews(pos, lines)
 
@@ -603,8 +623,8 @@ func acceptedChart(id string, s *StrategyReport, color string, stock int) chartV
 	lines := []lineView{{Name: "accepted (cumulative)", Color: color, Dash: dashOf(s.Strategy), Width: 2}}
 	labels := []string{lines[0].Name, fmt.Sprintf("stock (%d)", stock)}
 	f, pos := newFrame(chartW, chartH, labels)
-	c := f.view(id, fmt.Sprintf("%s: accepted over time", s.Strategy),
-		fmt.Sprintf("Cumulative accepted purchases of strategy %s against the stock of %d units; above the stock line is an oversell.", s.Strategy, stock),
+	c := f.view(id, fmt.Sprintf("%s: accepted over time", s.Label()),
+		fmt.Sprintf("Cumulative accepted purchases of strategy %s against the stock of %d units; above the stock line is an oversell.", s.Label(), stock),
 		xAxisLabel, "accepted purchases")
 	c.Legend = legendViews(pos, append(lines, lineView{Name: labels[1], Color: refColor, Dash: refDash}))
 
@@ -632,11 +652,11 @@ func combinedChart(id string, r *Report, colors map[string]string) chartView {
 	end := 0.0
 	for i := range r.Strategies {
 		s := &r.Strategies[i]
-		name := s.Strategy
+		name := s.Label()
 		if unsafe(name) {
 			name += " (unsafe control)"
 		}
-		lines = append(lines, lineView{Name: name, Color: colors[s.Strategy], Dash: dashOf(s.Strategy), Width: 2})
+		lines = append(lines, lineView{Name: name, Color: colors[s.Label()], Dash: dashOf(s.Strategy), Width: 2})
 		if st := stockOf(r, s); !slices.Contains(stocks, st) {
 			stocks = append(stocks, st)
 		}

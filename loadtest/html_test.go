@@ -213,6 +213,7 @@ func TestWriteHTML(t *testing.T) {
 	}{
 		{"edge cases", "sample-edge-cases.html", edgeCaseReport(), []string{"FAIL", "OVERSOLD", "PASS"}},
 		{"full run", "sample-report.html", fullReport(), []string{"PASS", "OVERSOLD"}},
+		{"viewers", "sample-viewers.html", viewersReport(), []string{"PASS", "FAIL", "1,000 poll viewers", "Viewers", "999 of 1,000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer

@@ -16,6 +16,8 @@
 //	go run ./loadtest -pay 0.5 -stock 100 -buyers 1000  # the payment phase (quick with SECKILL_PAYMENT_WINDOW=10s make up)
 //	go run ./loadtest -faults all -targets http://127.0.0.1:8080   # the fault run of make chaos
 //	go run ./loadtest -audit-only -product-id 7         # only the database audit (used by make k6)
+//	go run ./loadtest -strategies mysql -workers 256 -viewers 0,250,1000              # the watched stampede, polling through nginx
+//	go run ./loadtest -strategies mysql -workers 256 -viewers 0,5000 -view stream     # the same, 5,000 streams over the replicas
 package main
 
 import (
@@ -36,6 +38,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
+	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -95,6 +98,8 @@ type options struct {
 	signer *buyer.Signer
 	// tokenTTL is how long a buyer's token is valid: the whole run.
 	tokenTTL time.Duration
+	// view is the crowd that watches each attack (-viewers): see viewers.go.
+	view viewerOptions
 }
 
 // buyerToken returns user's token, or "" when the replicas do not verify buyers. A user id of the
@@ -161,6 +166,15 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
 	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	viewerCounts := fs.String("viewers", "", "crowd sizes, comma-separated (e.g. 0,250,1000): each strategy is attacked once per size, on a product of its own, watched by that many viewers from before the attack until the sale is over and drained; the report sets the sizes side by side, with accepted/s ÷ the size 0 of the same strategy, and MySQL's statements/s during each attack (empty: no viewers)")
+	view := fs.String("view", string(viewers.Poll), "with -viewers: how they watch: poll (the product and its stats about once a second, the list every -list-every, revalidating with If-None-Match, as an open storefront does) or stream (GET /api/v1/events?product_id=N held, reconnecting with Last-Event-ID as EventSource does)")
+	viewerTargets := fs.String("viewer-targets", "", "with -viewers: base URLs the viewers read from, comma-separated; viewer i starts on the (i mod n)-th and moves on when it cannot connect (default: poll through the public entry http://$SECKILL_LB_ADDR, 127.0.0.1:8080, where nginx's micro-cache is; stream to -targets, the replicas)")
+	fs.DurationVar(&o.view.warmup, "viewer-warmup", 2*time.Second, "with -viewers: how long the crowd watches before the attack begins (after every stream connected)")
+	fs.DurationVar(&o.view.connectFor, "viewer-connect", time.Minute, "with -viewers: the longest wait for every stream viewer to connect before the warm-up")
+	fs.DurationVar(&o.view.linger, "viewer-linger", 10*time.Second, "with -viewers: the longest wait, after the drain, for every viewer to read the sold out (one that has not by then fails the run)")
+	fs.DurationVar(&o.view.pollEvery, "poll-every", time.Second, "with -view poll: each viewer's period, jittered ±15 %")
+	fs.DurationVar(&o.view.listEvery, "list-every", 5*time.Second, "with -view poll: how often each viewer also reads the product list")
+	fs.BoolVar(&o.view.ownAddrs, "viewer-own-addrs", true, "with -viewers: each viewer connects from a loopback address of its own (127.1.x.y), as each browser is a client of its own to per-client limits")
 	buyerKey := fs.String("buyer-jwt-key", getenv("SECKILL_BUYER_JWT_HMAC_KEY"), "sign each buyer's token with this key, for replicas that verify buyer tokens (SECKILL_BUYER_JWT_HMAC_KEY and its _ISSUER and _AUDIENCE, as the replicas take them; empty: none, user ids are claims)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -205,11 +219,24 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			}
 		}
 	}
+	var err error
 	o.paySkip = cli.SplitList(*paySkip)
+	if o.view.counts, err = parseCounts(*viewerCounts); err != nil {
+		return nil, err
+	}
+	if o.view.mode, err = viewers.ParseMode(*view); err != nil {
+		return nil, fmt.Errorf("-view: %w", err)
+	}
+	o.view.targets = cli.SplitList(*viewerTargets)
+	if len(o.view.targets) == 0 {
+		o.view.targets = defaultViewerTargets(o.view.mode, o.targets, getenv)
+	}
+	if err := viewers.CheckTargets(o.view.targets); err != nil {
+		return nil, fmt.Errorf("-viewer-targets: %w", err)
+	}
 	if o.adminURL == "" && len(o.targets) > 0 {
 		o.adminURL = o.targets[0]
 	}
-	var err error
 	// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
 	if o.redis, err = config.RedisTopology(getenv); err != nil {
 		return nil, fmt.Errorf("SECKILL_REDIS_*: %w", err)
@@ -256,6 +283,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-faults: -chaos-replica and -term-replica must be among the -replicas")
 	case len(o.faults) > 0 && (o.stepFor <= 0 || o.faultAfter < 0 || o.faultFor < 0):
 		return nil, errors.New("-faults: -step must be positive, -fault-after and -fault-for not negative")
+	case len(o.view.counts) > 0 && (len(o.faults) > 0 || o.zoo):
+		return nil, errors.New("-viewers watch the attacks of the load test: not with -faults or -zoo")
+	case o.view.warmup < 0 || o.view.linger < 0 || o.view.connectFor < 0 || o.view.pollEvery <= 0 || o.view.listEvery <= 0:
+		return nil, errors.New("-viewer-warmup, -viewer-linger and -viewer-connect must not be negative, -poll-every and -list-every positive")
 	}
 	return o, nil
 }

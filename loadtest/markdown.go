@@ -26,7 +26,7 @@ func markdown(r *Report) string {
 	for _, s := range r.Strategies {
 		acc := s.Latency["accepted"]
 		fmt.Fprintf(&b, "| %s | **%s** | %d | %.0f | %d | %.2f | %.0f | %s | %s | %s | %.1f / %.1f / %.1f / %.1f | %.1f | %d | %d |\n",
-			s.Strategy, s.Verdict, s.Requests, s.RequestsPerSec, s.Accepted, s.SellOutSeconds, s.AcceptedPerSec,
+			s.Label(), s.Verdict, s.Requests, s.RequestsPerSec, s.Accepted, s.SellOutSeconds, s.AcceptedPerSec,
 			ratio(s.AcceptedPerR), rate(s.SoldOutPerSec), ratio(s.SoldOutPerGin), acc.P50, acc.P95, acc.P99, acc.Max, s.Latency["all"].P99, fivexx(s), s.Oversold)
 	}
 	b.WriteString("\nAnswers by outcome:\n\n| strategy | " + strings.Join(outcomeOrder, " | ") + " |\n|---|" + strings.Repeat("---:|", len(outcomeOrder)) + "\n")
@@ -35,20 +35,21 @@ func markdown(r *Report) string {
 		for i, o := range outcomeOrder {
 			cells[i] = fmt.Sprint(s.Outcomes[o])
 		}
-		fmt.Fprintf(&b, "| %s | %s |\n", s.Strategy, strings.Join(cells, " | "))
+		fmt.Fprintf(&b, "| %s | %s |\n", s.Label(), strings.Join(cells, " | "))
 	}
 	b.WriteString("\nDatabase audit after the queue drained (plain SQL):\n\n| strategy | initial | stock | reserved | orders | unpublished | users over limit | orphan orders |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Strategies {
 		f := s.Facts
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", s.Strategy, f.InitialStock, f.Stock, f.ReservedUnits, f.OrderUnits, f.Unpublished, f.UsersOverLimit, f.OrphanOrders)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", s.Label(), f.InitialStock, f.Stock, f.ReservedUnits, f.OrderUnits, f.Unpublished, f.UsersOverLimit, f.OrphanOrders)
 	}
 	b.WriteString(paymentMarkdown(r.Strategies))
+	b.WriteString(viewersMarkdown(r.Strategies))
 	for _, s := range r.Strategies {
 		for _, e := range s.Events {
-			fmt.Fprintf(&b, "\n- %s, %.1f s: %s", s.Strategy, e.T, e.What)
+			fmt.Fprintf(&b, "\n- %s, %.1f s: %s", s.Label(), e.T, e.What)
 		}
 		for _, v := range s.Violations {
-			fmt.Fprintf(&b, "\n- **%s: %s**", s.Strategy, v)
+			fmt.Fprintf(&b, "\n- **%s: %s**", s.Label(), v)
 		}
 	}
 	if y := r.Yardsticks; y != nil {
@@ -75,12 +76,12 @@ func paymentMarkdown(ss []StrategyReport) string {
 				"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		}
 		if p.Skipped != "" {
-			fmt.Fprintf(&b, "| %s | **%s** | no payment phase (%s) |||||||||||||||\n", s.Strategy, s.Verdict, p.Skipped)
+			fmt.Fprintf(&b, "| %s | **%s** | no payment phase (%s) |||||||||||||||\n", s.Label(), s.Verdict, p.Skipped)
 			continue
 		}
 		f, w := s.Facts, p.Second
 		fmt.Fprintf(&b, "| %s | **%s** | %.1f | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %d | %d |\n",
-			s.Strategy, s.Verdict, p.WindowSeconds, p.First.Orders, p.First.Paid, p.First.Declined+w.Pay.Declined, p.First.Late+w.Pay.Late,
+			s.Label(), s.Verdict, p.WindowSeconds, p.First.Orders, p.First.Paid, p.First.Declined+w.Pay.Declined, p.First.Late+w.Pay.Late,
 			p.Expired, p.Returned, p.WaitSeconds, w.Units, w.Buyers, w.Accepted, w.Pay.Paid, f.Stock, f.PaidUnits, f.ChargedUnpaid+f.PaidUncharged)
 	}
 	return b.String()

@@ -38,6 +38,11 @@ type Settings struct {
 	MaxDuration time.Duration `json:"max_duration"`  // per strategy
 	Chaos       string        `json:"chaos"`         // "" or "kill"
 	Pay         float64       `json:"pay,omitempty"` // the share of winners who pay (-pay); 0: no payment phase
+	// Viewers are the crowd sizes of -viewers (each strategy attacked once per size), View how
+	// they watched and ViewerTargets where; empty without -viewers.
+	Viewers       []int    `json:"viewers,omitempty"`
+	View          string   `json:"view,omitempty"`
+	ViewerTargets []string `json:"viewer_targets,omitempty"`
 }
 
 // Yardsticks are this machine's own limits, measured in the same run (see
@@ -92,6 +97,10 @@ type StrategyReport struct {
 	Timeline []Sample `json:"timeline"`
 	// Events are what happened to the system during the attack (chaos), by time.
 	Events []Event `json:"events,omitempty"`
+
+	// Viewers is the crowd that watched the attack and MySQL's rates during it (-viewers), nil
+	// without -viewers.
+	Viewers *ViewersReport `json:"viewers,omitempty"`
 
 	// Payment is the payment phase (-pay), nil without one.
 	Payment *PaymentReport `json:"payment,omitempty"`

@@ -46,6 +46,9 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		},
 		Problems: []string{},
 	}
+	if b.has(phaseFanout) {
+		b.rep.Settings.Subscribers, b.rep.Settings.FanoutStrategy, b.rep.Settings.FanoutWorkers = o.subscribers, o.fanoutWith, o.fanoutBuyers
+	}
 	err := b.phases(ctx)
 	computeRatios(b.rep.Rows)
 	b.rep.Seconds = time.Since(start).Seconds()
@@ -58,8 +61,8 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 func (b *bench) has(phase string) bool { return slices.Contains(b.o.phases, phase) }
 
 // phases runs what -phases asks for, in the order of allPhases: the bare gin ceiling before any
-// replica runs, then, on the first replica configuration, the sold-out path and R, then the
-// accept phases of every configuration.
+// replica runs, then, on the first replica configuration, the sold-out path, R, the read path and
+// the fan-out, then the accept phases of every configuration.
 func (b *bench) phases(ctx context.Context) error {
 	o := b.o
 	if b.has(phaseGin) {
@@ -67,7 +70,7 @@ func (b *bench) phases(ctx context.Context) error {
 			return err
 		}
 	}
-	if !b.has(phaseSoldOut) && !b.has(phaseAccept) {
+	if !b.has(phaseSoldOut) && !b.has(phaseAccept) && !b.has(phaseRead) && !b.has(phaseFanout) {
 		if b.has(phaseR) {
 			return b.rowRate(ctx)
 		}
@@ -104,8 +107,8 @@ func (b *bench) phases(ctx context.Context) error {
 }
 
 // configuration runs the phases of one replica configuration (SECKILL_BATCH_MAX=batch) on
-// replicas of its own, started with env and stopped at the end: on the first, the sold-out path
-// and R, then on each the accept phase of every strategy.
+// replicas of its own, started with env and stopped at the end: on the first, the sold-out path,
+// R, the read path and the fan-out, then on each the accept phase of every strategy.
 func (b *bench) configuration(ctx context.Context, first bool, batch string, env []string) error {
 	o := b.o
 	label := batchLabel(batch)
@@ -129,6 +132,16 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 	}
 	if first && b.has(phaseR) {
 		if err := b.rowRate(ctx); err != nil {
+			return err
+		}
+	}
+	if first && b.has(phaseRead) {
+		if err := b.read(ctx, targets, pprof, label); err != nil {
+			return err
+		}
+	}
+	if first && b.has(phaseFanout) {
+		if err := b.fanout(ctx, targets, pprof, label); err != nil {
 			return err
 		}
 	}

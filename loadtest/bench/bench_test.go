@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -29,8 +30,11 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"gin", "soldout", "r", "accept"}, o.phases); diff != "" {
+	if diff := cmp.Diff([]string{"gin", "soldout", "r", "read", "fanout", "accept"}, o.phases); diff != "" {
 		t.Errorf("default phases (-want +got):\n%s", diff)
+	}
+	if o.subscribers != 1000 || o.fanoutWith != "mysql" || o.fanoutBuyers != 16 {
+		t.Errorf("fan-out defaults: %d subscribers, %s, %d workers", o.subscribers, o.fanoutWith, o.fanoutBuyers)
 	}
 	if o.connections != 64 || !slices.Equal(o.workers, []int{32, 64, 256}) || !slices.Equal(o.strategies, []string{"mysql", "redis", "zk", "redis-lua"}) || o.duration != 5*time.Second || o.warmup != time.Second || o.adminToken != "dev-admin-token" {
 		t.Errorf("defaults: %+v", o)
@@ -61,6 +65,8 @@ func TestParseOptions(t *testing.T) {
 		{"-targets", "http://127.0.0.1:8081", "-profile"},
 		{"-strategies", "", "-phases", "accept"},
 		{"stray"},
+		{"-subscribers", "0"},
+		{"-fanout-workers", "0"},
 	} {
 		if _, err := parseOptions(args, noEnv, io.Discard); err == nil {
 			t.Errorf("parseOptions(%q) accepted it", args)
@@ -121,6 +127,12 @@ func sampleReport() *Report {
 		{Kind: kindGin, What: "bare gin ceiling", Config: "1 process · 64 connections", Figure: 24000, Unit: "req/s", P50: 2.4, P99: 9.76, Answers: map[string]int{"409 sold_out": 130000}, CPU: &yardstick.CPUShare{Busy: 0.93, Steal: 0.064, Idle: 0.006}},
 		{Kind: kindSoldOut, What: "sold-out path", Config: "mysql · 3 replicas · 64 connections · batch default (128)", ProductID: 1, Figure: 12000, Unit: "req/s", P50: 4.1, P99: 31, Answers: map[string]int{"409 sold_out": 70000, "0 no answer": 2}, Notes: []string{"2 answers were not 409 sold_out"}},
 		{Kind: kindR, What: "R", Config: "16 goroutines · autocommit · seckill_yardstick.hot_row", Figure: 4000, Unit: "rows/s"},
+		{Kind: kindGinRead, What: "bare gin GET", Config: "1 process · 64 connections", Figure: 30000, Unit: "req/s", P50: 1.9, P99: 7, Answers: map[string]int{"200": 160000}},
+		{Kind: kindRead, What: "read path: GET one product", Config: "mysql · 3 replicas · 64 connections · batch default (128)", ProductID: 5, Figure: 15000, Unit: "req/s", P50: 3.5, P99: 20, Answers: map[string]int{"200": 90000}},
+		{Kind: kindFanout, What: "fan-out: events delivered", Config: "1,000 subscribers over 3 replicas · mysql, 16 purchase workers · batch default (128)", ProductID: 6, Figure: 5200, Unit: "events/s", P50: 140, P99: 420,
+			Answers: map[string]int{"202": 15000}, Accepted: 15000, Fanout: &viewers.Summary{Mode: viewers.Stream, Viewers: 1000, Targets: []string{"http://127.0.0.1:1"}, Connected: 1000, WindowSeconds: 5,
+				Status: map[int]int{200: 1000}, ByKind: map[string]int{"stream": 1000}, Events: map[string]int{"snapshot": 1000, "stock": 20000, "stats": 5000}, EventsPerSec: 5200, PerViewerPerSec: 5.2,
+				Lag: viewers.Lag{Latency: yardstick.Latency{Count: 200000, P50: 140, P99: 420, Max: 700}, Units: 200, Samples: 200000}}},
 		{Kind: kindAccept, What: "accept mysql", Config: "batch default (128) · 32 workers · 3 replicas", ProductID: 2, Figure: 8000, Unit: "accepted/s", P50: 3.3, P99: 140, Answers: map[string]int{"202": 48000}, Accepted: 48000, ReservedAtEnd: 48000, Reserved: 48000, Confirmed: 48000, Drained: true, DrainSeconds: 1.26, Profile: "loadtest/results/bench-x-accept-mysql-batch-default.pprof"},
 		{Kind: kindAccept, What: "accept redis-lua", Config: "batch default (128) · 256 workers · 3 replicas", ProductID: 4, Figure: 24000, Unit: "accepted/s", P50: 9, P99: 25, Answers: map[string]int{"202": 144000}, Accepted: 144000, ReservedAtEnd: 1440, Reserved: 144000, Confirmed: 144000, Drained: true, DrainSeconds: 9.4, CPU: &yardstick.CPUShare{Busy: 0.7, Steal: 0.25, IOWait: 0.01, Idle: 0.04}},
 		{Kind: kindAccept, What: "accept zk", Config: "batch 1 · 32 workers · 3 replicas", ProductID: 3, Figure: 400, Unit: "accepted/s", P50: 80, P99: 300, Answers: map[string]int{"202": 2400}, Accepted: 2400, Reserved: 2400, Confirmed: 1000},
@@ -142,7 +154,8 @@ func TestComputeRatios(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, fmt.Sprintf("%s %.2f %s %.3f", r.What, r.Ratio, r.RatioTo, r.RatioGin))
 	}
-	want := []string{"bare gin ceiling 0.00  0.000", "sold-out path 0.50 bare gin 0.000", "R 0.00  0.000", "accept mysql 2.00 R 0.333", "accept redis-lua 6.00 R 1.000", "accept zk 0.10 R 0.017"}
+	want := []string{"bare gin ceiling 0.00  0.000", "sold-out path 0.50 bare gin 0.000", "R 0.00  0.000", "bare gin GET 0.00  0.000",
+		"read path: GET one product 0.50 bare gin GET 0.000", "fan-out: events delivered 0.00  0.000", "accept mysql 2.00 R 0.333", "accept redis-lua 6.00 R 1.000", "accept zk 0.10 R 0.017"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ratios (-want +got):\n%s", diff)
 	}
@@ -170,6 +183,9 @@ func TestMarkdown(t *testing.T) {
 		"- **accept zk (batch 1): 3 answers 5xx**",
 		"- sold-out path (mysql · 3 replicas · 64 connections · batch default (128)): 2 answers were not 409 sold_out",
 		"`go tool pprof -top loadtest/results/bench-x-accept-mysql-batch-default.pprof`",
+		"| bare gin GET | 1 process · 64 connections | 30,000 req/s | yardstick | 1.90 | 7.00 | — | — |",
+		"| read path: GET one product | mysql · 3 replicas · 64 connections · batch default (128) | 15,000 req/s | 0.50 of bare gin GET | 3.50 | 20.0 | — | — |",
+		"| fan-out: events delivered | 1,000 subscribers over 3 replicas · mysql, 16 purchase workers · batch default (128) | 5,200 events/s | 5.20 /s per subscriber | 140 | 420 | — | — |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown lacks %q:\n%s", want, md)

@@ -8,7 +8,12 @@
 //   - R: a raw single-row conditional UPDATE loop on a scratch table;
 //   - the accept path of each strategy: purchases accepted per second on a product that never
 //     sells out, ÷ R, and the time the order queue then takes to confirm every unit; once with
-//     the replicas' default batching and once with SECKILL_BATCH_MAX=1 (one buyer per lock).
+//     the replicas' default batching and once with SECKILL_BATCH_MAX=1 (one buyer per lock);
+//   - the read path: GET of one product (a fresh sale's) over the replicas, ÷ the read ceiling,
+//     a bare gin handler answering a fixed product in a process of its own, same client, same run;
+//   - the fan-out: M subscribers holding the event stream of one product over the replicas while
+//     purchases move its stock: events delivered per second (and per subscriber), and how late
+//     the subscribers learnt of each unit sold.
 //
 // It starts its own replicas of bin/seckill (free loopback ports, database seckill_bench dropped
 // and recreated each run, Kafka topic seckill.bench.orders), never the ones of `make up`, and
@@ -65,6 +70,9 @@ type options struct {
 	drainTimeout time.Duration
 	profile      bool
 	limits       bool
+	subscribers  int
+	fanoutWith   string
+	fanoutBuyers int
 	mysqlDSN     string
 	adminToken   string
 	outDir       string
@@ -76,10 +84,12 @@ const (
 	phaseGin     = "gin"
 	phaseSoldOut = "soldout"
 	phaseR       = "r"
+	phaseRead    = "read"
+	phaseFanout  = "fanout"
 	phaseAccept  = "accept"
 )
 
-var allPhases = []string{phaseGin, phaseSoldOut, phaseR, phaseAccept}
+var allPhases = []string{phaseGin, phaseSoldOut, phaseR, phaseRead, phaseFanout, phaseAccept}
 
 // batchDefault in -batch leaves SECKILL_BATCH_MAX unset: the app's own default.
 const batchDefault = "default"
@@ -92,7 +102,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.envScript, "env", "scripts/env.sh", "the local stack's environment, sourced for every replica")
 	fs.IntVar(&o.replicas, "replicas", 3, "replicas of `seckill serve` to start")
 	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none and create the products there, run the accept phases once as the replicas are configured, no profiles")
-	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), accept")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), read (GET one product ÷ the read ceiling), fanout (subscribers of the event stream while purchases move the stock), accept")
 	fs.IntVar(&o.connections, "connections", 64, "connections of the bare gin and sold-out phases")
 	workers := fs.String("workers", "32,64,256", "workers (requests in flight) of the accept phases, comma-separated: each strategy is measured at each (32: a steady trickle, where latency bounds the rate; 64: where redis-lua's p99 is judged; 256: a burst, as a flash sale is)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of every HTTP phase, sent but not measured")
@@ -101,7 +111,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.rFor, "r-duration", 5*time.Second, "measured time of R")
 	fs.IntVar(&o.rGoroutines, "r-goroutines", 16, "goroutines of R")
 	strategies := fs.String("strategies", "mysql,redis,zk,redis-lua", "strategies of the accept phases, in order")
-	fs.StringVar(&o.soldOutWith, "soldout-strategy", "mysql", "strategy of the sold-out product")
+	fs.StringVar(&o.soldOutWith, "soldout-strategy", "mysql", "strategy of the sold-out product (and of the read path's)")
+	fs.IntVar(&o.subscribers, "subscribers", 1000, "subscribers of the fan-out phase, holding GET /api/v1/events?product_id=N spread over the replicas")
+	fs.StringVar(&o.fanoutWith, "fanout-strategy", "mysql", "strategy of the fan-out phase's product")
+	fs.IntVar(&o.fanoutBuyers, "fanout-workers", 16, "purchases in flight while the fan-out phase's subscribers watch: they move the stock that the events carry")
 	batches := fs.String("batch", batchDefault+",1", "SECKILL_BATCH_MAX of each replica configuration, in order; "+batchDefault+" leaves it unset")
 	fs.StringVar(&o.batchLinger, "batch-linger", "", "SECKILL_BATCH_LINGER of every configuration (empty: unset)")
 	fs.IntVar(&o.stock, "stock", 100_000_000, "stock of each accept product: enough never to sell out")
@@ -142,8 +155,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	switch {
 	case len(o.phases) == 0:
 		return nil, errors.New("-phases: nothing to run")
-	case o.replicas < 1 || o.connections < 1 || len(o.workers) == 0 || o.rGoroutines < 1 || o.stock < 1:
-		return nil, errors.New("-replicas, -connections, -workers, -r-goroutines and -stock must be positive")
+	case o.replicas < 1 || o.connections < 1 || len(o.workers) == 0 || o.rGoroutines < 1 || o.stock < 1 || o.subscribers < 1 || o.fanoutBuyers < 1:
+		return nil, errors.New("-replicas, -connections, -workers, -r-goroutines, -stock, -subscribers and -fanout-workers must be positive")
 	case o.warmup < 0 || o.duration <= 0 || o.acceptFor <= 0 || o.rFor <= 0 || o.drainTimeout <= 0:
 		return nil, errors.New("durations must be positive (the warm-up may be 0)")
 	case o.warmup+max(o.duration, o.acceptFor) > 10*time.Minute:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
+	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -46,6 +47,9 @@ type Settings struct {
 	Batches         []string `json:"batches"`
 	BatchLinger     string   `json:"batch_linger,omitempty"`
 	Stock           int      `json:"stock"`
+	Subscribers     int      `json:"subscribers,omitempty"`
+	FanoutStrategy  string   `json:"fanout_strategy,omitempty"`
+	FanoutWorkers   int      `json:"fanout_workers,omitempty"`
 	// Topology is where the replicas the bench started found Redis and ZooKeeper.
 	Topology string `json:"topology,omitempty"`
 }
@@ -56,6 +60,9 @@ const (
 	kindSoldOut = "soldout"
 	kindR       = "r"
 	kindAccept  = "accept"
+	kindGinRead = "gin-read" // the read ceiling: bare gin answering a fixed product
+	kindRead    = "read"     // the app's read path
+	kindFanout  = "fanout"   // the event stream's fan-out
 )
 
 // Row is one measurement.
@@ -98,6 +105,9 @@ type Row struct {
 	// all of them for the strategies that reserve in MySQL before they answer, few for redis-lua
 	// when its persisters gave way to the burst.
 	ReservedAtEnd int `json:"reserved_at_end"`
+	// Fanout is the fan-out row's subscribers: what they read (events by type, per second, per
+	// subscriber) and how late they learnt of the units sold.
+	Fanout *viewers.Summary `json:"fanout,omitempty"`
 	// Profile is the CPU profile of replica 1 during the phase, if taken.
 	Profile string   `json:"profile,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
@@ -108,7 +118,7 @@ type Row struct {
 func computeRatios(rows []Row) {
 	yardsticks := map[string]float64{}
 	for _, r := range rows {
-		if r.Kind == kindGin || r.Kind == kindR {
+		if isYardstick(r.Kind) {
 			yardsticks[r.Kind] = r.Figure
 		}
 	}
@@ -118,6 +128,11 @@ func computeRatios(rows []Row) {
 		case kindSoldOut:
 			r.RatioTo = "bare gin"
 			if y := yardsticks[kindGin]; y > 0 {
+				r.Ratio = r.Figure / y
+			}
+		case kindRead:
+			r.RatioTo = "bare gin GET"
+			if y := yardsticks[kindGinRead]; y > 0 {
 				r.Ratio = r.Figure / y
 			}
 		case kindAccept:
@@ -159,6 +174,10 @@ func markdown(r *Report) string {
 		fmt.Fprintf(&b, "**Run aborted: %s** — the rows below are those measured before.\n\n", oneLine(r.Aborted))
 	}
 
+	if s.Subscribers > 0 {
+		fmt.Fprintf(&b, "Read side: read path and read ceiling with %d connections × %s; fan-out: %s subscribers, %s, %d purchase workers × %s\n\n",
+			s.Connections, s.Duration, appapi.Thousands(s.Subscribers), s.FanoutStrategy, s.FanoutWorkers, s.Duration)
+	}
 	b.WriteString("| what | configuration | figure | ratio | p50 ms | p99 ms | drain | CPU busy · stolen |\n|---|---|---:|---:|---:|---:|---|---|\n")
 	for _, row := range r.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s | %s |\n",
@@ -216,6 +235,12 @@ turns into sales; above 1 means purchases share commits. The phases are closed-l
 waits for its answer), so a rate is at most workers ÷ mean latency. At 32 workers about ten
 buyers per replica wait at any moment, so batches stay small and latency bounds the rate; 256 is
 a burst, as a flash sale is, where combining has something to combine. p50/p99 are of every answer for the HTTP phases and of the 202s for the accept rows.
+Read path: GET of one product over the replicas ÷ the read ceiling (bare gin GET: a gin handler
+answering a fixed product of the same size, in its own process, same client and connections,
+measured just before). Fan-out: the events that M subscribers of one product's stream read per
+second while purchases move its stock (ratio column: per subscriber); its p50/p99 are how late
+they learnt of each unit sold, from the unit's 202 arriving to the subscriber reading the stock
+without it (200 units sampled × every subscriber).
 CPU: the share of the machine's CPU time busy, and stolen by the hypervisor for other guests,
 during the phase's measured window (/proc/stat); on a shared VM the stolen share moves the
 CPU-bound phases (HTTP, the app) far more than R, which waits on fsync, so compare ratios of
@@ -227,10 +252,17 @@ give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after i
 	return b.String()
 }
 
+// isYardstick says whether rows of kind are yardsticks, which the others are divided by.
+func isYardstick(kind string) bool { return kind == kindGin || kind == kindR || kind == kindGinRead }
+
 func ratioCell(r Row) string {
 	switch {
-	case r.Kind == kindGin || r.Kind == kindR:
+	case isYardstick(r.Kind):
 		return "yardstick"
+	case r.Kind == kindFanout && r.Fanout != nil:
+		return fmt.Sprintf("%.2f /s per subscriber", r.Fanout.PerViewerPerSec)
+	case r.RatioTo == "":
+		return "—"
 	case r.Ratio == 0:
 		return "— (no " + r.RatioTo + ")"
 	}

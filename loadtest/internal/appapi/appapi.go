@@ -50,12 +50,23 @@ func (c *Client) Call(ctx context.Context, method, path string, body any, want i
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	if res.StatusCode != want {
-		return fmt.Errorf("%s %s: %s %s", method, path, res.Status, bytes.TrimSpace(data))
+		return &StatusError{Method: method, Path: path, Status: res.StatusCode, Body: string(bytes.TrimSpace(data))}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// StatusError is an answer of another status than the one a Call wanted.
+type StatusError struct {
+	Method, Path string
+	Status       int
+	Body         string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Body)
 }
 
 // Thousands writes n with thousands separators: 12,345.

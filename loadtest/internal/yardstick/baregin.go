@@ -3,6 +3,7 @@ package yardstick
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,10 +87,15 @@ func RunChild(getenv func(string) string, stdin io.Reader, stdout io.Writer) err
 	return srv.Shutdown(sctx)
 }
 
-// BareGinHandler is the ceiling of the HTTP layer: the app's purchase route with the work of a
-// handler that refuses early and none of the app. It parses the product id, decodes the JSON
-// body with encoding/json and DisallowUnknownFields, as a real handler does, and answers 409
-// sold_out with c.JSON. gin.New(): no middleware, no logger, no recovery.
+// BareGinHandler is the ceiling of the HTTP layer, two routes of the app with none of the app
+// behind them. gin.New(): no middleware, no logger, no recovery.
+//
+//   - POST /api/v1/products/{id}/purchase, the purchase ceiling: the work of a handler that
+//     refuses early. It parses the product id, decodes the JSON body with encoding/json and
+//     DisallowUnknownFields, as a real handler does, and answers 409 sold_out with c.JSON.
+//   - GET /api/v1/products/{id}, the read ceiling: it parses the product id and answers a fixed
+//     product (ReadCeilingProduct), rendered once, with its ETag and Cache-Control, as a handler
+//     answering from memory does.
 func BareGinHandler() http.Handler {
 	type purchase struct {
 		UserID   string `json:"user_id"`
@@ -119,8 +125,26 @@ func BareGinHandler() http.Handler {
 		}
 		c.JSON(http.StatusConflict, soldOut)
 	})
+	product := []byte(ReadCeilingProduct)
+	sum := sha256.Sum256(product)
+	etag := fmt.Sprintf(`"%x"`, sum[:8])
+	r.GET("/api/v1/products/:id", func(c *gin.Context) {
+		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+		if err != nil || id <= 0 {
+			c.JSON(http.StatusBadRequest, errorBody{apiError{Code: "invalid_request", Message: "bad product id"}})
+			return
+		}
+		c.Header("Cache-Control", "public, max-age=1, s-maxage=1, stale-while-revalidate=1")
+		c.Header("ETag", etag)
+		c.Data(http.StatusOK, "application/json; charset=utf-8", product)
+	})
 	return r
 }
+
+// ReadCeilingProduct is the product the read ceiling answers: the shape and size of the app's.
+const ReadCeilingProduct = `{"id":1,"name":"bench · read path","price_cents":100,"stock":99999000,"initial_stock":100000000,` +
+	`"strategy":"mysql","sale_starts_at":"2026-11-28T08:00:00Z","sale_ends_at":"2026-11-29T08:00:00Z",` +
+	`"per_user_limit":1,"listed":false,"state":"on_sale"}`
 
 // Process is a child process serving the bare gin ceiling.
 type Process struct {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,23 @@ func TestBareGinHandler(t *testing.T) {
 	}
 }
 
+func TestBareGinReadHandler(t *testing.T) {
+	srv := httptest.NewServer(BareGinHandler())
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/api/v1/products/7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != ReadCeilingProduct || res.Header.Get("ETag") == "" || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("got %d %v %s; want 200, the fixed product with an ETag", res.StatusCode, res.Header, body)
+	}
+	if res, err := http.Get(srv.URL + "/api/v1/products/x"); err != nil || res.StatusCode != 400 {
+		t.Errorf("a bad id: %v %v, want 400", res, err)
+	}
+}
+
 // TestBareGinProcess starts the ceiling as a child (this test binary, re-run: see TestMain),
 // blasts it, and stops it by its pid.
 func TestBareGinProcess(t *testing.T) {
@@ -52,6 +70,19 @@ func TestBareGinProcess(t *testing.T) {
 	}
 	if res.Answers["409 sold_out"] != 500 {
 		t.Errorf("answers %v, want 500 × 409 sold_out", res.Answers)
+	}
+	var answered atomic.Int64
+	res, err = Blast{Targets: []string{p.URL}, ProductID: 1, Workers: 8, Requests: 300, RunID: "ginread", Read: true,
+		OnAnswer: func(status int, sent, at time.Time) {
+			if status == 200 && !at.Before(sent) {
+				answered.Add(1)
+			}
+		}}.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Answers["200"] != 300 || answered.Load() != 300 {
+		t.Errorf("reads: answers %v, %d seen by OnAnswer; want 300 × 200", res.Answers, answered.Load())
 	}
 	if err := p.Stop(); err != nil {
 		t.Error(err)

@@ -47,6 +47,11 @@ type Blast struct {
 	IdempotencyKeys bool
 	// Timeout bounds one request [10s]; a request that times out counts as no answer.
 	Timeout time.Duration
+	// Read sends GET /api/v1/products/{ProductID} instead of a purchase: the read path.
+	Read bool
+	// OnAnswer, if set, is called with every answer's status (0: none), when its request was
+	// sent and when it was answered, from the workers' goroutines, concurrently.
+	OnAnswer func(status int, sent, answered time.Time)
 }
 
 // Result is what a Blast got.
@@ -136,7 +141,10 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 	for i, t := range b.Targets {
 		hosts[i], _ = loopbackHost(t)
 	}
-	path := "/api/v1/products/" + strconv.FormatInt(b.ProductID, 10) + "/purchase"
+	path := "/api/v1/products/" + strconv.FormatInt(b.ProductID, 10)
+	if !b.Read {
+		path += "/purchase"
+	}
 
 	start := time.Now()
 	windowStart := start.Add(b.Warmup)
@@ -164,6 +172,9 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 				status, code, err := w.do(int(n%int64(len(hosts))), n, t0)
 				t1 := time.Now()
 				w.tally.add(status, code, err, t1.Sub(t0), !t1.Before(windowStart) && !t1.After(stopAt))
+				if b.OnAnswer != nil {
+					b.OnAnswer(status, t0, t1)
+				}
 				if err != nil {
 					// A refused or broken connection fails at once: do not spin on it.
 					select {
@@ -316,8 +327,16 @@ func (w *worker) do(i int, n int64, now time.Time) (status int, code string, err
 	return status, code, nil
 }
 
-// appendRequest writes request n: POST <path> with {"user_id":"b<run>-<n>","quantity":1}.
+// appendRequest writes request n: POST <path> with {"user_id":"b<run>-<n>","quantity":1}, or,
+// for a Read blast, GET <path>.
 func (w *worker) appendRequest(b []byte, i int, n int64) []byte {
+	if w.blast.Read {
+		b = append(b, "GET "...)
+		b = append(b, w.path...)
+		b = append(b, " HTTP/1.1\r\nHost: "...)
+		b = append(b, w.hosts[i]...)
+		return append(b, "\r\n\r\n"...)
+	}
 	id := strconv.AppendInt([]byte(w.blast.RunID+"-"), n, 10)
 	b = append(b, "POST "...)
 	b = append(b, w.path...)

@@ -7,7 +7,8 @@
 //     on a table of the yardstick's own in a scratch database: what one hot row of MySQL
 //     sustains without the app.
 //   - The bare gin ceiling (StartBareGin): a gin handler that parses a purchase and answers 409
-//     sold_out, in a process of its own: what the HTTP layer sustains without the app.
+//     sold_out, in a process of its own: what the HTTP layer sustains without the app; and in the
+//     same process the read ceiling, a GET of one product answered from a fixed rendering.
 //   - Blast: the lean HTTP load client that measures both the ceiling and the app, so that a ratio
 //     of the two compares like with like.
 //

@@ -1,0 +1,386 @@
+package main
+
+// The watched stampede (-viewers, issue #28): a crowd of viewers — polling the storefront's reads
+// or holding the event stream — starts before each attack and watches it until the sale is over
+// and drained. The report sets, side by side, the same strategy's attack under each crowd size:
+// accepted/s and its ratio to the attack without viewers of the same run, what the viewers were
+// answered, how late they learnt of each unit sold, whether each read the sold out, and MySQL's
+// statements per second during the attack from the server's own counters. Speed is reported,
+// never asserted; a 5xx answered to a viewer, or a viewer that never read the sold out of a sale
+// that sold out, breaks the run (that is correctness).
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
+	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
+)
+
+// ViewersReport is the crowd that watched one attack, and MySQL during it.
+type ViewersReport struct {
+	viewers.Summary
+	// AcceptedVsNone is the attack's accepted/s ÷ the same strategy's attack without viewers in
+	// this run (0 when none ran).
+	AcceptedVsNone float64 `json:"accepted_vs_no_viewers"`
+	// MySQL is the server's statement rate during the attack (nil when it could not be read).
+	MySQL *MySQLRates `json:"mysql,omitempty"`
+}
+
+// viewerOptions are the -viewers flags.
+type viewerOptions struct {
+	counts     []int // crowd sizes, one attack each per strategy; nil: no crowd, no viewers table
+	mode       viewers.Mode
+	targets    []string
+	warmup     time.Duration
+	linger     time.Duration
+	connectFor time.Duration
+	pollEvery  time.Duration
+	listEvery  time.Duration
+	ownAddrs   bool
+}
+
+// parseCounts reads -viewers: crowd sizes, comma-separated, each at least 0, none twice.
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(part, "_", ""))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("-viewers: %q is not a count of viewers", part)
+		}
+		for _, m := range out {
+			if m == n {
+				return nil, fmt.Errorf("-viewers: %d twice", n)
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// defaultViewerTargets is where viewers go without -viewer-targets: polls through the public
+// entry (nginx, with its micro-cache: the production shape), streams to the replicas directly.
+func defaultViewerTargets(mode viewers.Mode, replicas []string, getenv func(string) string) []string {
+	if mode == viewers.Stream {
+		return replicas
+	}
+	lb := getenv("SECKILL_LB_ADDR")
+	if lb == "" {
+		lb = "127.0.0.1:8080"
+	}
+	return []string{"http://" + lb}
+}
+
+// Label names an attack: its strategy, and its crowd when it had one.
+func (sr *StrategyReport) Label() string {
+	if v := sr.Viewers; v != nil && v.Viewers > 0 {
+		return fmt.Sprintf("%s · %s %s viewers", sr.Strategy, appapi.Thousands(v.Viewers), v.Mode)
+	}
+	return sr.Strategy
+}
+
+// productName is the product an attack sells: one per strategy and crowd, reset by each run.
+func productName(strategy string, count int, mode viewers.Mode) string {
+	if count <= 0 {
+		return "loadtest · " + strategy
+	}
+	return fmt.Sprintf("loadtest · %s · %d %s viewers", strategy, count, mode)
+}
+
+// watch is one attack's crowd: started before the attack, stopped once the sale is over.
+type watch struct {
+	o         *options
+	crowd     *viewers.Crowd // nil for a count of 0
+	productID int64
+	connected int
+	before    mysqlStatus
+	from, to  time.Time
+	say       func(string, ...any)
+}
+
+// startWatch starts count viewers on productID (none for 0) and waits until they watch: every
+// stream connected (at most -viewer-connect), then -viewer-warmup.
+func startWatch(ctx context.Context, o *options, productID int64, count int, say func(string, ...any)) (*watch, error) {
+	w := &watch{o: o, productID: productID, say: say}
+	if count == 0 {
+		return w, nil
+	}
+	v := o.view
+	c, err := viewers.Start(ctx, viewers.Config{
+		Mode: v.mode, Count: count, Targets: v.targets, ProductID: productID,
+		PollEvery: v.pollEvery, ListEvery: v.listEvery, OwnAddresses: v.ownAddrs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.crowd = c
+	if v.mode == viewers.Stream {
+		n := c.WaitConnected(ctx, v.connectFor)
+		say("%d of %d stream viewers connected", n, count)
+	}
+	select {
+	case <-ctx.Done():
+		c.Stop()
+		return nil, ctx.Err()
+	case <-time.After(v.warmup):
+	}
+	w.connected = c.Connected()
+	if v.mode == viewers.Poll {
+		say("%d poll viewers, %d answered", count, w.connected)
+	}
+	return w, nil
+}
+
+// stop stops the crowd, if it still runs (an attack that failed).
+func (w *watch) stop() {
+	if w.crowd != nil {
+		w.crowd.Stop()
+	}
+}
+
+// attackBegins marks the start of the measured window and reads MySQL's counters.
+func (w *watch) attackBegins(ctx context.Context, db *sql.DB) {
+	w.before, _ = readMySQLStatus(ctx, db)
+	w.from = time.Now()
+}
+
+// attackEnded marks its end and returns MySQL's rates over the window.
+func (w *watch) attackEnded(ctx context.Context, db *sql.DB) *MySQLRates {
+	w.to = time.Now()
+	after, err := readMySQLStatus(ctx, db)
+	if err != nil || w.before == nil {
+		w.say("MySQL status counters: %v", err)
+		return nil
+	}
+	return mysqlRates(w.before, after, w.to.Sub(w.from))
+}
+
+// finish waits, once the attack is judged, up to -viewer-linger for every viewer to read the
+// sold out of a sale that sold out, stops the crowd and returns what it saw, and the violations
+// it found: a 5xx answered to a viewer, a viewer that never read the sold out.
+func (w *watch) finish(ctx context.Context, sr *StrategyReport, answers []answer) (*ViewersReport, []string) {
+	rep := &ViewersReport{}
+	rep.Mode = w.o.view.mode
+	if w.crowd == nil {
+		return rep, nil
+	}
+	soldOut := sr.Facts.InitialStock > 0 && sr.Facts.Stock <= 0
+	if soldOut && !w.crowd.WaitSoldOut(ctx, w.o.view.linger) {
+		w.say("%d of %d viewers read the sold out within %s", w.crowd.SoldOutSeen(), w.crowd.Count(), w.o.view.linger)
+	}
+	res := w.crowd.Stop()
+	sold, sent := soldTimes(answers)
+	rep.Summary = viewers.Summarize(res, w.from, w.to, w.connected, sr.Facts.InitialStock, sold, sent)
+	var v []string
+	if n := rep.FiveXX(); n > 0 {
+		v = append(v, fmt.Sprintf("%d viewer reads answered 5xx (%s)", n, statusList(rep.Summary)))
+	}
+	if soldOut && rep.SoldOutSeen < rep.Viewers {
+		v = append(v, fmt.Sprintf("%d of %d viewers never read the sold out (waited %s after the drain)", rep.Viewers-rep.SoldOutSeen, rep.Viewers, w.o.view.linger))
+	}
+	return rep, v
+}
+
+// soldTimes are, for each purchase first accepted during the attack (its order id's first 202),
+// when its 202 arrived and when it was sent.
+func soldTimes(answers []answer) (arrived, sent []time.Time) {
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if a.status != http.StatusAccepted || a.replayed || a.orderID == "" || seen[a.orderID] {
+			continue
+		}
+		seen[a.orderID] = true
+		arrived = append(arrived, a.sent.Add(a.latency))
+		sent = append(sent, a.sent)
+	}
+	return arrived, sent
+}
+
+// statusList writes a summary's statuses: "200 × 1,234 · 304 × 5,678 · no answer × 3".
+func statusList(s viewers.Summary) string {
+	var parts []string
+	for _, code := range s.Statuses() {
+		name := strconv.Itoa(code)
+		if code == 0 {
+			name = "no answer"
+		}
+		parts = append(parts, name+" × "+appapi.Thousands(s.Status[code]))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// relateToNoViewers sets each attack's accepted/s ÷ that of its strategy's attack without viewers.
+func relateToNoViewers(ss []StrategyReport) {
+	base := map[string]float64{}
+	for _, s := range ss {
+		if s.Viewers != nil && s.Viewers.Viewers == 0 {
+			base[s.Strategy] = s.AcceptedPerSec
+		}
+	}
+	for i := range ss {
+		if v := ss[i].Viewers; v != nil {
+			v.AcceptedVsNone = ratioOf(ss[i].AcceptedPerSec, base[ss[i].Strategy])
+		}
+	}
+}
+
+// ---------------------------------------------------------------- MySQL's own counters
+
+// MySQLRates are MySQL statements per second over a window, from SHOW GLOBAL STATUS: server-wide,
+// so whatever else uses the server counts too.
+type MySQLRates struct {
+	Seconds float64 `json:"seconds"`
+	// ReadsPerSec are Com_select; WritesPerSec the statements that change rows (writeCounters).
+	ReadsPerSec  float64 `json:"reads_per_sec"`
+	WritesPerSec float64 `json:"writes_per_sec"`
+	// Deltas are the counters' growth over the window.
+	Deltas map[string]int64 `json:"deltas"`
+}
+
+// The counters read: Com_select counts prepared executions too (Com_stmt_execute beside it),
+// and SHOW STATUS itself is none of them.
+var (
+	readCounters  = []string{"Com_select"}
+	writeCounters = []string{"Com_insert", "Com_insert_select", "Com_update", "Com_update_multi", "Com_delete", "Com_delete_multi", "Com_replace", "Com_replace_select"}
+	otherCounters = []string{"Com_begin", "Com_commit", "Com_rollback", "Com_stmt_execute", "Questions"}
+)
+
+type mysqlStatus map[string]int64
+
+func readMySQLStatus(ctx context.Context, db *sql.DB) (mysqlStatus, error) {
+	names := append(append(append([]string{}, readCounters...), writeCounters...), otherCounters...)
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(names, "','")+"')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	st := mysqlStatus{}
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, err
+		}
+		st[name] = v
+	}
+	return st, rows.Err()
+}
+
+// mysqlRates are the rates between two readings d apart.
+func mysqlRates(before, after mysqlStatus, d time.Duration) *MySQLRates {
+	r := &MySQLRates{Seconds: d.Seconds(), Deltas: map[string]int64{}}
+	for name, v := range after {
+		r.Deltas[name] = v - before[name]
+	}
+	if r.Seconds <= 0 {
+		return r
+	}
+	sum := func(names []string) float64 {
+		var n int64
+		for _, name := range names {
+			n += r.Deltas[name]
+		}
+		return float64(n) / r.Seconds
+	}
+	r.ReadsPerSec, r.WritesPerSec = sum(readCounters), sum(writeCounters)
+	return r
+}
+
+// ---------------------------------------------------------------- the report's viewers table
+
+// viewersMarkdown is the viewers table, empty when the run had no -viewers.
+func viewersMarkdown(ss []StrategyReport) string {
+	var b strings.Builder
+	for _, s := range ss {
+		v := s.Viewers
+		if v == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nViewers during each attack, side by side (same run). ÷ 0 viewers: accepted/s ÷ the same strategy's attack without viewers. " +
+				"Reads: polls answered during the attack (stream: connections, latency to the first event). Lag: from a unit's 202 arriving to a viewer reading the stock without it; " +
+				"\"from send\" times it from the request's sending instead (an upper bound). MySQL: statements/s over the attack from SHOW GLOBAL STATUS, server-wide:\n\n" +
+				"| strategy | viewers | mode | verdict | " + strings.Join(viewerColumns, " | ") + " |\n" +
+				"|---|---:|---|---|" + strings.Repeat("---:|", len(viewerColumns)) + "\n")
+		}
+		cells := viewerCells(&s)
+		fmt.Fprintf(&b, "| %s | %s | %s | **%s** | %s |\n", s.Strategy, cells[0], v.Mode, s.Verdict, strings.Join(cells[1:], " | "))
+	}
+	for _, s := range ss {
+		if v := s.Viewers; v != nil && len(v.Failures) > 0 {
+			fmt.Fprintf(&b, "\n- %s, first viewer failures: %s", s.Label(), strings.Join(v.Failures, "; "))
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// viewerColumns are the headings of viewerCells but the first.
+var viewerColumns = []string{"accepted/s", "÷ 0 viewers", "read req/s", "read p50 / p99 ms", "304 share", "429", "5xx", "no answer",
+	"events/s", "lag p50 / p99 ms", "lag p99 from send ms", "sold out read", "MySQL reads/s", "MySQL writes/s"}
+
+// viewerCells are an attack's figures in the viewers table: its crowd size, then viewerColumns.
+func viewerCells(s *StrategyReport) []string {
+	v := s.Viewers
+	return []string{appapi.Thousands(v.Viewers), fmt.Sprintf("%.0f", s.AcceptedPerSec), ratio(v.AcceptedVsNone),
+		viewerCell(v, rate(v.ReadsPerSec)), viewerCell(v, latencyPair(v.ReadLatency.P50, v.ReadLatency.P99, v.ReadLatency.Count)),
+		viewerCell(v, share(v.NotModifiedShare, v.Reads)), viewerCell(v, strconv.Itoa(v.TooMany())), viewerCell(v, strconv.Itoa(v.FiveXX())),
+		viewerCell(v, strconv.Itoa(v.NoAnswer())), viewerCell(v, rate(v.EventsPerSec)),
+		viewerCell(v, latencyPair(v.Lag.Latency.P50, v.Lag.Latency.P99, v.Lag.Latency.Count)), viewerCell(v, msCell(v.LagFromSend.Latency.P99, v.LagFromSend.Latency.Count)),
+		viewerCell(v, soldOutCell(v)), mysqlCell(v.MySQL, true), mysqlCell(v.MySQL, false)}
+}
+
+// viewerCell is cell, or — for an attack without viewers.
+func viewerCell(v *ViewersReport, cell string) string {
+	if v.Viewers == 0 {
+		return "—"
+	}
+	return cell
+}
+
+func latencyPair(p50, p99 float64, n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s / %s", formatNum(p50, 1), formatNum(p99, 1))
+}
+
+func msCell(v float64, n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return formatNum(v, 1)
+}
+
+func share(x float64, n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f %%", 100*x)
+}
+
+// soldOutCell is how many viewers read the sold out: "1,000 of 1,000".
+func soldOutCell(v *ViewersReport) string {
+	return fmt.Sprintf("%s of %s", appapi.Thousands(v.SoldOutSeen), appapi.Thousands(v.Viewers))
+}
+
+func mysqlCell(m *MySQLRates, reads bool) string {
+	switch {
+	case m == nil:
+		return "—"
+	case reads:
+		return fmt.Sprintf("%.0f", m.ReadsPerSec)
+	}
+	return fmt.Sprintf("%.0f", m.WritesPerSec)
+}

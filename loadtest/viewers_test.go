@@ -1,0 +1,204 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
+)
+
+func TestParseViewerOptions(t *testing.T) {
+	replicas := []string{"http://127.0.0.1:8081", "http://127.0.0.1:8082", "http://127.0.0.1:8083"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		counts  []int
+		mode    viewers.Mode
+		targets []string
+	}{
+		{"no viewers", nil, nil, nil, viewers.Poll, []string{"http://127.0.0.1:8080"}},
+		{"polling through nginx", []string{"-viewers", "0, 250,1_000"}, nil, []int{0, 250, 1000}, viewers.Poll, []string{"http://127.0.0.1:8080"}},
+		{"nginx where the stack put it", []string{"-viewers", "10"}, map[string]string{"SECKILL_LB_ADDR": "127.0.0.1:9080"}, []int{10}, viewers.Poll, []string{"http://127.0.0.1:9080"}},
+		{"streams to the replicas", []string{"-viewers", "0,5000", "-view", "stream"}, nil, []int{0, 5000}, viewers.Stream, replicas},
+		{"streams through nginx", []string{"-viewers", "5000", "-view", "stream", "-viewer-targets", "http://127.0.0.1:8080/"}, nil, []int{5000}, viewers.Stream, []string{"http://127.0.0.1:8080"}},
+		{"polling the replicas", []string{"-viewers", "1000", "-viewer-targets", strings.Join(replicas, ",")}, nil, []int{1000}, viewers.Poll, replicas},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.counts, o.view.counts); diff != "" {
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+			if o.view.mode != tc.mode {
+				t.Errorf("mode %q, want %q", o.view.mode, tc.mode)
+			}
+			if diff := cmp.Diff(tc.targets, o.view.targets); diff != "" {
+				t.Errorf("targets (-want +got):\n%s", diff)
+			}
+			if !o.view.ownAddrs || o.view.pollEvery != time.Second || o.view.listEvery != 5*time.Second || o.view.linger != 10*time.Second {
+				t.Errorf("defaults: %+v", o.view)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"-viewers", "1,x"},
+		{"-viewers", "-1"},
+		{"-viewers", "5,5"},
+		{"-viewers", "5", "-view", "watch"},
+		{"-viewers", "5", "-viewer-targets", "https://127.0.0.1:8080"},
+		{"-viewers", "5", "-viewer-targets", "http://127.0.0.1:8080/api"},
+		{"-viewers", "5", "-faults", "all"},
+		{"-viewers", "5", "-zoo"},
+		{"-viewers", "5", "-poll-every", "0s"},
+		{"-viewers", "5", "-viewer-linger", "-1s"},
+	} {
+		if _, err := parseOptions(args, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("%q: parsed", args)
+		}
+	}
+}
+
+func TestLabelsAndNames(t *testing.T) {
+	sr := StrategyReport{Strategy: "mysql"}
+	if sr.Label() != "mysql" {
+		t.Errorf("without viewers: %q", sr.Label())
+	}
+	sr.Viewers = &ViewersReport{}
+	if sr.Label() != "mysql" {
+		t.Errorf("0 viewers: %q", sr.Label())
+	}
+	sr.Viewers.Viewers, sr.Viewers.Mode = 5000, viewers.Stream
+	if sr.Label() != "mysql · 5,000 stream viewers" {
+		t.Errorf("5000 stream viewers: %q", sr.Label())
+	}
+	if got := productName("zk", 0, viewers.Poll); got != "loadtest · zk" {
+		t.Errorf("productName 0: %q (the product of a run without viewers)", got)
+	}
+	if got := productName("zk", 250, viewers.Poll); got != "loadtest · zk · 250 poll viewers" {
+		t.Errorf("productName 250: %q", got)
+	}
+	if buyerTag("zk", 0) != "zk" || buyerTag("zk", 250) != "zk-v250" {
+		t.Errorf("buyer tags %q, %q", buyerTag("zk", 0), buyerTag("zk", 250))
+	}
+}
+
+func TestSoldTimes(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	ans := func(sent, lat, status int, order string, replayed bool) answer {
+		return answer{sent: t0.Add(ms(sent)), latency: ms(lat), status: status, orderID: order, replayed: replayed}
+	}
+	arrived, sent := soldTimes([]answer{
+		ans(0, 50, 202, "o1", false),
+		ans(5, 10, 409, "", false),
+		ans(10, 30, 202, "o2", false),
+		ans(12, 5, 202, "o1", true),    // a replay: not a unit sold again
+		ans(20, 100, 202, "o1", false), // the same order again: counted once
+		ans(30, 0, 0, "", false),
+	})
+	if diff := cmp.Diff([]time.Time{t0.Add(ms(50)), t0.Add(ms(40))}, arrived); diff != "" {
+		t.Errorf("arrived (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]time.Time{t0, t0.Add(ms(10))}, sent); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}
+
+func TestRelateToNoViewers(t *testing.T) {
+	ss := []StrategyReport{
+		{Strategy: "mysql", AcceptedPerSec: 4000, Viewers: &ViewersReport{}},
+		{Strategy: "mysql", AcceptedPerSec: 3600, Viewers: &ViewersReport{Summary: viewers.Summary{Viewers: 250}}},
+		{Strategy: "redis", AcceptedPerSec: 3000, Viewers: &ViewersReport{Summary: viewers.Summary{Viewers: 250}}}, // no redis run without viewers
+		{Strategy: "zk", AcceptedPerSec: 1000},
+	}
+	relateToNoViewers(ss)
+	for i, want := range []float64{1, 0.9, 0} {
+		if got := ss[i].Viewers.AcceptedVsNone; got != want {
+			t.Errorf("%s with %d viewers: ÷ 0 viewers %.2f, want %.2f", ss[i].Strategy, ss[i].Viewers.Viewers, got, want)
+		}
+	}
+}
+
+func TestMySQLRates(t *testing.T) {
+	before := mysqlStatus{"Com_select": 1000, "Com_insert": 10, "Com_update": 20, "Com_delete": 0, "Com_insert_select": 1, "Questions": 5000}
+	after := mysqlStatus{"Com_select": 1500, "Com_insert": 110, "Com_update": 220, "Com_delete": 50, "Com_insert_select": 1, "Questions": 9000}
+	got := mysqlRates(before, after, 2*time.Second)
+	if got.ReadsPerSec != 250 || got.WritesPerSec != 175 || got.Deltas["Questions"] != 4000 {
+		t.Errorf("%+v: want 250 reads/s, (100+200+50)/2 = 175 writes/s", got)
+	}
+	if z := mysqlRates(before, after, 0); z.ReadsPerSec != 0 {
+		t.Errorf("no window: %+v", z)
+	}
+}
+
+func TestViewersMarkdown(t *testing.T) {
+	r := viewersReport()
+	md := markdown(r)
+	for _, want := range []string{
+		"| mysql · 1,000 poll viewers | **FAIL** |",
+		"| mysql | 0 | poll | **PASS** | 4000 | 1.00 | — | — | — | — | — | — | — | — | — | — | 210 | 4350 |",
+		"| mysql | 1,000 | poll | **FAIL** | 3600 | 0.90 | 2200 | 1.2 / 8.5 | 93 % | 0 | 2 | 0 | — | 310 / 990 | 1250 | 999 of 1,000 | 205 | 4300 |",
+		"| mysql | 5,000 | stream | **PASS** | 3400 | 0.85 | — | 3.1 / 40 | — | 0 | 0 | 12 | 21000 | 120 / 480 | 700 | 5,000 of 5,000 | 208 | 4290 |",
+		"**mysql · 1,000 poll viewers: 1 of 1,000 viewers never read the sold out",
+		"mysql · 1,000 poll viewers, first viewer failures: 127.0.0.1:8080 /api/v1/products/11: 502",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(markdown(fullReport()), "Viewers during") {
+		t.Error("a report without viewers has a viewers table")
+	}
+}
+
+// viewersReport is a run of -viewers 0,1000 (poll) and 5000 (stream) on mysql, the 1,000 failing.
+func viewersReport() *Report {
+	base := strategy("mysql", 11, 500, 6, 1.4, 4, 35)
+	none := base
+	none.AcceptedPerSec = 4000
+	none.Viewers = &ViewersReport{Summary: viewers.Summary{Mode: viewers.Poll}, MySQL: &MySQLRates{Seconds: 6, ReadsPerSec: 210, WritesPerSec: 4350}}
+	poll := base
+	poll.AcceptedPerSec, poll.Verdict = 3600, "FAIL"
+	poll.Violations = []string{"2 viewer reads answered 5xx (200 × 5,000 · 304 × 66,000 · 502 × 2)", "1 of 1,000 viewers never read the sold out (waited 10s after the drain)"}
+	poll.Viewers = &ViewersReport{
+		Summary: viewers.Summary{
+			Mode: viewers.Poll, Viewers: 1000, Targets: []string{"http://127.0.0.1:8080"}, Connected: 1000, WindowSeconds: 6,
+			Reads: 13200, ReadsPerSec: 2200, ReadLatency: yardstick.Latency{Count: 13200, P50: 1.2, P95: 4, P99: 8.5, Max: 30},
+			NotModifiedShare: 0.93, Status: map[int]int{200: 5000, 304: 66000, 502: 2},
+			Lag:         viewers.Lag{Latency: yardstick.Latency{Count: 200000, P50: 310, P99: 990, Max: 1400}, Units: 200, Samples: 200000},
+			LagFromSend: viewers.Lag{Latency: yardstick.Latency{Count: 200000, P50: 400, P99: 1250, Max: 1600}, Units: 200, Samples: 200000},
+			SoldOutSeen: 999,
+			Failures:    []string{"127.0.0.1:8080 /api/v1/products/11: 502 <html>"},
+		},
+		MySQL: &MySQLRates{Seconds: 6, ReadsPerSec: 205, WritesPerSec: 4300},
+	}
+	stream := base
+	stream.AcceptedPerSec = 3400
+	stream.Events = []Event{{T: 1, What: "replica 2 SIGKILLed"}, {T: 2.4, What: "replica 2 restarted and healthy"}}
+	stream.Viewers = &ViewersReport{
+		Summary: viewers.Summary{
+			Mode: viewers.Stream, Viewers: 5000, Targets: []string{"http://127.0.0.1:8081", "http://127.0.0.1:8082", "http://127.0.0.1:8083"}, Connected: 5000, WindowSeconds: 6,
+			ReadLatency: yardstick.Latency{Count: 1700, P50: 3.1, P99: 40, Max: 60}, Status: map[int]int{200: 6700, 0: 12},
+			Events: map[string]int{"snapshot": 6700, "stock": 110000, "sold_out": 5000, "stats": 20000}, EventsPerSec: 21000, PerViewerPerSec: 4.2, Drops: 1700,
+			Lag:         viewers.Lag{Latency: yardstick.Latency{Count: 1000000, P50: 120, P99: 480, Max: 2100}, Units: 200, Samples: 1000000},
+			LagFromSend: viewers.Lag{Latency: yardstick.Latency{Count: 1000000, P50: 180, P99: 700, Max: 2300}, Units: 200, Samples: 1000000},
+			SoldOutSeen: 5000,
+		},
+		MySQL: &MySQLRates{Seconds: 6, ReadsPerSec: 208, WritesPerSec: 4290},
+	}
+	r := fullReport()
+	r.Settings.Chaos = "kill"
+	r.Settings.Viewers, r.Settings.View = []int{0, 1000, 5000}, "poll"
+	r.Strategies = []StrategyReport{none, poll, stream}
+	relateToNoViewers(r.Strategies)
+	r.Passed = false
+	return r
+}
