@@ -114,8 +114,8 @@ type Crowd struct {
 	soldOut   atomic.Int64 // viewers that have read the sale sold out
 }
 
-// Start starts the viewers. A polling viewer's first read comes within one period (tabs are
-// opened at random moments); a stream viewer connects at once.
+// Start starts the viewers. A polling viewer's first read comes within one period, a stream
+// viewer's connection within a second (tabs are opened at random moments).
 func Start(ctx context.Context, cfg Config) (*Crowd, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -403,6 +403,11 @@ func (v *viewer) pollOnce(ctx context.Context, kind, path string, etag *string) 
 func (v *viewer) stream(ctx context.Context) {
 	sse := NewSSEReader(strings.NewReader(""))
 	v.events = map[string]int{}
+	// Viewers arrive within a second, not all in the same instant: thousands of connections
+	// at once would overflow the replicas' accept queues, which no crowd of browsers does.
+	if !sleep(ctx, v.jitter(time.Second, 0, 1)) {
+		return
+	}
 	for ctx.Err() == nil {
 		wait := v.streamOnce(ctx, sse)
 		if wait <= 0 {
@@ -482,7 +487,7 @@ func (v *viewer) streamOnce(ctx context.Context, sse *SSEReader) time.Duration {
 		}
 		v.events[ev.Type]++
 		v.eventTimes = append(v.eventTimes, now)
-		if f, ok := productFigures([]byte(ev.Data), cfg.ProductID); ok {
+		if f, ok := eventFigures([]byte(ev.Data), cfg.ProductID); ok {
 			v.saw(now, f)
 		}
 		if ev.Type == "sold_out" {

@@ -107,6 +107,30 @@ func TestProductFigures(t *testing.T) {
 	}
 }
 
+// TestEventFigures: the scan reads what encoding/json reads, and hands it the shapes it cannot.
+func TestEventFigures(t *testing.T) {
+	for _, body := range []string{
+		string(eventData),
+		`{"product":{"id":7,"stock":0,"state":"sold_out"},"stats":{"stock":0}}`,
+		`{"product":{"id":7,"stock":-3,"state":"sold_out"}}`,
+		`{"stats":{"stock":2},"product":{"state":"on_sale","stock":2,"id":7}}`,
+		`{"product":{"id":8,"stock":2,"state":"on_sale"}}`,
+		`{"product":{"id":7,"name":"a \"stock\": 9 {x}","stock":2,"state":"on_sale"}}`,
+		`{"product":{"id":7,"name":"x","stock":2,"state":"on\u005fsale"}}`,
+		`{"product":{"id":7,"stock":2,"tags":["a"],"state":"on_sale"}}`,
+		`{"items":[{"product":{"id":7,"stock":5,"state":"on_sale"}}]}`,
+		`{"product":{"id":7,"stock":"x"}}`,
+		`{"product":{"id":7`,
+		`not json`,
+	} {
+		got, ok := eventFigures([]byte(body), 7)
+		want, wantOK := productFigures([]byte(body), 7)
+		if got != want || ok != wantOK {
+			t.Errorf("%s: scan %+v %v, encoding/json %+v %v", body, got, ok, want, wantOK)
+		}
+	}
+}
+
 func TestSoldOut(t *testing.T) {
 	for _, tc := range []struct {
 		f    figures
@@ -120,6 +144,31 @@ func TestSoldOut(t *testing.T) {
 	} {
 		if got := tc.f.soldOut(); got != tc.want {
 			t.Errorf("%+v: soldOut %v, want %v", tc.f, got, tc.want)
+		}
+	}
+}
+
+// eventData is an event of the read side as the contract shapes it.
+var eventData = []byte(`{"product":{"id":7,"name":"loadtest · mysql · 5000 stream viewers","price_cents":100,"stock":4321,"initial_stock":10000,"strategy":"mysql",` +
+	`"sale_starts_at":"2026-11-28T08:00:00Z","sale_ends_at":"2026-11-28T09:00:00Z","per_user_limit":1,"listed":false,"state":"on_sale"},` +
+	`"stats":{"initial_stock":10000,"stock":4321,"sold_units":5679,"requests_per_sec":5123.5,"accepted_per_sec":2345.2,"rate_window_sec":10,` +
+	`"rates_available":true,"per_second":{"start":1764316800,"requests":[5000,5100,5200,5300,5400,5500,5600,5700,5800,5900],"accepted":[2000,2100,2200,2300,2400,2500,2600,2700,2800,2900]}}}`)
+
+// BenchmarkEventFigures is a viewer's cost of one event: thousands of streams read several a
+// second each, on the machine the replicas run on.
+func BenchmarkEventFigures(b *testing.B) {
+	for b.Loop() {
+		if _, ok := eventFigures(eventData, 7); !ok {
+			b.Fatal("no figures")
+		}
+	}
+}
+
+// BenchmarkProductFigures is encoding/json's cost of the same.
+func BenchmarkProductFigures(b *testing.B) {
+	for b.Loop() {
+		if _, ok := productFigures(eventData, 7); !ok {
+			b.Fatal("no figures")
 		}
 	}
 }
