@@ -160,9 +160,8 @@ type Preparer interface {
 // Store is the persistence the sale domain needs.
 type Store interface {
 	Product(ctx context.Context, id int64) (Product, error)
-	// Products returns every product, by id; ListedProducts only those the storefront shows.
+	// Products returns every product, by id.
 	Products(ctx context.Context) ([]Product, error)
-	ListedProducts(ctx context.Context) ([]Product, error)
 	// ProductsByID returns those of the products ids that exist, in any order.
 	ProductsByID(ctx context.Context, ids []int64) ([]Product, error)
 	CreateProduct(ctx context.Context, np NewProduct, now time.Time) (Product, error)
@@ -497,11 +496,6 @@ func (s *Service) Product(ctx context.Context, id int64) (Product, error) {
 		return Product{}, ErrNotFound
 	}
 	return s.store.Product(ctx, id)
-}
-
-// Products returns the products the storefront shows, by id.
-func (s *Service) Products(ctx context.Context) ([]Product, error) {
-	return s.store.ListedProducts(ctx)
 }
 
 // AllProducts returns every product, listed or not, by id.
