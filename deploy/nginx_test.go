@@ -130,7 +130,39 @@ func TestNginxComposeRender(t *testing.T) {
 			if got, want := strings.Count(conf, "\n"), strings.Count(tmpl, "\n")+1; got != want {
 				t.Errorf("rendered %d lines from a %d-line template (+1 header)", got, want-1)
 			}
+			checkNginxReadPath(t, conf, ng.env["SECKILL_LB_LISTEN"], ng.env["SECKILL_LB_OPS_LISTEN"])
+			checkComposeNofile(t, conf)
 		})
+	}
+}
+
+// checkComposeNofile: the nginx container's open-file limit lets the workers take what conf's
+// worker_rlimit_nofile asks for. Docker gives no CAP_SYS_RESOURCE, so a worker cannot go above
+// the container's hard limit, and the engine's default differs from host to host.
+func checkComposeNofile(t *testing.T, conf string) {
+	t.Helper()
+	root, err := parseNginxConf(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	if a := effective("worker_rlimit_nofile", root); len(a) == 1 {
+		want, _ = strconv.Atoi(a[0])
+	}
+	var doc map[string]any
+	readYAML(t, composeFile, &doc)
+	svcs, _ := doc["services"].(map[string]any)
+	ng, _ := svcs["nginx"].(map[string]any)
+	ulimits, _ := ng["ulimits"].(map[string]any)
+	// "nofile: N" sets both, "nofile: {soft: N, hard: M}" each.
+	atoi := func(v any) int { n, _ := strconv.Atoi(fmt.Sprint(v)); return n }
+	nofile := ulimits["nofile"]
+	soft, hard := atoi(nofile), atoi(nofile)
+	if m, ok := nofile.(map[string]any); ok {
+		soft, hard = atoi(m["soft"]), atoi(m["hard"])
+	}
+	if soft < want || hard < want {
+		t.Errorf("%s: nginx's ulimits nofile soft %d hard %d, want both >= worker_rlimit_nofile %d", composeFile, soft, hard, want)
 	}
 }
 
