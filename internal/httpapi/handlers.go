@@ -54,8 +54,7 @@ type handlers struct {
 	// strategies is the answer of GET /api/v1/strategies, made once (with its encoding and ETag):
 	// it changes only with a restart.
 	strategies     strategiesJSON
-	strategiesBody []byte
-	strategiesTag  []string
+	strategiesBody tagged
 }
 
 // productID parses the :id path parameter; a malformed id is a 400, a well-formed unknown one
@@ -96,7 +95,7 @@ var strategiesCacheControl = []string{"public, max-age=60"}
 // listStrategies answers the catalog of stock strategies, with which of them this server serves.
 func (h *handlers) listStrategies(c *gin.Context) {
 	c.Writer.Header()["Cache-Control"] = strategiesCacheControl
-	serveTagged(c, h.strategiesBody, h.strategiesTag, jsonContentType)
+	serveTagged(c, &h.strategiesBody, jsonContentType)
 }
 
 func (h *handlers) purchase(c *gin.Context) {

@@ -50,18 +50,22 @@ func noStoreByDefault(c *gin.Context) {
 	c.Next()
 }
 
-// rendered is an item as served: its JSON bodies, their ETags, and its event for the streams.
-type rendered struct {
-	product, stats       []byte
-	productTag, statsTag []string
-	// data is the event's data, {"product":…,"stats":…}; event the whole event but its id line.
-	data, event []byte
+// tagged is a body as served, with its ETag and length made once: an answer from memory sets
+// headers it does not compute.
+type tagged struct {
+	body        []byte
+	tag, length []string
 }
 
-// renderedList is a snapshot's list of listed products.
-type renderedList struct {
-	body []byte
-	tag  []string
+func newTagged(body []byte) tagged {
+	return tagged{body: body, tag: etagOf(body), length: []string{strconv.Itoa(len(body))}}
+}
+
+// rendered is an item as served: its product and viewer figures, and its event for the streams.
+type rendered struct {
+	product, stats tagged
+	// data is the event's data, {"product":…,"stats":…}; event the whole event but its id line.
+	data, event []byte
 }
 
 // Renderer renders the board's items and snapshots once per change (board.Renderer).
@@ -72,8 +76,7 @@ var _ board.Renderer = Renderer{}
 // RenderItem implements board.Renderer.
 func (Renderer) RenderItem(it *board.Item) any {
 	p, st := viewProductJSON(it), viewerStatsOf(it)
-	r := &rendered{product: mustJSON(p), stats: mustJSON(st)}
-	r.productTag, r.statsTag = etagOf(r.product), etagOf(r.stats)
+	r := &rendered{product: newTagged(mustJSON(p)), stats: newTagged(mustJSON(st))}
 	r.data = mustJSON(eventItemJSON{Product: p, Stats: st})
 	r.event = append(append(append([]byte("event: "+string(it.Event)+"\ndata: "), r.data...), '\n'), '\n')
 	return r
@@ -85,8 +88,8 @@ func (Renderer) RenderSnapshot(s *board.Snapshot) any {
 	for _, it := range s.Listed() {
 		out.Products = append(out.Products, viewProductJSON(it))
 	}
-	body := mustJSON(out)
-	return &renderedList{body: body, tag: etagOf(body)}
+	list := newTagged(mustJSON(out))
+	return &list
 }
 
 func mustJSON(v any) []byte {
@@ -134,8 +137,7 @@ func (h *handlers) listProducts(c *gin.Context) {
 	if !ok {
 		return
 	}
-	l := s.Rendered.(*renderedList)
-	servePublic(c, l.body, l.tag)
+	servePublic(c, s.Rendered.(*tagged))
 }
 
 // item returns the rendered item of the path's product, or answers 400, 404 or 503.
@@ -159,7 +161,7 @@ func (h *handlers) item(c *gin.Context) (*rendered, bool) {
 
 func (h *handlers) getProduct(c *gin.Context) {
 	if r, ok := h.item(c); ok {
-		servePublic(c, r.product, r.productTag)
+		servePublic(c, &r.product)
 	}
 }
 
@@ -167,30 +169,30 @@ func (h *handlers) getProduct(c *gin.Context) {
 // The exact audit is the operators' (getAudit).
 func (h *handlers) getStats(c *gin.Context) {
 	if r, ok := h.item(c); ok {
-		servePublic(c, r.stats, r.statsTag)
+		servePublic(c, &r.stats)
 	}
 }
 
-// servePublic answers a public read: 304 when the client holds tag already, else the body.
-func servePublic(c *gin.Context, body []byte, tag []string) {
-	hd := c.Writer.Header()
-	hd["Cache-Control"] = publicCache
-	serveTagged(c, body, tag, jsonContentType)
+// servePublic answers a public read: 304 when the client holds its version already, else the
+// body.
+func servePublic(c *gin.Context, t *tagged) {
+	c.Writer.Header()["Cache-Control"] = publicCache
+	serveTagged(c, t, jsonContentType)
 }
 
-// serveTagged answers body under its ETag, or 304 Not Modified (headers only) when the request's
+// serveTagged answers t under its ETag, or 304 Not Modified (headers only) when the request's
 // If-None-Match names it.
-func serveTagged(c *gin.Context, body []byte, tag, contentType []string) {
+func serveTagged(c *gin.Context, t *tagged, contentType []string) {
 	hd := c.Writer.Header()
-	hd["Etag"] = tag
-	if inm := c.Request.Header["If-None-Match"]; len(inm) > 0 && etagMatches(inm, tag[0]) {
+	hd["Etag"] = t.tag
+	if inm := c.Request.Header["If-None-Match"]; len(inm) > 0 && etagMatches(inm, t.tag[0]) {
 		c.Status(http.StatusNotModified)
 		return
 	}
 	hd["Content-Type"] = contentType
-	hd["Content-Length"] = []string{strconv.Itoa(len(body))}
+	hd["Content-Length"] = t.length
 	c.Status(http.StatusOK)
-	_, _ = c.Writer.Write(body)
+	_, _ = c.Writer.Write(t.body)
 }
 
 // etagMatches reports whether the If-None-Match values name tag, by the weak comparison RFC 9110

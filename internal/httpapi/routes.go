@@ -136,9 +136,8 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 		topology:       cfg.Topology,
 		now:            d.Now,
 		strategies:     strategies,
-		strategiesBody: mustJSON(strategies),
+		strategiesBody: newTagged(mustJSON(strategies)),
 	}
-	h.strategiesTag = etagOf(h.strategiesBody)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
@@ -206,8 +205,7 @@ type webFiles map[string]webFile
 
 type webFile struct {
 	contentType []string
-	tag         []string
-	data        []byte
+	tagged
 }
 
 // loadWeb reads every file of files.
@@ -223,8 +221,7 @@ func loadWeb(files fs.FS) (webFiles, error) {
 		}
 		out[name] = webFile{
 			contentType: []string{contentTypeOf(name)},
-			tag:         etagOf(data),
-			data:        data,
+			tagged:      newTagged(data),
 		}
 		return nil
 	})
@@ -248,7 +245,7 @@ func (w webFiles) serve(name func(*gin.Context) string) gin.HandlerFunc {
 		h := c.Writer.Header()
 		h["Content-Security-Policy"] = pageCSP
 		h["Cache-Control"] = revalidate
-		serveTagged(c, f.data, f.tag, f.contentType)
+		serveTagged(c, &f.tagged, f.contentType)
 	}
 }
 
