@@ -130,7 +130,39 @@ func TestNginxComposeRender(t *testing.T) {
 			if got, want := strings.Count(conf, "\n"), strings.Count(tmpl, "\n")+1; got != want {
 				t.Errorf("rendered %d lines from a %d-line template (+1 header)", got, want-1)
 			}
+			checkNginxReadPath(t, conf, ng.env["SECKILL_LB_LISTEN"], ng.env["SECKILL_LB_OPS_LISTEN"])
+			checkComposeNofile(t, conf)
 		})
+	}
+}
+
+// checkComposeNofile: the nginx container's open-file limit lets the workers take what conf's
+// worker_rlimit_nofile asks for. Docker gives no CAP_SYS_RESOURCE, so a worker cannot go above
+// the container's hard limit, and the engine's default differs from host to host.
+func checkComposeNofile(t *testing.T, conf string) {
+	t.Helper()
+	root, err := parseNginxConf(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	if a := effective("worker_rlimit_nofile", root); len(a) == 1 {
+		want, _ = strconv.Atoi(a[0])
+	}
+	var doc map[string]any
+	readYAML(t, composeFile, &doc)
+	svcs, _ := doc["services"].(map[string]any)
+	ng, _ := svcs["nginx"].(map[string]any)
+	ulimits, _ := ng["ulimits"].(map[string]any)
+	// "nofile: N" sets both, "nofile: {soft: N, hard: M}" each.
+	atoi := func(v any) int { n, _ := strconv.Atoi(fmt.Sprint(v)); return n }
+	nofile := ulimits["nofile"]
+	soft, hard := atoi(nofile), atoi(nofile)
+	if m, ok := nofile.(map[string]any); ok {
+		soft, hard = atoi(m["soft"]), atoi(m["hard"])
+	}
+	if soft < want || hard < want {
+		t.Errorf("%s: nginx's ulimits nofile soft %d hard %d, want both >= worker_rlimit_nofile %d", composeFile, soft, hard, want)
 	}
 }
 
@@ -168,13 +200,6 @@ func TestNginxComposeRenderRefuses(t *testing.T) {
 // API, whatever the spelling of the path, with the API's 404 JSON error and without asking the
 // replica; the operations server passes everything.
 func TestNginxComposeRuns(t *testing.T) {
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
-			t.Skip("nginx is not installed (make up installs it)")
-		}
-		nginx = "/usr/sbin/nginx"
-	}
 	var mu sync.Mutex
 	var seen []string // the paths the replica was asked for
 	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -191,44 +216,8 @@ func TestNginxComposeRuns(t *testing.T) {
 		seen = nil
 		return out
 	}
-
-	// Workers run as nobody when the test runs as root: the prefix must be reachable for them.
-	prefix, err := os.MkdirTemp("", "seckill-nginx-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(prefix)
-	if err := os.Chmod(prefix, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	listen := "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))
-	opsListen := "127.0.0.1:" + strconv.Itoa(itest.FreePort(t))
-
-	cmd := exec.Command("sh", filepath.Join(repoRoot(t), nginxScript))
-	cmd.Env = []string{
-		"PATH=" + filepath.Dir(nginx) + ":" + os.Getenv("PATH"),
-		"SECKILL_NGINX_PREFIX=" + prefix,
-		"SECKILL_LB_LISTEN=" + listen,
-		"SECKILL_LB_OPS_LISTEN=" + opsListen,
-		"SECKILL_LB_UPSTREAMS=" + strings.TrimPrefix(replica.URL, "http://"),
-	}
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM) // the script exec'd nginx: this is its master
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("nginx did not stop on SIGTERM")
-		}
-	}()
+	ng := startNginx(t, "", replica.URL)
+	listen, opsListen, prefix := ng.public, ng.ops, ng.prefix
 
 	// ask sends one request through nginx at addr and returns the status, the content type and
 	// the body.
@@ -248,24 +237,9 @@ func TestNginxComposeRuns(t *testing.T) {
 		return res.StatusCode, res.Header.Get("Content-Type"), string(b), err
 	}
 
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		code, _, _, err := ask(http.MethodGet, listen, "/healthz")
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		if err == nil {
-			err = fmt.Errorf("status %d", code)
-		}
-		select {
-		case werr := <-exited:
-			t.Fatalf("the script exited (%v) before nginx answered:\n%s", werr, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx on %s did not answer: %v\n%s", listen, err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	code, _, body, err := ask(http.MethodGet, listen, "/healthz")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /healthz through nginx: %d %q, %v\n%s", code, body, err, ng.logs.String())
 	}
 	replicaSaw()
 
@@ -331,6 +305,135 @@ func TestNginxComposeRuns(t *testing.T) {
 			t.Errorf("%s -> %q, %v: want the container's stdout/stderr", link, dst, err)
 		}
 	}
+}
+
+// nginxServer is a real nginx, run by compose-nginx.sh as the container runs it.
+type nginxServer struct {
+	public, ops string // HOST:PORT of the public server and of the operations server
+	prefix      string // nginx's prefix: nginx.conf, logs/, temp/ (the cache in temp/cache)
+	logs        *syncBuffer
+}
+
+// startNginx runs compose-nginx.sh (render, check, exec nginx in the foreground) in front of the
+// replicas at upstreams (URLs or HOST:PORT) and returns once it answers;
+// the test's cleanup stops nginx. template is the template to render, "" for the repository's
+// (a test gives an edited copy to show that a directive matters). It skips the test when nginx
+// is not installed (`make up` installs it).
+func startNginx(tb testing.TB, template string, upstreams ...string) *nginxServer {
+	tb.Helper()
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
+			tb.Skip("nginx is not installed (make up installs it)")
+		}
+		nginx = "/usr/sbin/nginx"
+	}
+
+	// Workers run as nobody when the test runs as root: the prefix must be reachable for them
+	// (t.TempDir's parent is not), as the cache in temp/cache is theirs to write.
+	prefix, err := os.MkdirTemp("", "seckill-nginx-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(prefix) })
+	if err := os.Chmod(prefix, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	ng := &nginxServer{
+		public: "127.0.0.1:" + strconv.Itoa(itest.FreePort(tb)),
+		ops:    "127.0.0.1:" + strconv.Itoa(itest.FreePort(tb)),
+		prefix: prefix,
+		logs:   &syncBuffer{},
+	}
+	var addrs []string
+	for _, u := range upstreams {
+		addrs = append(addrs, strings.TrimPrefix(u, "http://"))
+	}
+
+	cmd := exec.Command("sh", filepath.Join(repoRoot(tb), nginxScript))
+	cmd.Env = []string{
+		"PATH=" + filepath.Dir(nginx) + ":" + os.Getenv("PATH"),
+		"SECKILL_NGINX_PREFIX=" + prefix,
+		"SECKILL_LB_LISTEN=" + ng.public,
+		"SECKILL_LB_OPS_LISTEN=" + ng.ops,
+		"SECKILL_LB_UPSTREAMS=" + strings.Join(addrs, " "),
+	}
+	if template != "" {
+		cmd.Env = append(cmd.Env, "SECKILL_NGINX_TEMPLATE="+template)
+	}
+	cmd.Stdout, cmd.Stderr = ng.logs, ng.logs
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // the script exec'd nginx: this is its master
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			tb.Error("nginx did not stop on SIGTERM")
+		}
+	})
+
+	// Ready when the public server answers HTTP: `nginx -t` in the script binds the ports too, and
+	// a connection it accepted is reset. /metrics is answered by nginx itself (the public server
+	// refuses it): the probe costs the replicas nothing. The operations server is bound by then.
+	probe := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err := probe.Get("http://" + ng.public + "/metrics")
+		if err == nil {
+			res.Body.Close()
+			break
+		}
+		select {
+		case werr := <-exited:
+			tb.Fatalf("the script exited (%v) before nginx answered:\n%s", werr, ng.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("nginx on %s does not answer: %v\n%s", ng.public, err, ng.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	probe.CloseIdleConnections()
+	return ng
+}
+
+// editedTemplate writes a copy of the repository's template with old replaced by new (which
+// must be there) and returns its path.
+func editedTemplate(tb testing.TB, old, new string) string {
+	tb.Helper()
+	tmpl := string(readRepoFile(tb, "deploy/nginx/nginx.conf.tmpl"))
+	if !strings.Contains(tmpl, old) {
+		tb.Fatalf("the template has no %q", old)
+	}
+	path := filepath.Join(tb.TempDir(), "nginx.conf.tmpl")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(tmpl, old, new)), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// syncBuffer collects a process's output while the test may read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // imageVersion returns the numeric version at the start of an image's tag ("1.30.4" of

@@ -49,6 +49,7 @@ nginx_up() {
 	(($# > 0)) || die "nginx.sh up: give at least one upstream HOST:PORT"
 	[[ $OPS_ADDR != "$LB_ADDR" ]] || die "nginx: SECKILL_LB_OPS_ADDR is SECKILL_LB_ADDR ($LB_ADDR): the operations server needs its own"
 	[[ -x $NGINX_BIN ]] || apt_install nginx
+	nginx_check_nofile
 	mkdir -p "$NGINX_PREFIX/logs" "$NGINX_PREFIX/temp"
 	nginx_render "$@" >"$NGINX_CONF.new"
 
@@ -81,6 +82,23 @@ nginx_render() {
 	tmpl=${tmpl//__OPS_LISTEN__/$OPS_ADDR}
 	tmpl=${tmpl//__UPSTREAM_SERVERS__/$servers}
 	printf '# Rendered from deploy/nginx/nginx.conf.tmpl by scripts/nginx.sh: do not edit.\n%s\n' "$tmpl"
+}
+
+# nginx_check_nofile warns when nginx's workers cannot have the open files the template asks for
+# (worker_rlimit_nofile, sized for 5,000 event streams): a worker raises its own limit, but above
+# the hard limit it inherits only with CAP_SYS_RESOURCE (bit 24 of CapEff). nginx then logs an
+# alert and runs on with fewer connections than worker_connections promises.
+nginx_check_nofile() {
+	local want hard caps
+	want=$(sed -n 's/^worker_rlimit_nofile \([0-9][0-9]*\);$/\1/p' "$NGINX_TEMPLATE")
+	hard=$(ulimit -Hn)
+	[[ -n $want && $hard != unlimited ]] || return 0
+	((hard < want)) || return 0
+	caps=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status 2>/dev/null || true)
+	if [[ -n $caps ]] && (((16#$caps >> 24) & 1)); then
+		return 0
+	fi
+	warn "nginx: open-file hard limit $hard is below the template's worker_rlimit_nofile $want: fewer event streams fit (raise the hard limit, e.g. ulimit -Hn $want as root, before make up)"
 }
 
 nginx_reload_if_changed() {

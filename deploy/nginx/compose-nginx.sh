@@ -18,7 +18,8 @@
 #                          nginx starts even if a name does not resolve yet. Empty: resolved once
 #                          at start, as `make up` does with its fixed 127.0.0.1 addresses.
 #   SECKILL_NGINX_TEMPLATE the template (default: next to this script)
-#   SECKILL_NGINX_PREFIX   nginx's prefix: nginx.conf, nginx.pid, logs/, temp/ (default /var/cache/nginx/seckill)
+#   SECKILL_NGINX_PREFIX   nginx's prefix: nginx.conf, nginx.pid, logs/, temp/ (request bodies, proxy
+#                          buffers, the public reads' micro-cache) (default /var/cache/nginx/seckill)
 #
 # Plain POSIX sh and sed: the image is Alpine (busybox). The access and error logs are symlinks to
 # the container's stdout and stderr, so `docker compose logs nginx` shows them.

@@ -58,7 +58,7 @@ func benchRouter(tb testing.TB, sales Sales, logTo io.Writer) http.Handler {
 	tb.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: benchLogLevel}))
-	h, err := New(Deps{Log: log, Sales: sales, Stampedes: noStampedes{}, HTTPMetrics: m}, Config{
+	h, err := New(Deps{Log: log, Sales: sales, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: m}, Config{
 		AdminToken:           "bench",
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),
@@ -247,4 +247,87 @@ func BenchmarkHarness(b *testing.B) {
 		h.ServeHTTP(httptest.NewRecorder(), reqs.next())
 	}
 	reportCPU(b, cpu)
+}
+
+// The public read benchmarks: GET one product through the real router (its middleware chain, the
+// board's pre-rendered answer) against the smallest gin handler that parses :id and answers a
+// product's JSON, built per request as a quick handler would.
+const productPath = "/api/v1/products/7"
+
+func bareGinGet() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	p := toProductJSON(testProduct)
+	r.GET("/api/v1/products/:id", func(c *gin.Context) {
+		if _, err := strconv.ParseInt(c.Param("id"), 10, 64); err != nil {
+			c.JSON(http.StatusBadRequest, gin.H{"error": gin.H{"code": "invalid_request", "message": "id"}})
+			return
+		}
+		c.JSON(http.StatusOK, p)
+	})
+	return r
+}
+
+func BenchmarkGetProduct(b *testing.B) {
+	read := readRouter(b, boardOf(testProduct), Deps{}, Config{})
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+		inm  string
+	}{
+		{"router", read, ""},
+		{"router/if-none-match", read, serve(read, "GET", productPath, "", nil, "Etag").Headers["Etag"]},
+		{"bare-gin", bareGinGet(), ""},
+	} {
+		b.Run("loopback/"+tc.name, func(b *testing.B) { benchGetLoopback(b, tc.h, tc.inm) })
+		b.Run("recorder/"+tc.name, func(b *testing.B) {
+			u, _ := url.Parse(productPath)
+			hdr := http.Header{}
+			if tc.inm != "" {
+				hdr["If-None-Match"] = []string{tc.inm}
+			}
+			b.ReportAllocs()
+			cpu := cpuTime(b)
+			for b.Loop() {
+				req := &http.Request{Method: http.MethodGet, URL: u, RequestURI: productPath, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+					Header: hdr, Body: http.NoBody, Host: "bench", RemoteAddr: "192.0.2.1:1234"}
+				tc.h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+			reportCPU(b, cpu)
+		})
+	}
+}
+
+// benchGetLoopback GETs the product from an httptest.Server over keep-alive connections, 8
+// clients at once (see benchLoopback).
+func benchGetLoopback(b *testing.B, h http.Handler, inm string) {
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	defer reportCPU(b, cpu)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+productPath, nil)
+			if inm != "" {
+				req.Header.Set("If-None-Match", inm)
+			}
+			res, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusNotModified {
+				b.Errorf("status %d", res.StatusCode)
+				return
+			}
+		}
+	})
 }

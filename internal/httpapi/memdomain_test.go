@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/ratelimit"
@@ -88,22 +89,16 @@ func (s *memStore) Product(_ context.Context, id int64) (sale.Product, error) {
 	return p, nil
 }
 
-func (s *memStore) Products(context.Context) ([]sale.Product, error) { return s.list(false), nil }
-
-func (s *memStore) ListedProducts(context.Context) ([]sale.Product, error) {
-	return s.list(true), nil
-}
-
-func (s *memStore) list(listedOnly bool) []sale.Product {
+func (s *memStore) Products(context.Context) ([]sale.Product, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []sale.Product
 	for id := int64(1); id <= s.nextID; id++ {
-		if p, ok := s.products[id]; ok && (p.Listed || !listedOnly) {
+		if p, ok := s.products[id]; ok {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (s *memStore) ProductsByID(_ context.Context, ids []int64) ([]sale.Product, error) {
@@ -314,6 +309,11 @@ func memRouterBuyers(tb testing.TB, buyers *buyer.Verifier) http.Handler {
 	log := slog.New(slog.DiscardHandler)
 	var orders sync.Mutex
 	n := 0
+	reads, err := board.New(board.Options{Store: st, Render: Renderer{}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reads.Refresh(context.Background())
 	svc, err := sale.NewService(sale.Options{
 		Store:           st,
 		Deductors:       map[sale.Strategy]sale.Deductor{sale.StrategyMySQL: st, sale.StrategyRedis: st, sale.StrategyZK: st},
@@ -326,6 +326,7 @@ func memRouterBuyers(tb testing.TB, buyers *buyer.Verifier) http.Handler {
 		},
 		Log:       log,
 		Admission: localAdmission{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 5, Burst: 10})},
+		OnChanged: reads.Learn,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -345,13 +346,14 @@ func memRouterBuyers(tb testing.TB, buyers *buyer.Verifier) http.Handler {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = svc.Run(ctx) })
 	wg.Go(func() { _ = runner.Run(ctx) })
+	wg.Go(func() { _ = reads.Run(ctx) })
 	tb.Cleanup(func() { cancel(); wg.Wait() })
 
 	m := metrics.New()
 	// The limits at their defaults, each replica's own (the fuzzers send from a few addresses and
 	// users: the 429s and their Retry-After are fuzzed too).
 	clients := localLimit{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 20, Burst: 40})}
-	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
+	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, Board: reads, HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
 		AdminToken:           fuzzAdminToken,
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),

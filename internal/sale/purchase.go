@@ -160,9 +160,8 @@ type Preparer interface {
 // Store is the persistence the sale domain needs.
 type Store interface {
 	Product(ctx context.Context, id int64) (Product, error)
-	// Products returns every product, by id; ListedProducts only those the storefront shows.
+	// Products returns every product, by id.
 	Products(ctx context.Context) ([]Product, error)
-	ListedProducts(ctx context.Context) ([]Product, error)
 	// ProductsByID returns those of the products ids that exist, in any order.
 	ProductsByID(ctx context.Context, ids []int64) ([]Product, error)
 	CreateProduct(ctx context.Context, np NewProduct, now time.Time) (Product, error)
@@ -227,6 +226,7 @@ type Service struct {
 	now       func() time.Time
 	newID     func() string
 	onReserve func()
+	onChanged func(Product)
 	defStrat  Strategy
 	log       *slog.Logger
 }
@@ -258,6 +258,10 @@ type Options struct {
 	Now func() time.Time
 	// OnReserve is called after every accepted purchase (the outbox relay uses it to wake up).
 	OnReserve func()
+	// OnChanged is called with a product this replica has just created or reset, before the
+	// answer (the read side learns it at once: its creator reads it back). Optional; it must not
+	// block.
+	OnChanged func(Product)
 }
 
 // NewService returns a Service, or an error naming the missing dependency. Run it (Run) for its
@@ -285,6 +289,7 @@ func NewService(o Options) (*Service, error) {
 		now:       o.Now,
 		newID:     o.NewOrderID,
 		onReserve: o.OnReserve,
+		onChanged: o.OnChanged,
 		defStrat:  o.DefaultStrategy,
 	}
 	if s.now == nil {
@@ -298,6 +303,9 @@ func NewService(o Options) (*Service, error) {
 	}
 	if s.onReserve == nil {
 		s.onReserve = func() {}
+	}
+	if s.onChanged == nil {
+		s.onChanged = func(Product) {}
 	}
 	log := o.Log
 	if log == nil {
@@ -490,11 +498,6 @@ func (s *Service) Product(ctx context.Context, id int64) (Product, error) {
 	return s.store.Product(ctx, id)
 }
 
-// Products returns the products the storefront shows, by id.
-func (s *Service) Products(ctx context.Context) ([]Product, error) {
-	return s.store.ListedProducts(ctx)
-}
-
 // AllProducts returns every product, listed or not, by id.
 func (s *Service) AllProducts(ctx context.Context) ([]Product, error) {
 	return s.store.Products(ctx)
@@ -569,6 +572,7 @@ func (s *Service) changed(ctx context.Context, p Product) {
 	}
 	c := Change{Kind: ChangeReset, ProductID: p.ID, Epoch: p.Epoch}
 	s.cache.apply(c)
+	s.onChanged(p)
 	s.feed.Publish(context.WithoutCancel(ctx), c)
 }
 

@@ -61,11 +61,6 @@ func (s *Store) Products(ctx context.Context) ([]sale.Product, error) {
 	return s.products(ctx, s.db.WithContext(ctx))
 }
 
-// ListedProducts returns the products the storefront shows, by id.
-func (s *Store) ListedProducts(ctx context.Context) ([]sale.Product, error) {
-	return s.products(ctx, s.db.WithContext(ctx).Where("listed"))
-}
-
 // ProductIDsWithStrategy returns the ids of the products sold with strategy st, in order.
 func (s *Store) ProductIDsWithStrategy(ctx context.Context, st sale.Strategy) ([]int64, error) {
 	var ids []int64
