@@ -150,9 +150,13 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	if err != nil {
 		return nil, err
 	}
-	var rates *MySQLRates
+	var (
+		rates    *MySQLRates
+		cpu      *yardstick.CPUShare
+		programs []yardstick.ProgramCPU
+	)
 	if w != nil {
-		rates = w.attackEnded(ctx, db)
+		rates, cpu, programs = w.attackEnded(ctx, db)
 	}
 	settled, unknown := settle(ctx, o, pid, answers)
 	say("%s: %d answers, %d settled after the attack; waiting for the order queue", label, len(answers), len(settled))
@@ -162,7 +166,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	}
 	if w != nil {
 		vr, violations := w.finish(ctx, sr, answers)
-		vr.MySQL = rates
+		vr.MySQL, vr.CPU, vr.Programs = rates, cpu, programs
 		sr.Viewers = vr
 		sr.Violations = append(sr.Violations, violations...)
 	}

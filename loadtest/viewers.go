@@ -14,12 +14,14 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
+	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
 // ViewersReport is the crowd that watched one attack, and MySQL during it.
@@ -30,6 +32,11 @@ type ViewersReport struct {
 	AcceptedVsNone float64 `json:"accepted_vs_no_viewers"`
 	// MySQL is the server's statement rate during the attack (nil when it could not be read).
 	MySQL *MySQLRates `json:"mysql,omitempty"`
+	// CPU is how the machine's CPU went during the attack, and Programs which programs used it
+	// (in cores, the largest few): the viewers' own client (this process) among them, for the
+	// load client shares the two cores with the servers it measures.
+	CPU      *yardstick.CPUShare    `json:"cpu,omitempty"`
+	Programs []yardstick.ProgramCPU `json:"programs,omitempty"`
 }
 
 // viewerOptions are the -viewers flags.
@@ -103,6 +110,8 @@ type watch struct {
 	productID int64
 	connected int
 	before    mysqlStatus
+	cpu       yardstick.CPUTimes
+	procs     yardstick.ProcessTimes
 	from, to  time.Time
 	say       func(string, ...any)
 }
@@ -113,6 +122,9 @@ func startWatch(ctx context.Context, o *options, productID int64, count int, say
 	w := &watch{o: o, productID: productID, say: say}
 	if count == 0 {
 		return w, nil
+	}
+	if missing := appapi.WaitVisible(ctx, o.targets, productID, 5*time.Second); len(missing) > 0 {
+		say("product %d not shown by %s after 5 s", productID, strings.Join(missing, ", "))
 	}
 	v := o.view
 	c, err := viewers.Start(ctx, viewers.Config{
@@ -147,21 +159,32 @@ func (w *watch) stop() {
 	}
 }
 
-// attackBegins marks the start of the measured window and reads MySQL's counters.
+// attackBegins marks the start of the measured window and reads MySQL's counters and the CPU's.
 func (w *watch) attackBegins(ctx context.Context, db *sql.DB) {
 	w.before, _ = readMySQLStatus(ctx, db)
+	w.cpu, _ = yardstick.ReadCPUTimes()
+	w.procs = yardstick.ReadProcessTimes()
 	w.from = time.Now()
 }
 
-// attackEnded marks its end and returns MySQL's rates over the window.
-func (w *watch) attackEnded(ctx context.Context, db *sql.DB) *MySQLRates {
+// attackEnded marks its end and returns MySQL's rates over the window, and where the CPU went.
+func (w *watch) attackEnded(ctx context.Context, db *sql.DB) (*MySQLRates, *yardstick.CPUShare, []yardstick.ProgramCPU) {
 	w.to = time.Now()
+	d := w.to.Sub(w.from)
+	var share *yardstick.CPUShare
+	if now, err := yardstick.ReadCPUTimes(); err == nil {
+		if s, err := now.ShareSince(w.cpu); err == nil {
+			share = &s
+		}
+	}
+	programs := yardstick.ReadProcessTimes().ProgramsSince(w.procs, d, os.Getpid())
+	programs = programs[:min(len(programs), 6)]
 	after, err := readMySQLStatus(ctx, db)
 	if err != nil || w.before == nil {
 		w.say("MySQL status counters: %v", err)
-		return nil
+		return nil, share, programs
 	}
-	return mysqlRates(w.before, after, w.to.Sub(w.from))
+	return mysqlRates(w.before, after, d), share, programs
 }
 
 // finish waits, once the attack is judged, up to -viewer-linger for every viewer to read the
@@ -316,6 +339,11 @@ func viewersMarkdown(ss []StrategyReport) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | **%s** | %s |\n", s.Strategy, cells[0], v.Mode, s.Verdict, strings.Join(cells[1:], " | "))
 	}
 	for _, s := range ss {
+		if v := s.Viewers; v != nil && (v.CPU != nil || len(v.Programs) > 0) {
+			fmt.Fprintf(&b, "\n- %s, CPU during the attack: %s", s.Label(), cpuLine(v))
+		}
+	}
+	for _, s := range ss {
 		if v := s.Viewers; v != nil && len(v.Failures) > 0 {
 			fmt.Fprintf(&b, "\n- %s, first viewer failures: %s", s.Label(), strings.Join(v.Failures, "; "))
 		}
@@ -339,6 +367,23 @@ func viewerCells(s *StrategyReport) []string {
 		viewerCell(v, strconv.Itoa(v.NoAnswer())), viewerCell(v, rate(v.EventsPerSec)),
 		viewerCell(v, latencyPair(v.Lag.Latency.P50, v.Lag.Latency.P99, v.Lag.Latency.Count)), viewerCell(v, msCell(v.LagFromSend.Latency.P99, v.LagFromSend.Latency.Count)),
 		viewerCell(v, soldOutCell(v)), mysqlCell(v.MySQL, true), mysqlCell(v.MySQL, false)}
+}
+
+// cpuLine is where the CPU went during an attack: "machine 97 % busy, 2 % stolen · seckill 1.21
+// cores · loadtest (this process) 0.43 · mariadbd 0.18".
+func cpuLine(v *ViewersReport) string {
+	var parts []string
+	if c := v.CPU; c != nil {
+		parts = append(parts, fmt.Sprintf("machine %.0f %% busy, %.0f %% stolen", 100*c.Busy, 100*c.Steal))
+	}
+	for i, p := range v.Programs {
+		unit := ""
+		if i == 0 {
+			unit = " cores"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f%s", p.Program, p.Cores, unit))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // viewerCell is cell, or — for an attack without viewers.

@@ -63,6 +63,9 @@ func (b *bench) read(ctx context.Context, targets []string, pprof, label string)
 	if err != nil {
 		return err
 	}
+	if missing := appapi.WaitVisible(ctx, targets, id, 10*time.Second); len(missing) > 0 {
+		return fmt.Errorf("read path: product %d not shown by %s after 10 s", id, strings.Join(missing, ", "))
+	}
 	row := Row{Kind: kindRead, What: "read path: GET one product", ProductID: id,
 		Config: fmt.Sprintf("%s · %s · %d connections · %s", o.soldOutWith, replicas(len(targets)), o.connections, label)}
 	b.say("read path: product %d, %d connections over %d replicas, %s + %s", id, o.connections, len(targets), o.warmup, o.duration)
@@ -104,6 +107,9 @@ func (b *bench) fanout(ctx context.Context, targets []string, pprof, label strin
 	}
 	row := Row{Kind: kindFanout, What: "fan-out: events delivered", ProductID: id,
 		Config: fmt.Sprintf("%s subscribers over %s · %s, %d purchase workers · %s", appapi.Thousands(o.subscribers), replicas(len(targets)), o.fanoutWith, o.fanoutBuyers, label)}
+	if missing := appapi.WaitVisible(ctx, targets, id, 10*time.Second); len(missing) > 0 {
+		return fmt.Errorf("fan-out: product %d not shown by %s after 10 s", id, strings.Join(missing, ", "))
+	}
 	b.say("fan-out: product %d, %d subscribers over %d replicas", id, o.subscribers, len(targets))
 	crowd, err := viewers.Start(ctx, viewers.Config{Mode: viewers.Stream, Count: o.subscribers, Targets: targets, ProductID: id, OwnAddresses: true})
 	if err != nil {

@@ -58,6 +58,35 @@ func (c *Client) Call(ctx context.Context, method, path string, body any, want i
 	return nil
 }
 
+// WaitVisible waits until every target shows the product (GET /api/v1/products/{id} answers
+// 200), at most timeout, and returns the targets that still do not. A replica's read side learns
+// of a product created on another within a refresh: a read sent there before is told 404.
+func WaitVisible(ctx context.Context, targets []string, productID int64, timeout time.Duration) []string {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	var missing []string
+	for _, t := range targets {
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/products/%d", t, productID), nil)
+			if err != nil {
+				return append(missing, t)
+			}
+			if res, err := client.Do(req); err == nil {
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				missing = append(missing, t)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return missing
+}
+
 // StatusError is an answer of another status than the one a Call wanted.
 type StatusError struct {
 	Method, Path string

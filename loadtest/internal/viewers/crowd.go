@@ -15,6 +15,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,6 +198,7 @@ func (c *Crowd) stop() *Result {
 	c.wg.Wait()
 	r := &Result{Mode: c.cfg.Mode, Count: len(c.viewers), Targets: c.cfg.Targets, Started: c.started, Stopped: c.cfg.Now(),
 		Events: map[string]int{}}
+	failures := map[string]int{}
 	for _, v := range c.viewers {
 		r.Reads = append(r.Reads, v.reads...)
 		r.EventTimes = append(r.EventTimes, v.eventTimes...)
@@ -208,15 +210,33 @@ func (c *Crowd) stop() *Result {
 		r.Drops += v.drops
 		r.Comments += v.comments
 		for _, f := range v.failures {
-			if len(r.Failures) < maxFailures {
-				r.Failures = append(r.Failures, f)
-			}
+			failures[f]++
 		}
 	}
+	r.Failures = topFailures(failures, maxFailures)
 	return r
 }
 
-const maxFailures = 8
+const maxFailures = 5
+
+// topFailures lists the n most frequent failures, "text × count", the most frequent first.
+func topFailures(counts map[string]int, n int) []string {
+	texts := make([]string, 0, len(counts))
+	for t := range counts {
+		texts = append(texts, t)
+	}
+	slices.SortFunc(texts, func(a, b string) int {
+		if counts[a] != counts[b] {
+			return counts[b] - counts[a]
+		}
+		return strings.Compare(a, b)
+	})
+	out := make([]string, 0, min(n, len(texts)))
+	for _, t := range texts[:min(n, len(texts))] {
+		out = append(out, fmt.Sprintf("%s × %d", t, counts[t]))
+	}
+	return out
+}
 
 // Read kinds.
 const (
@@ -248,7 +268,7 @@ type Result struct {
 	SoldOutAt        []time.Time    // per viewer; zero if it never read the sale sold out
 	Drops            int            // streams that ended while the viewer watched
 	Comments         int            // comment lines read (pings)
-	Failures         []string       // the first few transport errors and unexpected answers
+	Failures         []string       // the most frequent transport errors and unexpected answers: "text × viewers"
 }
 
 // viewer is one member of the crowd; only its goroutine touches it until Stop.
@@ -270,9 +290,11 @@ type viewer struct {
 	failures   []string
 }
 
+// fail notes a failure; a viewer keeps its first few different ones.
 func (v *viewer) fail(format string, args ...any) {
-	if len(v.failures) < 2 {
-		v.failures = append(v.failures, fmt.Sprintf(format, args...))
+	f := fmt.Sprintf(format, args...)
+	if len(v.failures) < 3 && !slices.Contains(v.failures, f) {
+		v.failures = append(v.failures, f)
 	}
 }
 
