@@ -97,12 +97,8 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		}
 		rep.Yardsticks = ys
 	}
-	counts := o.view.counts
-	if counts == nil {
-		counts = []int{0} // no crowd at all
-	}
 	for _, st := range o.strategies {
-		for _, n := range counts {
+		for _, n := range crowdRuns(o.view) {
 			sr, err := attackStrategy(ctx, db, o, admin, rep.RunID, st, n, say)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", st, err)
@@ -127,25 +123,22 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 // with -pay the payment phase (paymentPhase). With -viewers a crowd of viewers of that size
 // (none for 0) watches from before the attack until the sale is drained, and MySQL's counters are
 // read around the attack.
-func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, viewerCount int, say func(string, ...any)) (*StrategyReport, error) {
-	pid, err := admin.saleProduct(ctx, productName(strategy, viewerCount, o.view.mode), strategy, o.stock)
+func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, crowd crowdRun, say func(string, ...any)) (*StrategyReport, error) {
+	pid, err := admin.saleProduct(ctx, productName(strategy, crowd, o.view.mode), strategy, o.stock)
 	if err != nil {
 		return nil, err
 	}
-	label := strategy
-	if viewerCount > 0 {
-		label = fmt.Sprintf("%s · %d %s viewers", strategy, viewerCount, o.view.mode)
-	}
+	label := crowd.label(strategy, o.view.mode)
 	say("%s: product %d, %d units, %d buyers × %d attempts over %d replicas", label, pid, o.stock, o.buyers, o.attempts, len(o.targets))
 	var w *watch
 	if o.view.counts != nil {
-		if w, err = startWatch(ctx, o, pid, viewerCount, say); err != nil {
+		if w, err = startWatch(ctx, o, pid, crowd.count, say); err != nil {
 			return nil, err
 		}
 		defer w.stop()
 		w.attackBegins(ctx, db)
 	}
-	plan := planAttempts(o, runID, buyerTag(strategy, viewerCount))
+	plan := planAttempts(o, runID, buyerTag(strategy, crowd))
 	answers, events, err := attack(ctx, o, pid, plan, say)
 	if err != nil {
 		return nil, err
@@ -166,7 +159,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	}
 	if w != nil {
 		vr, violations := w.finish(ctx, sr, answers)
-		vr.MySQL, vr.CPU, vr.Programs = rates, cpu, programs
+		vr.MySQL, vr.CPU, vr.Programs, vr.Round = rates, cpu, programs, crowd.round
 		sr.Viewers = vr
 		sr.Violations = append(sr.Violations, violations...)
 	}
@@ -179,13 +172,16 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	return sr, nil
 }
 
-// buyerTag names an attack's buyers (planAttempts): the strategy, and the crowd size when there
-// is one, so that two attacks of one run never share a buyer or an Idempotency-Key.
-func buyerTag(strategy string, viewerCount int) string {
-	if viewerCount <= 0 {
-		return strategy
+// buyerTag names an attack's buyers (planAttempts): the strategy, and the crowd when there is
+// one, so that two attacks of one run never share a buyer or an Idempotency-Key.
+func buyerTag(strategy string, crowd crowdRun) string {
+	switch {
+	case crowd.round > 1:
+		return fmt.Sprintf("%s-v%d-r%d", strategy, crowd.count, crowd.round)
+	case crowd.count > 0:
+		return fmt.Sprintf("%s-v%d", strategy, crowd.count)
 	}
-	return fmt.Sprintf("%s-v%d", strategy, viewerCount)
+	return strategy
 }
 
 // account adds to sr's verdict that every planned request was answered and every unknown outcome

@@ -50,6 +50,10 @@ type pageView struct {
 	// Viewers is the viewers table (-viewers), ViewerColumns its figures' headings.
 	Viewers       []viewerRowView
 	ViewerColumns []string
+	// Rounds is the rounds table (-viewer-rounds), RoundsHeader its columns.
+	Rounds       [][]string
+	RoundsHeader []string
+	RoundsNote   string
 }
 
 // viewerRowView is one attack's row of the viewers table, its figures written as the Markdown's.
@@ -136,6 +140,9 @@ func newPageView(r *Report) pageView {
 		p.ViewerColumns = viewerColumns
 		p.Viewers = append(p.Viewers, viewerRowView{Strategy: s.Strategy, Mode: string(s.Viewers.Mode), Count: cells[0],
 			Color: colors[s.Label()], Verdict: strategyVerdict(s.Verdict), Cells: cells[1:]})
+	}
+	if p.Rounds = roundsRows(r.Strategies); len(p.Rounds) > 0 {
+		p.RoundsHeader, p.RoundsNote = roundsHeader, roundsNote
 	}
 	return p
 }

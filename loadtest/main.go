@@ -169,6 +169,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	viewerCounts := fs.String("viewers", "", "crowd sizes, comma-separated (e.g. 0,250,1000): each strategy is attacked once per size, on a product of its own, watched by that many viewers from before the attack until the sale is over and drained; the report sets the sizes side by side, with accepted/s ÷ the size 0 of the same strategy, and MySQL's statements/s during each attack (empty: no viewers)")
 	view := fs.String("view", string(viewers.Poll), "with -viewers: how they watch: poll (the product and its stats about once a second, the list every -list-every, revalidating with If-None-Match, as an open storefront does) or stream (GET /api/v1/events?product_id=N held, reconnecting with Last-Event-ID as EventSource does)")
 	viewerTargets := fs.String("viewer-targets", "", "with -viewers: base URLs the viewers read from, comma-separated; viewer i starts on the (i mod n)-th and moves on when it cannot connect (default: poll through the public entry http://$SECKILL_LB_ADDR, 127.0.0.1:8080, where nginx's micro-cache is; stream to -targets, the replicas)")
+	fs.IntVar(&o.view.rounds, "viewer-rounds", 1, "with -viewers: play the counts this many times per strategy, forwards then backwards (0,250,1000,1000,250,0,…), each attack on a product of its own, so that the machine's drift during the run weighs on every size alike; the report adds each size's medians")
 	fs.DurationVar(&o.view.warmup, "viewer-warmup", 2*time.Second, "with -viewers: how long the crowd watches before the attack begins (after every stream connected)")
 	fs.DurationVar(&o.view.connectFor, "viewer-connect", time.Minute, "with -viewers: the longest wait for every stream viewer to connect before the warm-up")
 	fs.DurationVar(&o.view.linger, "viewer-linger", 10*time.Second, "with -viewers: the longest wait, after the drain, for every viewer to read the sold out (one that has not by then fails the run)")
@@ -285,6 +286,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("-faults: -step must be positive, -fault-after and -fault-for not negative")
 	case len(o.view.counts) > 0 && (len(o.faults) > 0 || o.zoo):
 		return nil, errors.New("-viewers watch the attacks of the load test: not with -faults or -zoo")
+	case o.view.rounds < 1:
+		return nil, errors.New("-viewer-rounds must be at least 1")
 	case o.view.warmup < 0 || o.view.linger < 0 || o.view.connectFor < 0 || o.view.pollEvery <= 0 || o.view.listEvery <= 0:
 		return nil, errors.New("-viewer-warmup, -viewer-linger and -viewer-connect must not be negative, -poll-every and -list-every positive")
 	}

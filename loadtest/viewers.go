@@ -13,8 +13,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +29,10 @@ import (
 // ViewersReport is the crowd that watched one attack, and MySQL during it.
 type ViewersReport struct {
 	viewers.Summary
+	// Round is the attack's round of -viewer-rounds (1 and up; 0 with one round).
+	Round int `json:"round,omitempty"`
 	// AcceptedVsNone is the attack's accepted/s ÷ the same strategy's attack without viewers in
-	// this run (0 when none ran).
+	// this run (with rounds: the median of those attacks; 0 when none ran).
 	AcceptedVsNone float64 `json:"accepted_vs_no_viewers"`
 	// MySQL is the server's statement rate during the attack (nil when it could not be read).
 	MySQL *MySQLRates `json:"mysql,omitempty"`
@@ -42,6 +46,7 @@ type ViewersReport struct {
 // viewerOptions are the -viewers flags.
 type viewerOptions struct {
 	counts     []int // crowd sizes, one attack each per strategy; nil: no crowd, no viewers table
+	rounds     int   // times the counts are played, in alternating order
 	mode       viewers.Mode
 	targets    []string
 	warmup     time.Duration
@@ -87,20 +92,70 @@ func defaultViewerTargets(mode viewers.Mode, replicas []string, getenv func(stri
 	return []string{"http://" + lb}
 }
 
+// crowdRun is one attack's crowd: its size, and its round of -viewer-rounds (0 with one round).
+type crowdRun struct{ count, round int }
+
+// crowdRuns are the attacks of each strategy: the counts once without -viewer-rounds (one attack
+// without a crowd without -viewers), else the counts forwards, backwards, forwards…, one pass a
+// round, so that a drift of the machine during the run weighs on every size alike.
+func crowdRuns(v viewerOptions) []crowdRun {
+	if len(v.counts) == 0 {
+		return []crowdRun{{}}
+	}
+	if v.rounds <= 1 {
+		out := make([]crowdRun, len(v.counts))
+		for i, n := range v.counts {
+			out[i] = crowdRun{count: n}
+		}
+		return out
+	}
+	var out []crowdRun
+	for r := 1; r <= v.rounds; r++ {
+		for i := range v.counts {
+			if r%2 == 0 {
+				i = len(v.counts) - 1 - i
+			}
+			out = append(out, crowdRun{count: v.counts[i], round: r})
+		}
+	}
+	return out
+}
+
+// label names the attack in progress lines.
+func (c crowdRun) label(strategy string, mode viewers.Mode) string {
+	l := strategy
+	if c.count > 0 {
+		l += fmt.Sprintf(" · %d %s viewers", c.count, mode)
+	}
+	if c.round > 0 {
+		l += fmt.Sprintf(" · round %d", c.round)
+	}
+	return l
+}
+
 // Label names an attack: its strategy, and its crowd when it had one.
 func (sr *StrategyReport) Label() string {
-	if v := sr.Viewers; v != nil && v.Viewers > 0 {
-		return fmt.Sprintf("%s · %s %s viewers", sr.Strategy, appapi.Thousands(v.Viewers), v.Mode)
+	v := sr.Viewers
+	l := sr.Strategy
+	if v != nil && v.Viewers > 0 {
+		l += fmt.Sprintf(" · %s %s viewers", appapi.Thousands(v.Viewers), v.Mode)
 	}
-	return sr.Strategy
+	if v != nil && v.Round > 0 {
+		l += fmt.Sprintf(" · round %d", v.Round)
+	}
+	return l
 }
 
 // productName is the product an attack sells: one per strategy and crowd, reset by each run.
-func productName(strategy string, count int, mode viewers.Mode) string {
-	if count <= 0 {
-		return "loadtest · " + strategy
+func productName(strategy string, c crowdRun, mode viewers.Mode) string {
+	name := "loadtest · " + strategy
+	if c.count > 0 {
+		name += fmt.Sprintf(" · %d %s viewers", c.count, mode)
 	}
-	return fmt.Sprintf("loadtest · %s · %d %s viewers", strategy, count, mode)
+	if c.round > 1 {
+		name += fmt.Sprintf(" · round %d", c.round)
+	}
+	return name
 }
 
 // watch is one attack's crowd: started before the attack, stopped once the sale is over.
@@ -241,19 +296,115 @@ func statusList(s viewers.Summary) string {
 	return strings.Join(parts, " · ")
 }
 
-// relateToNoViewers sets each attack's accepted/s ÷ that of its strategy's attack without viewers.
+// relateToNoViewers sets each attack's accepted/s ÷ that of its strategy's attack without
+// viewers (with rounds: the median of those attacks).
 func relateToNoViewers(ss []StrategyReport) {
-	base := map[string]float64{}
+	none := map[string][]float64{}
 	for _, s := range ss {
 		if s.Viewers != nil && s.Viewers.Viewers == 0 {
-			base[s.Strategy] = s.AcceptedPerSec
+			none[s.Strategy] = append(none[s.Strategy], s.AcceptedPerSec)
 		}
 	}
 	for i := range ss {
 		if v := ss[i].Viewers; v != nil {
-			v.AcceptedVsNone = ratioOf(ss[i].AcceptedPerSec, base[ss[i].Strategy])
+			v.AcceptedVsNone = ratioOf(ss[i].AcceptedPerSec, median(none[ss[i].Strategy]))
 		}
 	}
+}
+
+// median is the middle of xs (the mean of the two middles), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// roundsHeader is the rounds table's columns; roundsNote says how to read it.
+var roundsHeader = []string{"strategy", "viewers", "mode", "rounds", "accepted/s", "÷ 0 viewers", "lag p99 ms", "5xx", "sold out read", "MySQL reads/s", "MySQL writes/s", "verdicts"}
+
+const roundsNote = "The rounds summed up: per crowd size, the median over its rounds (÷ 0 viewers: the median of the rounds' ratios to the median attack without viewers; in brackets each round's); 5xx and sold out read over all its rounds."
+
+// roundsRows are, for a run of several rounds (-viewer-rounds), each crowd size's attacks summed
+// up, in roundsHeader's columns: medians over the rounds, and the correctness figures of all of
+// them. None for a run of one round.
+func roundsRows(ss []StrategyReport) [][]string {
+	type key struct {
+		strategy string
+		count    int
+	}
+	var keys []key // in the run's order: strategies as attacked, sizes as the first round had them
+	by := map[key][]*StrategyReport{}
+	for i := range ss {
+		s := &ss[i]
+		if s.Viewers == nil || s.Viewers.Round == 0 {
+			continue
+		}
+		k := key{s.Strategy, s.Viewers.Viewers}
+		if by[k] == nil {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], s)
+	}
+	var rows [][]string
+	for _, k := range keys {
+		runs := by[k]
+		var acc, ratios, lag, reads, writes []float64
+		fiveXX, seen, viewers := 0, 0, 0
+		verdicts := map[string]int{}
+		for _, s := range runs {
+			v := s.Viewers
+			acc = append(acc, s.AcceptedPerSec)
+			ratios = append(ratios, v.AcceptedVsNone)
+			if v.Lag.Latency.Count > 0 {
+				lag = append(lag, v.Lag.Latency.P99)
+			}
+			if v.MySQL != nil {
+				reads, writes = append(reads, v.MySQL.ReadsPerSec), append(writes, v.MySQL.WritesPerSec)
+			}
+			fiveXX += v.FiveXX()
+			seen, viewers = seen+v.SoldOutSeen, viewers+v.Viewers
+			verdicts[s.Verdict]++
+		}
+		ratioCells := make([]string, len(ratios))
+		for i, r := range ratios {
+			ratioCells[i] = ratio(r)
+		}
+		var vs []string
+		for _, w := range slices.Sorted(maps.Keys(verdicts)) {
+			vs = append(vs, fmt.Sprintf("%s × %d", w, verdicts[w]))
+		}
+		lagCell, soldCell := "—", "—"
+		if len(lag) > 0 {
+			lagCell = formatNum(median(lag), 1)
+		}
+		if viewers > 0 {
+			soldCell = fmt.Sprintf("%s of %s", appapi.Thousands(seen), appapi.Thousands(viewers))
+		}
+		rows = append(rows, []string{k.strategy, appapi.Thousands(k.count), string(runs[0].Viewers.Mode), strconv.Itoa(len(runs)),
+			fmt.Sprintf("%.0f", median(acc)), fmt.Sprintf("%s (%s)", ratio(median(ratios)), strings.Join(ratioCells, ", ")),
+			lagCell, strconv.Itoa(fiveXX), soldCell, rate(median(reads)), rate(median(writes)), strings.Join(vs, ", ")})
+	}
+	return rows
+}
+
+// viewersRoundsMarkdown is the rounds table (roundsRows), empty for a run of one round.
+func viewersRoundsMarkdown(ss []StrategyReport) string {
+	rows := roundsRows(ss)
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n" + roundsNote + "\n\n| " + strings.Join(roundsHeader, " | ") + " |\n|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
+	return b.String()
 }
 
 // ---------------------------------------------------------------- MySQL's own counters
@@ -348,6 +499,7 @@ func viewersMarkdown(ss []StrategyReport) string {
 			fmt.Fprintf(&b, "\n- %s, first viewer failures: %s", s.Label(), strings.Join(v.Failures, "; "))
 		}
 	}
+	b.WriteString(viewersRoundsMarkdown(ss))
 	if b.Len() > 0 {
 		b.WriteString("\n")
 	}

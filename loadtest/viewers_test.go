@@ -79,14 +79,87 @@ func TestLabelsAndNames(t *testing.T) {
 	if sr.Label() != "mysql · 5,000 stream viewers" {
 		t.Errorf("5000 stream viewers: %q", sr.Label())
 	}
-	if got := productName("zk", 0, viewers.Poll); got != "loadtest · zk" {
-		t.Errorf("productName 0: %q (the product of a run without viewers)", got)
+	sr.Viewers.Round = 2
+	if sr.Label() != "mysql · 5,000 stream viewers · round 2" {
+		t.Errorf("round 2: %q", sr.Label())
 	}
-	if got := productName("zk", 250, viewers.Poll); got != "loadtest · zk · 250 poll viewers" {
-		t.Errorf("productName 250: %q", got)
+	for _, tc := range []struct {
+		crowd        crowdRun
+		product, tag string
+	}{
+		{crowdRun{}, "loadtest · zk", "zk"}, // the product and buyers of a run without viewers
+		{crowdRun{count: 250}, "loadtest · zk · 250 poll viewers", "zk-v250"},
+		{crowdRun{count: 0, round: 1}, "loadtest · zk", "zk"},
+		{crowdRun{count: 0, round: 2}, "loadtest · zk · round 2", "zk-v0-r2"},
+		{crowdRun{count: 250, round: 3}, "loadtest · zk · 250 poll viewers · round 3", "zk-v250-r3"},
+	} {
+		if got := productName("zk", tc.crowd, viewers.Poll); got != tc.product {
+			t.Errorf("productName %+v: %q, want %q", tc.crowd, got, tc.product)
+		}
+		if got := buyerTag("zk", tc.crowd); got != tc.tag {
+			t.Errorf("buyerTag %+v: %q, want %q", tc.crowd, got, tc.tag)
+		}
 	}
-	if buyerTag("zk", 0) != "zk" || buyerTag("zk", 250) != "zk-v250" {
-		t.Errorf("buyer tags %q, %q", buyerTag("zk", 0), buyerTag("zk", 250))
+}
+
+func TestCrowdRuns(t *testing.T) {
+	for _, tc := range []struct {
+		v    viewerOptions
+		want []crowdRun
+	}{
+		{viewerOptions{}, []crowdRun{{}}},
+		{viewerOptions{counts: []int{0, 250, 1000}, rounds: 1}, []crowdRun{{0, 0}, {250, 0}, {1000, 0}}},
+		{viewerOptions{counts: []int{0, 250, 1000}, rounds: 3}, []crowdRun{{0, 1}, {250, 1}, {1000, 1}, {1000, 2}, {250, 2}, {0, 2}, {0, 3}, {250, 3}, {1000, 3}}},
+	} {
+		if diff := cmp.Diff(tc.want, crowdRuns(tc.v), cmp.AllowUnexported(crowdRun{})); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.v, diff)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
+
+// TestViewersRounds: with rounds, each attack is related to the median attack without viewers,
+// and each size is summed up over its rounds.
+func TestViewersRounds(t *testing.T) {
+	mk := func(count, round int, acc float64, verdict string, seen int) StrategyReport {
+		s := StrategyReport{Strategy: "mysql", AcceptedPerSec: acc, Verdict: verdict, Viewers: &ViewersReport{
+			Summary: viewers.Summary{Mode: viewers.Poll, Viewers: count, SoldOutSeen: seen},
+			Round:   round, MySQL: &MySQLRates{ReadsPerSec: 100, WritesPerSec: 50}}}
+		if count > 0 {
+			s.Viewers.Lag.Latency = yardstick.Latency{Count: 1, P99: acc}
+		}
+		return s
+	}
+	ss := []StrategyReport{
+		mk(0, 1, 400, "PASS", 0), mk(1000, 1, 300, "PASS", 1000),
+		mk(1000, 2, 380, "FAIL", 999), mk(0, 2, 600, "PASS", 0),
+		mk(0, 3, 500, "PASS", 0), mk(1000, 3, 450, "PASS", 1000),
+	}
+	relateToNoViewers(ss)
+	if got := ss[1].Viewers.AcceptedVsNone; got != 0.6 {
+		t.Errorf("round 1's 1,000: ÷ 0 viewers %.2f, want 300 ÷ the median 500", got)
+	}
+	md := viewersRoundsMarkdown(ss)
+	for _, want := range []string{
+		"| mysql | 0 | poll | 3 | 500 | 1.00 (0.80, 1.20, 1.00) | — | 0 | — | 100 | 50 | PASS × 3 |",
+		"| mysql | 1,000 | poll | 3 | 380 | 0.76 (0.60, 0.76, 0.90) | 380 | 0 | 2,999 of 3,000 | 100 | 50 | FAIL × 1, PASS × 2 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the rounds table lacks %q:\n%s", want, md)
+		}
+	}
+	if viewersRoundsMarkdown(ss[:0]) != "" {
+		t.Error("a rounds table without rounds")
 	}
 }
 

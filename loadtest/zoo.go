@@ -447,7 +447,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 	}
 	lo := *o
 	lo.rate = 0
-	sr, err := attackStrategy(ctx, db, &lo, admin, rep.RunID, string(st), 0, say)
+	sr, err := attackStrategy(ctx, db, &lo, admin, rep.RunID, string(st), crowdRun{}, say)
 	if err != nil {
 		return nil, err
 	}
