@@ -517,7 +517,7 @@ func viewerCells(s *StrategyReport) []string {
 		viewerCell(v, rate(v.ReadsPerSec)), viewerCell(v, latencyPair(v.ReadLatency.P50, v.ReadLatency.P99, v.ReadLatency.Count)),
 		viewerCell(v, share(v.NotModifiedShare, v.Reads)), viewerCell(v, strconv.Itoa(v.TooMany())), viewerCell(v, strconv.Itoa(v.FiveXX())),
 		viewerCell(v, strconv.Itoa(v.NoAnswer())), viewerCell(v, rate(v.EventsPerSec)),
-		viewerCell(v, latencyPair(v.Lag.Latency.P50, v.Lag.Latency.P99, v.Lag.Latency.Count)), viewerCell(v, msCell(v.LagFromSend.Latency.P99, v.LagFromSend.Latency.Count)),
+		viewerCell(v, lagCell(v.Lag)), viewerCell(v, msCell(v.LagFromSend.Latency.P99, v.LagFromSend.Latency.Count)),
 		viewerCell(v, soldOutCell(v)), mysqlCell(v.MySQL, true), mysqlCell(v.MySQL, false)}
 }
 
@@ -551,6 +551,16 @@ func latencyPair(p50, p99 float64, n int) string {
 		return "—"
 	}
 	return fmt.Sprintf("%s / %s", formatNum(p50, 1), formatNum(p99, 1))
+}
+
+// lagCell is "p50 / p99", and the share of the samples no viewer ever read (a stock that never
+// reached the units acknowledged: the unsafe control's lost updates, or a viewer cut off).
+func lagCell(l viewers.Lag) string {
+	cell := latencyPair(l.Latency.P50, l.Latency.P99, l.Latency.Count)
+	if l.Missed > 0 && l.Samples > 0 {
+		cell += fmt.Sprintf(" (%.0f %% never read)", 100*float64(l.Missed)/float64(l.Samples))
+	}
+	return cell
 }
 
 func msCell(v float64, n int) string {

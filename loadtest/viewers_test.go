@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill-go/seckill-go/internal/apptest"
 	"github.com/seckill-go/seckill-go/loadtest/internal/viewers"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
@@ -274,4 +275,59 @@ func viewersReport() *Report {
 	relateToNoViewers(r.Strategies)
 	r.Passed = false
 	return r
+}
+
+// TestViewersSmoke is the watched stampede in small, inside `make test`: three replicas of the
+// app, a mysql sale of 50 units attacked without viewers and with 30, polling (the replicas
+// directly: no nginx here) and then streaming. Every attack must pass, each viewer read the sold
+// out, none was answered 5xx, and the report carries the figures.
+func TestViewersSmoke(t *testing.T) {
+	stack, targets := apptest.Cluster(t, 3, nil)
+	for _, mode := range []string{"poll", "stream"} {
+		t.Run(mode, func(t *testing.T) {
+			o, err := parseOptions([]string{
+				"-targets", strings.Join(targets, ","), "-strategies", "mysql",
+				"-stock", "50", "-buyers", "500", "-workers", "16", "-baseline", "0", "-drain-timeout", "60s",
+				"-viewers", "0,30", "-view", mode, "-viewer-targets", strings.Join(targets, ","), "-viewer-warmup", "500ms",
+				"-poll-every", "200ms", "-list-every", "1s",
+				"-admin-token", apptest.AdminToken, "-mysql-dsn", stack.DSN, "-out", "",
+			}, func(string) string { return "" }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := openDB(o.mysqlDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			rep, err := runAll(t.Context(), db, o, t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(markdown(rep))
+			if !rep.Passed || len(rep.Strategies) != 2 {
+				t.Fatalf("passed %v, %d attacks; want a pass of 2", rep.Passed, len(rep.Strategies))
+			}
+			none, watched := rep.Strategies[0].Viewers, rep.Strategies[1].Viewers
+			if none == nil || none.Viewers != 0 || none.MySQL == nil || none.AcceptedVsNone != 1 {
+				t.Errorf("the attack without viewers: %+v", none)
+			}
+			if watched == nil || watched.Viewers != 30 || watched.SoldOutSeen != 30 || watched.FiveXX() != 0 || watched.MySQL == nil {
+				t.Fatalf("the watched attack: %+v", watched)
+			}
+			if watched.Lag.Samples != 30*50 || watched.Lag.Missed != 0 || watched.Lag.Latency.Count == 0 {
+				t.Errorf("lag %+v: want 30 viewers × 50 units, none missed", watched.Lag)
+			}
+			switch mode {
+			case "poll":
+				if watched.Status[200] == 0 || watched.Status[304] == 0 || watched.ByKind[viewers.KindList] == 0 {
+					t.Errorf("polls: status %v, by kind %v; want 200s, 304s and the list read", watched.Status, watched.ByKind)
+				}
+			case "stream":
+				if watched.Events["snapshot"] < 30 || watched.Events["sold_out"] == 0 || watched.EventsPerSec <= 0 {
+					t.Errorf("events %v, %.0f/s: want a snapshot per viewer and the sold out", watched.Events, watched.EventsPerSec)
+				}
+			}
+		})
+	}
 }
