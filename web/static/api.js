@@ -63,8 +63,20 @@ export const products = () => call('/api/v1/products').then((d) => d.products);
 /** strategies lists the stock strategies, in catalog order, each with whether this server serves it. */
 export const strategies = () => call('/api/v1/strategies').then((d) => d.strategies);
 
-/** stats returns a product's stock counters and live rates. */
+/**
+ * stats returns a product's public figures: initial_stock, stock, sold_units and the live rates
+ * (requests_per_sec, accepted_per_sec, rate_window_sec, rates_available, per_second).
+ */
 export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`);
+
+/**
+ * adminStats returns a product's exact audit (admin): the public figures and reserved,
+ * confirmed_units, orders_confirmed, oversold and the units by order state, read from MySQL.
+ */
+export const adminStats = (token, id) => call(`/api/v1/admin/products/${enc(id)}/stats`, { token });
+
+/** health asks the server whether it is up: the cheapest answer, read for its Date header. */
+export const health = () => call('/healthz');
 
 /**
  * purchase buys one unit as user; key is the Idempotency-Key (reuse it to retry safely); token,
