@@ -59,7 +59,7 @@ func TestStorefrontBuyerToken(t *testing.T) {
 	p.do("buy with the token", chromedp.Click(chromedp.CSS(buy)))
 	p.waitJS("the order confirmed", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="confirmed"]')`, card(product)), 30*time.Second)
 
-	stats := admin.MustDo(t, "GET", fmt.Sprintf("/api/v1/admin/products/%d/stats", product), nil, nil)
+	stats := apptest.Client{URL: a.URL, Token: apptest.AdminToken}.MustDo(t, "GET", fmt.Sprintf("/api/v1/admin/products/%d/stats", product), nil, nil)
 	if stats.Num("orders_confirmed") != 1 {
 		t.Fatalf("stats after the purchase: %s, want 1 confirmed order", stats.Raw)
 	}

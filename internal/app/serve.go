@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/changefeed"
 	"github.com/seckill-go/seckill-go/internal/checkout"
@@ -23,9 +24,11 @@ import (
 	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/payment"
+	"github.com/seckill-go/seckill-go/internal/ratelimit"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 	"github.com/seckill-go/seckill-go/internal/stampede/redisboard"
+	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/web"
 )
 
@@ -162,6 +165,11 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		Metrics:              r.metrics.Handler(),
 		Web:                  web.FS(),
 		OpsOnly:              !cfg.Run.API,
+		Streams: httpapi.StreamConfig{
+			Max:       cfg.Read.StreamsMax,
+			PerClient: cfg.Read.StreamsPerClient,
+			Heartbeat: cfg.Read.Heartbeat,
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -223,6 +231,10 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	if clients != nil {
 		deps.ClientLimit = clients
 	}
+	reads, err := r.buildReads(live, deps, p)
+	if err != nil {
+		return err
+	}
 	svc, err := sale.NewService(sale.Options{
 		Admission:       admission,
 		Store:           r.store,
@@ -234,6 +246,7 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 		Refresh:         cfg.Sale.Refresh,
 		Log:             log.With("component", "sale"),
 		OnReserve:       wake,
+		OnChanged:       reads.Learn,
 	})
 	if err != nil {
 		return err
@@ -273,8 +286,50 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	}
 	deps.Sales, deps.Stampedes, deps.Live = svc, launcher, live
 	p.front = append(p.front, runner.Run)
-	p.back = append(p.back, live.Run, svc.Run, func(ctx context.Context) error { return feed.Run(ctx, svc.ApplyChange) })
+	p.back = append(p.back, live.Run, svc.Run, reads.Run, func(ctx context.Context) error {
+		return feed.Run(ctx, func(c sale.Change) {
+			svc.ApplyChange(c)
+			reads.Apply(c)
+		})
+	})
 	return nil
+}
+
+// buildReads makes the read side: the board every public read is answered from (the products
+// from MySQL, redis-lua's live stock and the rates from Redis), the per-client limit of reads, and
+// the end of the event streams as soon as shutdown begins.
+func (r *resources) buildReads(rates *livestats.Recorder, deps *httpapi.Deps, p *parts) (*board.Board, error) {
+	cfg := r.cfg
+	m := r.metrics.RegisterReads()
+	b, err := board.New(board.Options{
+		Store:   r.store,
+		Live:    map[sale.Strategy]board.LiveStock{sale.StrategyRedisLua: redislua.NewStocks(r.rdb, cfg.DatabaseName())},
+		Rates:   rates,
+		Render:  httpapi.Renderer{},
+		Metrics: m,
+		Refresh: cfg.Read.Refresh,
+		Log:     r.log.With("component", "board"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The first read before the API serves: a replica answers reads from its first request. If it
+	// fails, reads answer 503 until Run's next refresh succeeds.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b.Refresh(ctx)
+	deps.Board, deps.StreamMetrics = b, m
+	if l := ratelimit.NewLocal(ratelimit.Limit{PerSecond: cfg.Read.PerClientRate, Burst: cfg.Read.PerClientBurst}); l != nil {
+		deps.ReadLimit = l
+	}
+	closing := make(chan struct{})
+	deps.Closing = closing
+	p.front = append(p.front, func(ctx context.Context) error {
+		<-ctx.Done()
+		close(closing)
+		return nil
+	})
+	return b, nil
 }
 
 // prefixStrings is ps as gin takes trusted proxies.

@@ -98,6 +98,19 @@ type Config struct {
 		Exempt      []netip.Prefix
 		MaxInflight int
 	}
+	// Read configures the read side (docs/read-path.md): the board every public read is
+	// answered from, the per-client limit of reads, and the event streams.
+	Read struct {
+		// Refresh is how often a replica's board re-reads the products: its staleness bound.
+		Refresh        time.Duration
+		PerClientRate  float64
+		PerClientBurst int
+		// StreamsMax and StreamsPerClient bound the open event streams of a replica, in all and
+		// per client address.
+		StreamsMax       int
+		StreamsPerClient int
+		Heartbeat        time.Duration
+	}
 	// Live configures the storefront's live figures: a Redis pool of their own.
 	Live struct {
 		RedisPool    int
@@ -218,6 +231,12 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_RATE_CLIENT_BURST", flag: "rate-client-burst", def: "40", usage: "burst of the per-client rate limit", set: integer(&c.Limits.PerClientBurst)},
 		{env: "SECKILL_TRUSTED_PROXIES", flag: "trusted-proxies", def: "127.0.0.0/8,::1", usage: "addresses or CIDRs of the proxies whose X-Forwarded-For names the client, comma-separated (none: trust no proxy)", set: prefixes(&c.Limits.TrustedProxies)},
 		{env: "SECKILL_RATE_EXEMPT", flag: "rate-exempt", def: "127.0.0.0/8,::1", usage: "client addresses or CIDRs the per-client limit lets through, comma-separated (none: no exemption); the load test and the stampede launcher run on loopback", set: prefixes(&c.Limits.Exempt)},
+		{env: "SECKILL_BOARD_REFRESH", flag: "board-refresh", def: "250ms", usage: "how often a replica's board (what every public read and event stream shows) re-reads the products: the staleness bound of the viewers' figures", set: dur(&c.Read.Refresh)},
+		{env: "SECKILL_READ_RATE", flag: "read-rate", def: "50", usage: "public reads (products, stats, streams opened) per second per client address, in each replica's memory (0: no limit); SECKILL_RATE_EXEMPT addresses pass", set: float(&c.Read.PerClientRate)},
+		{env: "SECKILL_READ_BURST", flag: "read-burst", def: "100", usage: "burst of the per-client read limit", set: integer(&c.Read.PerClientBurst)},
+		{env: "SECKILL_STREAMS_MAX", flag: "streams-max", def: "10000", usage: "event streams open at once per replica before refusing with 503", set: integer(&c.Read.StreamsMax)},
+		{env: "SECKILL_STREAMS_PER_CLIENT", flag: "streams-per-client", def: "8", usage: "event streams open at once per client address before refusing with 429; SECKILL_RATE_EXEMPT addresses are not counted", set: integer(&c.Read.StreamsPerClient)},
+		{env: "SECKILL_STREAM_HEARTBEAT", flag: "stream-heartbeat", def: "15s", usage: "longest silence of an event stream before a comment keeps it alive", set: dur(&c.Read.Heartbeat)},
 		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
 		{env: "SECKILL_LIVE_REDIS_POOL", flag: "live-redis-pool", def: "8", usage: "connections of the live figures' own Redis pool (storefront rates, stampede progress)", set: integer(&c.Live.RedisPool)},
 		{env: "SECKILL_LIVE_REDIS_TIMEOUT", flag: "live-redis-timeout", def: "500ms", usage: "read and write timeout of the live figures' Redis calls: a slow Redis costs the stats this, never a purchase", set: dur(&c.Live.RedisTimeout)},
@@ -312,7 +331,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}, {"SECKILL_PAYMENT_WINDOW", c.Payment.Window}, {"SECKILL_EXPIRE_EVERY", c.Payment.ExpireEvery}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}, {"SECKILL_PAYMENT_WINDOW", c.Payment.Window}, {"SECKILL_EXPIRE_EVERY", c.Payment.ExpireEvery}, {"SECKILL_BOARD_REFRESH", c.Read.Refresh}, {"SECKILL_STREAM_HEARTBEAT", c.Read.Heartbeat}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}
@@ -322,6 +341,9 @@ func (c *Config) validate() error {
 	}
 	if c.Limits.PerUserRate < 0 || c.Limits.PerUserBurst < 0 || c.Limits.PerClientRate < 0 || c.Limits.PerClientBurst < 0 || c.Limits.MaxInflight < 0 {
 		add("SECKILL_RATE_PER_USER, SECKILL_RATE_BURST, SECKILL_RATE_PER_CLIENT, SECKILL_RATE_CLIENT_BURST and SECKILL_MAX_INFLIGHT must not be negative")
+	}
+	if c.Read.PerClientRate < 0 || c.Read.PerClientBurst < 0 || c.Read.StreamsMax < 1 || c.Read.StreamsPerClient < 1 {
+		add("SECKILL_READ_RATE and SECKILL_READ_BURST must not be negative, SECKILL_STREAMS_MAX and SECKILL_STREAMS_PER_CLIENT must be at least 1")
 	}
 	if c.Payment.Latency < 0 || !(c.Payment.FailureRate >= 0 && c.Payment.FailureRate <= 1) {
 		add("SECKILL_PAYMENT_LATENCY must not be negative and SECKILL_PAYMENT_FAILURE_RATE must be between 0 and 1")

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -36,8 +38,38 @@ func (f fakeSales) Purchase(_ context.Context, req sale.PurchaseRequest) (sale.R
 	return f.purchase(req)
 }
 
+func (fakeSales) Order(context.Context, string) (sale.Order, error) {
+	return sale.Order{}, sale.ErrNotFound
+}
+
+func (fakeSales) AllProducts(context.Context) ([]sale.Product, error) {
+	return []sale.Product{testProduct}, nil
+}
+
 func (fakeSales) Stats(context.Context, int64) (sale.Stats, error) {
 	return sale.Stats{InitialStock: 10, Stock: 0}, nil
+}
+
+// productStore is a board.Store over fixed products.
+type productStore []sale.Product
+
+func (s productStore) Products(context.Context) ([]sale.Product, error) { return slices.Clone(s), nil }
+
+// testProduct is the product of testRouter's board: listed, on sale, 4 of 10 left.
+var testProduct = sale.Product{
+	ID: 7, Name: "Seven", PriceCents: 700, Stock: 4, InitialStock: 10, Strategy: sale.StrategyMySQL,
+	SaleStartsAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), SaleEndsAt: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC),
+	PerUserLimit: 1, Listed: true, Epoch: 1,
+}
+
+// boardOf returns a loaded board of ps, rendered as the API serves it.
+func boardOf(ps ...sale.Product) *board.Board {
+	b, err := board.New(board.Options{Store: productStore(ps), Render: Renderer{}})
+	if err != nil {
+		panic(err)
+	}
+	b.Refresh(context.Background())
+	return b
 }
 
 type failingRates struct{}
@@ -82,7 +114,7 @@ func testRouter(tb testing.TB, purchase func(sale.PurchaseRequest) (sale.Receipt
 	cfg.Metrics = m.Handler()
 	cfg.Web = fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h, err := New(Deps{Log: log, Sales: fakeSales{purchase: purchase}, Stampedes: noStampedes{}, HTTPMetrics: m, Live: failingRates{}}, cfg)
+	h, err := New(Deps{Log: log, Sales: fakeSales{purchase: purchase}, Stampedes: noStampedes{}, Board: boardOf(testProduct), HTTPMetrics: m, Live: failingRates{}}, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -103,7 +135,15 @@ type response struct {
 // is sent as Content-Type: application/json unless header says otherwise; a header given as ""
 // is not sent.
 func serve(h http.Handler, method, path, body string, header map[string]string, keep ...string) response {
+	return serveWith(h, method, path, body, header, nil, keep...)
+}
+
+// serveWith is serve with the request changed by edit (if not nil) before it is sent.
+func serveWith(h http.Handler, method, path, body string, header map[string]string, edit func(*http.Request), keep ...string) response {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if edit != nil {
+		edit(req)
+	}
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -251,7 +291,7 @@ func (l *fixedLimit) Allow(_ context.Context, key string) (bool, time.Duration) 
 // 429 with the wait in Retry-After, rounded up to whole seconds.
 func TestClientLimit(t *testing.T) {
 	lim := &fixedLimit{refuse: map[string]bool{"203.0.113.7": true}, wait: 2100 * time.Millisecond}
-	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{purchase: failWith(sale.ErrSoldOut)}, Stampedes: noStampedes{}, HTTPMetrics: metrics.New(), ClientLimit: lim}, Config{
+	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{purchase: failWith(sale.ErrSoldOut)}, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: metrics.New(), ClientLimit: lim}, Config{
 		AdminToken: "test-token", Metrics: http.NotFoundHandler(), Web: fstest.MapFS{"index.html": {Data: []byte("x")}},
 		TrustedProxies: []string{"10.0.0.1"}, RateExempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	})
@@ -341,6 +381,7 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 		method   string
 		path     string
 		id       string // sent as X-Request-ID; "" sends none
+		auth     string // sent as Authorization
 		wantMsgs []string
 	}{
 		{name: "sold out, caller's id", purchase: failWith(sale.ErrSoldOut), id: "lb-1234",
@@ -355,7 +396,7 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 			wantMsgs: []string{"request failed unexpectedly", "http request"}},
 		{name: "panic", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { panic("boom") },
 			wantMsgs: []string{"panic in handler", "http request"}},
-		{name: "stats without live rates", method: "GET", path: "/api/v1/products/7/stats",
+		{name: "audit without live rates", method: "GET", path: "/api/v1/admin/products/7/stats", auth: "Bearer secret",
 			wantMsgs: []string{"live rates unavailable", "http request"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,9 +405,12 @@ func TestRequestIDInEveryLogLine(t *testing.T) {
 			if tc.method == "" {
 				tc.method, tc.path = "POST", purchasePath
 			}
-			var hdr map[string]string
+			hdr := map[string]string{}
 			if tc.id != "" {
-				hdr = map[string]string{"X-Request-ID": tc.id}
+				hdr["X-Request-ID"] = tc.id
+			}
+			if tc.auth != "" {
+				hdr["Authorization"] = tc.auth
 			}
 			res := serve(h, tc.method, tc.path, `{"user_id":"alice"}`, hdr, "X-Request-ID")
 			id := res.Headers["X-Request-ID"]
@@ -410,7 +454,7 @@ func TestDebugLogOff(t *testing.T) {
 	var logs syncBuffer
 	m := metrics.New()
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h, err := New(Deps{Log: log, Sales: fakeSales{purchase: failWith(sale.ErrSoldOut)}, Stampedes: noStampedes{}, HTTPMetrics: m, Now: time.Now},
+	h, err := New(Deps{Log: log, Sales: fakeSales{purchase: failWith(sale.ErrSoldOut)}, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: m, Now: time.Now},
 		Config{AdminToken: "x", Metrics: m.Handler(), Web: fstest.MapFS{}})
 	if err != nil {
 		t.Fatal(err)

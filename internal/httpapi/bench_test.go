@@ -58,7 +58,7 @@ func benchRouter(tb testing.TB, sales Sales, logTo io.Writer) http.Handler {
 	tb.Helper()
 	m := metrics.New()
 	log := slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: benchLogLevel}))
-	h, err := New(Deps{Log: log, Sales: sales, Stampedes: noStampedes{}, HTTPMetrics: m}, Config{
+	h, err := New(Deps{Log: log, Sales: sales, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: m}, Config{
 		AdminToken:           "bench",
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),

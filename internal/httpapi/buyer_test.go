@@ -45,7 +45,7 @@ func TestBuyerTokens(t *testing.T) {
 	}
 	router := func(buyers *buyer.Verifier) http.Handler {
 		m := metrics.New()
-		h, err := New(Deps{Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Sales: fakeSales{purchase: purchase}, Stampedes: noStampedes{},
+		h, err := New(Deps{Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Sales: fakeSales{purchase: purchase}, Stampedes: noStampedes{}, Board: boardOf(),
 			HTTPMetrics: m, Buyers: buyers},
 			Config{AdminToken: "secret", Metrics: m.Handler(), Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}}})
 		if err != nil {

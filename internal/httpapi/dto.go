@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill-go/seckill-go/internal/livestats"
+	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 )
@@ -32,6 +32,8 @@ type productJSON struct {
 	SaleEndsAt   string `json:"sale_ends_at"`
 	PerUserLimit int    `json:"per_user_limit"`
 	Listed       bool   `json:"listed"`
+	// State is upcoming, on_sale, sold_out or ended (board.State), as of the answer.
+	State string `json:"state"`
 }
 
 func toProductJSON(p sale.Product) productJSON {
@@ -149,6 +151,8 @@ type orderBuyerJSON struct {
 	UserID string `json:"user_id"`
 }
 
+// statsJSON is the exact audit of a product's sale (the admin API): store.Stats, a scan of the
+// sale's reservations and orders, with the live rates.
 type statsJSON struct {
 	InitialStock    int `json:"initial_stock"`
 	Stock           int `json:"stock"`
@@ -165,10 +169,24 @@ type statsJSON struct {
 	ExpiredUnits   int `json:"expired_units"`
 	CancelledUnits int `json:"cancelled_units"`
 	ReturnedUnits  int `json:"returned_units"`
-	// The live rates, cluster-wide: mean purchase attempts and accepted purchases per second over
-	// the last rate_window_sec complete seconds, and the counts of each of the last seconds
-	// (per_second, oldest first). rates_available is false, the rates 0 and per_second null when
-	// they cannot be read (Redis down): the stats still answer.
+	ratesJSON
+}
+
+// viewerStatsJSON is what any viewer sees of a product's sale (the board's figures): the live
+// stock, the units taken and not returned, and the live rates.
+type viewerStatsJSON struct {
+	InitialStock int `json:"initial_stock"`
+	Stock        int `json:"stock"`
+	SoldUnits    int `json:"sold_units"`
+	ratesJSON
+}
+
+// ratesJSON are the live rates, cluster-wide: mean purchase attempts and accepted purchases per
+// second over the last rate_window_sec complete seconds, and the counts of each of the last
+// seconds (per_second, oldest first). rates_available is false, the rates 0 and per_second null
+// when they cannot be read (Redis down) or are not kept (a sale long over): the figures still
+// answer.
+type ratesJSON struct {
 	RequestsPerSec float64        `json:"requests_per_sec"`
 	AcceptedPerSec float64        `json:"accepted_per_sec"`
 	RateWindowSec  int            `json:"rate_window_sec"`
@@ -183,12 +201,27 @@ type perSecondJSON struct {
 	Accepted []int64 `json:"accepted"`
 }
 
-func (s *statsJSON) withRates(r livestats.Rates) {
-	req, acc := r.PerSecond(s.RateWindowSec)
-	s.RequestsPerSec = math.Round(req*10) / 10
-	s.AcceptedPerSec = math.Round(acc*10) / 10
-	s.RatesAvailable = true
-	s.PerSecond = &perSecondJSON{Start: r.Start.Unix(), Requests: r.Requests, Accepted: r.Accepted}
+// rateWindowSec is the window of requests_per_sec and accepted_per_sec.
+const rateWindowSec = 5
+
+// ratesOf renders r (nil: unavailable).
+func ratesOf(r *board.Rates) ratesJSON {
+	out := ratesJSON{RateWindowSec: rateWindowSec}
+	if r == nil {
+		return out
+	}
+	req, acc := r.PerSecond(rateWindowSec)
+	out.RequestsPerSec = math.Round(req*10) / 10
+	out.AcceptedPerSec = math.Round(acc*10) / 10
+	out.RatesAvailable = true
+	out.PerSecond = &perSecondJSON{Start: r.Start.Unix(), Requests: r.Requests, Accepted: r.Accepted}
+	return out
+}
+
+// eventItemJSON is a product in the event stream: the product and its viewer figures.
+type eventItemJSON struct {
+	Product productJSON     `json:"product"`
+	Stats   viewerStatsJSON `json:"stats"`
 }
 
 // stampedeRequestJSON starts a stampede; strategy and stock, when either is given, reset the

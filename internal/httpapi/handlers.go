@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -20,9 +21,7 @@ import (
 
 // Sales is the domain as the HTTP layer needs it; *sale.Service implements it.
 type Sales interface {
-	Products(ctx context.Context) ([]sale.Product, error)
 	AllProducts(ctx context.Context) ([]sale.Product, error)
-	Product(ctx context.Context, id int64) (sale.Product, error)
 	Purchase(ctx context.Context, req sale.PurchaseRequest) (sale.Receipt, error)
 	Order(ctx context.Context, orderID string) (sale.Order, error)
 	Stats(ctx context.Context, id int64) (sale.Stats, error)
@@ -47,12 +46,16 @@ type handlers struct {
 	buyers    *buyer.Verifier
 	stampedes Stampedes
 	live      LiveRates
+	board     Board
+	streams   *streams
 	ready     map[string]Check
 	topology  map[string]string
 	now       func() time.Time
-	// strategies is the answer of GET /api/v1/strategies, made once: it changes only with a
-	// restart.
-	strategies strategiesJSON
+	// strategies is the answer of GET /api/v1/strategies, made once (with its encoding and ETag):
+	// it changes only with a restart.
+	strategies     strategiesJSON
+	strategiesBody []byte
+	strategiesTag  []string
 }
 
 // productID parses the :id path parameter; a malformed id is a 400, a well-formed unknown one
@@ -65,47 +68,35 @@ func productID(c *gin.Context) (int64, error) {
 	return id, nil
 }
 
-// listProducts answers the storefront's list: the listed products.
-func (h *handlers) listProducts(c *gin.Context) { h.writeProducts(c, h.sales.Products) }
-
-// listAllProducts answers the admin's list: every product, listed or not.
-func (h *handlers) listAllProducts(c *gin.Context) { h.writeProducts(c, h.sales.AllProducts) }
-
-func (h *handlers) writeProducts(c *gin.Context, list func(context.Context) ([]sale.Product, error)) {
-	ps, err := list(c.Request.Context())
+// listAllProducts answers the admin's list: every product, listed or not, read from the store.
+func (h *handlers) listAllProducts(c *gin.Context) {
+	ps, err := h.sales.AllProducts(c.Request.Context())
 	if err != nil {
 		h.respondError(c, err)
 		return
 	}
 	out := productsJSON{Products: make([]productJSON, len(ps))}
 	for i, p := range ps {
-		out.Products[i] = toProductJSON(p)
+		out.Products[i] = h.adminProductJSON(p)
 	}
 	c.JSON(http.StatusOK, out)
 }
 
+// adminProductJSON is p as the admin API answers it: as read from the store, its state now.
+func (h *handlers) adminProductJSON(p sale.Product) productJSON {
+	out := toProductJSON(p)
+	out.State = string(board.StateOf(p, h.now()))
+	return out
+}
+
 // strategiesCacheControl lets a browser or a proxy keep the list of strategies for a minute: it
 // changes only when the servers restart with another configuration.
-const strategiesCacheControl = "public, max-age=60"
+var strategiesCacheControl = []string{"public, max-age=60"}
 
 // listStrategies answers the catalog of stock strategies, with which of them this server serves.
 func (h *handlers) listStrategies(c *gin.Context) {
-	c.Header("Cache-Control", strategiesCacheControl)
-	c.JSON(http.StatusOK, h.strategies)
-}
-
-func (h *handlers) getProduct(c *gin.Context) {
-	id, err := productID(c)
-	if err != nil {
-		h.respondError(c, err)
-		return
-	}
-	p, err := h.sales.Product(c.Request.Context(), id)
-	if err != nil {
-		h.respondError(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, toProductJSON(p))
+	c.Writer.Header()["Cache-Control"] = strategiesCacheControl
+	serveTagged(c, h.strategiesBody, h.strategiesTag, jsonContentType)
 }
 
 func (h *handlers) purchase(c *gin.Context) {
@@ -214,7 +205,9 @@ func (h *handlers) orderBuyer(c *gin.Context) (orderID, userID string, ok bool) 
 	return c.Param("order_id"), body.UserID, true
 }
 
-func (h *handlers) getStats(c *gin.Context) {
+// getAudit answers the exact figures of a product's sale (store.Stats: a scan of its reservations
+// and orders) with its live rates: the operators' audit, never a public read.
+func (h *handlers) getAudit(c *gin.Context) {
 	id, err := productID(c)
 	if err != nil {
 		h.respondError(c, err)
@@ -237,16 +230,14 @@ func (h *handlers) getStats(c *gin.Context) {
 		ExpiredUnits:    st.ExpiredUnits,
 		CancelledUnits:  st.CancelledUnits,
 		ReturnedUnits:   st.ReturnedUnits,
-		RateWindowSec:   rateWindowSec,
 	}
-	if rates, ok := h.rates(c, id); ok {
-		out.withRates(rates)
+	var rates *board.Rates
+	if r, ok := h.rates(c, id); ok {
+		rates = &r
 	}
+	out.ratesJSON = ratesOf(rates)
 	c.JSON(http.StatusOK, out)
 }
-
-// rateWindowSec is the window of requests_per_sec and accepted_per_sec in the stats.
-const rateWindowSec = 5
 
 // rates reads the product's live rates, bounded by a short timeout: the stats answer without them
 // (ok false) rather than wait on, or fail because of, a slow or absent Redis.
@@ -281,7 +272,7 @@ func (h *handlers) createProduct(c *gin.Context) {
 		return
 	}
 	c.Header("Location", "/api/v1/products/"+strconv.FormatInt(p.ID, 10))
-	c.JSON(http.StatusCreated, toProductJSON(p))
+	c.JSON(http.StatusCreated, h.adminProductJSON(p))
 }
 
 func (h *handlers) resetProduct(c *gin.Context) {
@@ -305,7 +296,7 @@ func (h *handlers) resetProduct(c *gin.Context) {
 		h.respondError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, toProductJSON(p))
+	c.JSON(http.StatusOK, h.adminProductJSON(p))
 }
 
 func healthz(c *gin.Context) {

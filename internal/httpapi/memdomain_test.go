@@ -351,7 +351,7 @@ func memRouterBuyers(tb testing.TB, buyers *buyer.Verifier) http.Handler {
 	// The limits at their defaults, each replica's own (the fuzzers send from a few addresses and
 	// users: the 429s and their Retry-After are fuzzed too).
 	clients := localLimit{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 20, Burst: 40})}
-	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
+	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, Board: boardOf(), HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
 		AdminToken:           fuzzAdminToken,
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/netip"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +46,11 @@ type Config struct {
 	// X-Real-IP name the client that the per-client limit and the admin throttle count; from any
 	// other peer the headers are ignored. Empty: the peer's own address is the client.
 	TrustedProxies []string
-	// RateExempt are the client addresses the per-client limit lets through.
+	// RateExempt are the client addresses the per-client limits (purchases, reads, streams) let
+	// through.
 	RateExempt []netip.Prefix
+	// Streams limits the event streams.
+	Streams StreamConfig
 }
 
 // Deps are the router's collaborators.
@@ -68,6 +70,15 @@ type Deps struct {
 	// ClientLimit is the per-client limit of purchases, keyed by the client's address (an IPv6
 	// /64); optional (no limit).
 	ClientLimit Limiter
+	// Board answers the public reads and feeds the event streams; required with Sales.
+	Board Board
+	// ReadLimit is the per-client limit of public reads, in memory; optional (no limit).
+	ReadLimit ReadLimiter
+	// Closing is closed when the process begins to shut down: the event streams end, so that
+	// their viewers reconnect to another replica. Optional.
+	Closing <-chan struct{}
+	// StreamMetrics is optional.
+	StreamMetrics StreamMetrics
 	// AdminThrottle counts wrong admin tokens per client; optional (the default keeps them in
 	// this replica's memory, NewMemoryThrottle with its defaults).
 	AdminThrottle AdminThrottle
@@ -85,8 +96,8 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	switch {
 	case d.Log == nil || d.HTTPMetrics == nil || cfg.Metrics == nil:
 		return nil, errors.New("httpapi: Log, HTTPMetrics and Metrics are required")
-	case !cfg.OpsOnly && (d.Sales == nil || d.Stampedes == nil || cfg.Web == nil):
-		return nil, errors.New("httpapi: Sales, Stampedes and Web are required")
+	case !cfg.OpsOnly && (d.Sales == nil || d.Stampedes == nil || d.Board == nil || cfg.Web == nil):
+		return nil, errors.New("httpapi: Sales, Stampedes, Board and Web are required")
 	case !cfg.OpsOnly && cfg.AdminToken == "":
 		return nil, errors.New("httpapi: an admin token is required")
 	}
@@ -103,20 +114,31 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.StreamMetrics == nil {
+		d.StreamMetrics = nopStreamMetrics{}
+	}
+	cfg.Streams.defaults()
 	setGinMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 
 	h := &handlers{
-		log:        d.Log,
-		sales:      d.Sales,
-		orders:     d.Orders,
-		stampedes:  d.Stampedes,
-		live:       d.Live,
-		buyers:     d.Buyers,
-		ready:      cfg.Ready,
-		topology:   cfg.Topology,
-		now:        d.Now,
-		strategies: strategies,
+		log:       d.Log,
+		sales:     d.Sales,
+		orders:    d.Orders,
+		stampedes: d.Stampedes,
+		live:      d.Live,
+		board:     d.Board,
+		streams: &streams{
+			cfg: cfg.Streams, exempt: cfg.RateExempt, closing: d.Closing, metrics: d.StreamMetrics,
+			byClient: map[string]int{},
+		},
+		buyers:         d.Buyers,
+		ready:          cfg.Ready,
+		topology:       cfg.Topology,
+		now:            d.Now,
+		strategies:     strategies,
+		strategiesBody: mustJSON(strategies),
 	}
+	h.strategiesTag = etagOf(h.strategiesBody)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
@@ -129,7 +151,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	}
 	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
 	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.
-	r.Use(requestID(), secureHeaders, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitBody(cfg.MaxBodyBytes))
+	r.Use(requestID(), secureHeaders, noStoreByDefault, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitBody(cfg.MaxBodyBytes))
 	r.NoRoute(func(c *gin.Context) { abortJSON(c, http.StatusNotFound, codeNotFound, "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) {
 		abortJSON(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this endpoint")
@@ -148,10 +170,13 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	}
 
 	v1 := r.Group("/api/v1")
-	get(v1, "/products", h.listProducts)
-	get(v1, "/products/:id", h.getProduct)
-	get(v1, "/products/:id/stats", h.getStats)
-	get(v1, "/strategies", h.listStrategies)
+	// The public reads, from the board's memory (reads.go), and its event stream (stream.go).
+	reads := h.readLimit(d.ReadLimit, cfg.RateExempt)
+	get(v1, "/products", reads, h.listProducts)
+	get(v1, "/products/:id", reads, h.getProduct)
+	get(v1, "/products/:id/stats", reads, h.getStats)
+	get(v1, "/strategies", reads, h.listStrategies)
+	get(v1, "/events", reads, h.events)
 	v1.POST("/products/:id/purchase", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
 	get(v1, "/orders/:order_id", h.getOrder)
 	if d.Orders != nil {
@@ -161,6 +186,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 
 	admin := v1.Group("/admin", h.adminOnly(cfg.AdminToken, d.AdminThrottle))
 	get(admin, "/products", h.listAllProducts)
+	get(admin, "/products/:id/stats", h.getAudit)
 	admin.POST("/products", h.requireJSON, h.createProduct)
 	admin.POST("/products/:id/reset", h.requireJSON, h.resetProduct)
 	admin.POST("/products/:id/stampede", h.requireJSON, h.startStampede)
@@ -180,7 +206,7 @@ type webFiles map[string]webFile
 
 type webFile struct {
 	contentType []string
-	length      []string
+	tag         []string
 	data        []byte
 }
 
@@ -197,7 +223,7 @@ func loadWeb(files fs.FS) (webFiles, error) {
 		}
 		out[name] = webFile{
 			contentType: []string{contentTypeOf(name)},
-			length:      []string{strconv.Itoa(len(data))},
+			tag:         etagOf(data),
 			data:        data,
 		}
 		return nil
@@ -208,9 +234,10 @@ func loadWeb(files fs.FS) (webFiles, error) {
 	return out, nil
 }
 
-// serve answers with the file name gives, under the page's security policy. Anything but one of
-// the files (a directory, a path with "." or ".." elements) is the API's JSON 404: no listing,
-// no redirect, no range or conditional request to refuse in another format.
+// serve answers with the file name gives, under the page's security policy, revalidated by its
+// ETag before each use. Anything but one of the files (a directory, a path with "." or ".."
+// elements) is the API's JSON 404: no listing, no redirect, no range request to refuse in
+// another format.
 func (w webFiles) serve(name func(*gin.Context) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		f, ok := w[name(c)]
@@ -220,10 +247,8 @@ func (w webFiles) serve(name func(*gin.Context) string) gin.HandlerFunc {
 		}
 		h := c.Writer.Header()
 		h["Content-Security-Policy"] = pageCSP
-		h["Content-Type"] = f.contentType
-		h["Content-Length"] = f.length
-		c.Status(http.StatusOK)
-		_, _ = c.Writer.Write(f.data)
+		h["Cache-Control"] = revalidate
+		serveTagged(c, f.data, f.tag, f.contentType)
 	}
 }
 

@@ -141,7 +141,7 @@ func TestTrailingSlashNotRedirected(t *testing.T) {
 // listing, a redirect or http.FileServer's text answers.
 func TestWebFiles(t *testing.T) {
 	m := metrics.New()
-	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: noStampedes{}, HTTPMetrics: m}, Config{
+	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: m}, Config{
 		AdminToken: "secret", Metrics: m.Handler(),
 		Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}, "app.js": {Data: []byte("export {};")},
 			"icons/x.svg": {Data: []byte("<svg/>")}},
@@ -177,7 +177,7 @@ func TestWebFiles(t *testing.T) {
 // add series to the metrics, nor make them panic with bytes that are not UTF-8.
 func TestMethodLabelBounded(t *testing.T) {
 	m := metrics.New()
-	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: noStampedes{}, HTTPMetrics: m}, Config{
+	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: m}, Config{
 		AdminToken: "secret", Metrics: m.Handler(), Web: fstest.MapFS{},
 	})
 	if err != nil {
@@ -262,7 +262,7 @@ func (unknownStampedes) Progress(context.Context, string) (stampede.Progress, er
 func TestAdminThrottle(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
 	m := metrics.New()
-	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: unknownStampedes{}, HTTPMetrics: m, Now: clock.Now}, Config{
+	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: unknownStampedes{}, Board: boardOf(), HTTPMetrics: m, Now: clock.Now}, Config{
 		AdminToken: "secret", Metrics: m.Handler(), Web: fstest.MapFS{}, TrustedProxies: []string{"10.0.0.1"},
 	})
 	if err != nil {

@@ -7,34 +7,43 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/seckill-go/seckill-go/internal/livestats"
+	"github.com/seckill-go/seckill-go/internal/board"
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 )
 
 func TestStatsWithRates(t *testing.T) {
-	s := statsJSON{InitialStock: 10, RateWindowSec: 3}
-	s.withRates(livestats.Rates{
+	rates := &board.Rates{
 		Start:    time.Unix(1_800_000_000, 0),
-		Requests: []int64{50, 10, 0, 7},
-		Accepted: []int64{5, 1, 0, 1},
-	})
-	data, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
+		Requests: []int64{50, 10, 0, 7, 0, 0},
+		Accepted: []int64{5, 1, 0, 1, 0, 0},
 	}
-	want := `{"initial_stock":10,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,` +
-		`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,` +
-		`"requests_per_sec":5.7,"accepted_per_sec":0.7,"rate_window_sec":3,"rates_available":true,` +
-		`"per_second":{"start":1800000000,"requests":[50,10,0,7],"accepted":[5,1,0,1]}}`
-	if diff := cmp.Diff(want, string(data)); diff != "" {
-		t.Errorf("stats (-want +got):\n%s", diff)
-	}
-
-	none, _ := json.Marshal(statsJSON{RateWindowSec: rateWindowSec})
-	if got := string(none); got != `{"initial_stock":0,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,`+
-		`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,`+
-		`"requests_per_sec":0,"accepted_per_sec":0,"rate_window_sec":5,"rates_available":false,"per_second":null}` {
-		t.Errorf("stats without rates: %s", got)
+	audit := statsJSON{InitialStock: 10, ratesJSON: ratesOf(rates)}
+	viewer := viewerStatsOf(&board.Item{Product: sale.Product{InitialStock: 10, Stock: 4}, Rates: rates})
+	ratesOut := `"requests_per_sec":3.4,"accepted_per_sec":0.4,"rate_window_sec":5,"rates_available":true,` +
+		`"per_second":{"start":1800000000,"requests":[50,10,0,7,0,0],"accepted":[5,1,0,1,0,0]}`
+	noRates := `"requests_per_sec":0,"accepted_per_sec":0,"rate_window_sec":5,"rates_available":false,"per_second":null`
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"audit", audit, `{"initial_stock":10,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,` +
+			`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,` + ratesOut + `}`},
+		{"audit without rates", statsJSON{ratesJSON: ratesOf(nil)}, `{"initial_stock":0,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,` +
+			`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,` + noRates + `}`},
+		{"viewer", viewer, `{"initial_stock":10,"stock":4,"sold_units":6,` + ratesOut + `}`},
+		{"viewer without rates", viewerStatsOf(&board.Item{Product: sale.Product{InitialStock: 3, Stock: 3}}), `{"initial_stock":3,"stock":3,"sold_units":0,` + noRates + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := json.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(data)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 func getStrategies(tb testing.TB, served []sale.Strategy) (*response, error) {
 	tb.Helper()
 	m := metrics.New()
-	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: noStampedes{}, HTTPMetrics: m, Strategies: served},
+	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Stampedes: noStampedes{}, Board: boardOf(), HTTPMetrics: m, Strategies: served},
 		Config{AdminToken: "x", Metrics: m.Handler(), Web: fstest.MapFS{"index.html": {Data: []byte("x")}}})
 	if err != nil {
 		return nil, err

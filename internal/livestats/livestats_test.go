@@ -40,27 +40,6 @@ func TestTallyAggregatesPerProductAndSecond(t *testing.T) {
 	}
 }
 
-func TestRatesPerSecond(t *testing.T) {
-	r := Rates{Requests: []int64{100, 0, 5, 5, 10, 10, 20}, Accepted: []int64{1, 1, 1, 1, 1, 1, 1}}
-	for _, tc := range []struct {
-		window   int
-		req, acc float64
-	}{
-		{5, 10, 1},
-		{1, 20, 1},
-		{100, 150.0 / 7, 1},
-		{0, 0, 0},
-	} {
-		req, acc := r.PerSecond(tc.window)
-		if req != tc.req || acc != tc.acc {
-			t.Errorf("PerSecond(%d) = %v, %v, want %v, %v", tc.window, req, acc, tc.req, tc.acc)
-		}
-	}
-	if req, acc := (Rates{}).PerSecond(5); req != 0 || acc != 0 {
-		t.Errorf("empty rates: %v %v", req, acc)
-	}
-}
-
 func TestKeyUsesAHashTagPerProduct(t *testing.T) {
 	r := &Recorder{ns: "shop"}
 	if got, want := r.key(42, kindRequests, 1700000000), "seckill:live:{shop:42}:req:1700000000"; got != want {
@@ -171,6 +150,14 @@ func TestRecorderAgainstRedis(t *testing.T) {
 	other, err := a.Rates(context.Background(), 8)
 	if err != nil || other.Requests[2] != 1 {
 		t.Errorf("rates of product 8: %+v, %v", other, err)
+	}
+	// The board reads them all at once: the same figures.
+	both, err := a.RatesOf(context.Background(), []int64{7, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[int64]Rates{7: got, 8: other}, both); diff != "" {
+		t.Errorf("RatesOf(7, 8) against Rates of each (-want +got):\n%s", diff)
 	}
 
 	// The counters expire.

@@ -227,6 +227,7 @@ type Service struct {
 	now       func() time.Time
 	newID     func() string
 	onReserve func()
+	onChanged func(Product)
 	defStrat  Strategy
 	log       *slog.Logger
 }
@@ -258,6 +259,10 @@ type Options struct {
 	Now func() time.Time
 	// OnReserve is called after every accepted purchase (the outbox relay uses it to wake up).
 	OnReserve func()
+	// OnChanged is called with a product this replica has just created or reset, before the
+	// answer (the read side learns it at once: its creator reads it back). Optional; it must not
+	// block.
+	OnChanged func(Product)
 }
 
 // NewService returns a Service, or an error naming the missing dependency. Run it (Run) for its
@@ -285,6 +290,7 @@ func NewService(o Options) (*Service, error) {
 		now:       o.Now,
 		newID:     o.NewOrderID,
 		onReserve: o.OnReserve,
+		onChanged: o.OnChanged,
 		defStrat:  o.DefaultStrategy,
 	}
 	if s.now == nil {
@@ -298,6 +304,9 @@ func NewService(o Options) (*Service, error) {
 	}
 	if s.onReserve == nil {
 		s.onReserve = func() {}
+	}
+	if s.onChanged == nil {
+		s.onChanged = func(Product) {}
 	}
 	log := o.Log
 	if log == nil {
@@ -569,6 +578,7 @@ func (s *Service) changed(ctx context.Context, p Product) {
 	}
 	c := Change{Kind: ChangeReset, ProductID: p.ID, Epoch: p.Epoch}
 	s.cache.apply(c)
+	s.onChanged(p)
 	s.feed.Publish(context.WithoutCancel(ctx), c)
 }
 

@@ -98,7 +98,7 @@ func TestStampedeNeverOversells(t *testing.T) {
 			// shed before the use case.
 			retries := p.Num("retries")
 			itest.Eventually(t, 10*time.Second, func() (bool, string) {
-				st := public(runner).MustDo(t, "GET", productPath(id)+"/stats", nil, nil)
+				st := admin(runner).MustDo(t, "GET", "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
 				req, acc := sumSeries(st, "requests"), sumSeries(st, "accepted")
 				ok := st.Body["rates_available"] == true && req >= buyers && req <= buyers+retries && acc == stock && st.Num("oversold") == 0
 				return ok, fmt.Sprintf("stats %s: %d attempts and %d accepted counted, want %d to %d and %d", st.Raw, req, acc, buyers, buyers+retries, stock)

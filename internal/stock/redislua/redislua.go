@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 //go:embed purchase.lua
@@ -318,3 +320,44 @@ var dropScript = redis.NewScript(strings.TrimSpace(`
 local e = redis.call('HGET', KEYS[1], 'epoch')
 if e and tonumber(e) < tonumber(ARGV[1]) then return redis.call('DEL', unpack(KEYS)) end
 return 0`))
+
+// Stocks reads the live stock of redis-lua sales for the read side (board.LiveStock): the stock
+// of the state in Redis of each product whose state is of the product's epoch, with one
+// pipeline. Products without such a state (not loaded yet, or lost) are left out: their MySQL
+// stock stands.
+type Stocks struct {
+	rdb redis.Cmdable
+	ns  string
+}
+
+// NewStocks returns the live-stock reader of the sales under namespace ns.
+func NewStocks(rdb redis.Cmdable, ns string) *Stocks { return &Stocks{rdb: rdb, ns: ns} }
+
+// Stocks implements board.LiveStock.
+func (s *Stocks) Stocks(ctx context.Context, ps []sale.Product) (map[int64]int, error) {
+	cmds := make([]*redis.SliceCmd, len(ps))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, pr := range ps {
+			cmds[i] = p.HMGet(ctx, KeysFor(s.ns, pr.ID).State, "epoch", "stock")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redis-lua live stock: %w", err)
+	}
+	out := make(map[int64]int, len(ps))
+	for i, pr := range ps {
+		v := cmds[i].Val()
+		if len(v) != 2 {
+			continue
+		}
+		epoch, _ := v[0].(string)
+		stock, _ := v[1].(string)
+		n, err := strconv.Atoi(stock)
+		if err != nil || epoch != strconv.FormatUint(pr.Epoch, 10) {
+			continue
+		}
+		out[pr.ID] = n
+	}
+	return out, nil
+}
