@@ -87,17 +87,13 @@ function follow(f) {
   following = following.then(loadStrategies).then(f).catch((err) => console.error('event stream:', err));
 }
 
-/** applyEvent records one product's event ({product, stats}) and shows it. */
+/**
+ * applyEvent records one product's event ({product, stats}) and shows it: a product listed
+ * later comes as a reset event. (A product is listed or not for good: none leaves the list.)
+ */
 function applyEvent(type, { product, stats }) {
-  if (product.listed === false) { // the stream follows the listed products: this one left the list
-    if (!state.entries.has(product.id)) return;
-    remove(product.id);
-    renderAll();
-  } else if (upsert(product, stats, type === 'reset')) {
-    renderAll();
-  } else {
-    render(product.id);
-  }
+  if (upsert(product, stats, type === 'reset')) renderAll();
+  else render(product.id);
   drawer.productsChanged(productList());
 }
 
