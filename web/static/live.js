@@ -14,7 +14,7 @@
 
 const STREAM_URL = '/api/v1/events';
 // The events that carry one product: {"product": P, "stats": V}.
-const PRODUCT_EVENTS = ['reset', 'open', 'stock', 'sold_out', 'on_sale', 'ended', 'stats'];
+const PRODUCT_EVENTS = ['reset', 'opened', 'stock', 'sold_out', 'on_sale', 'ended', 'stats'];
 // The snapshot is the stream's first event: a stream without one by then is not getting through.
 const SNAPSHOT_MS = 5000;
 // The browser reconnects by itself within a few seconds (the server's retry: is 1-3 s).
