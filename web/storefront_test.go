@@ -169,10 +169,11 @@ func (p page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// waitJS waits until the JavaScript expression is truthy.
+// waitJS waits until the JavaScript expression is truthy. An expression that throws (an element
+// it reads is not drawn yet) is not true yet: the page is still on its way.
 func (p page) waitJS(what, expr string, timeout time.Duration) {
 	p.t.Helper()
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr,
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("(() => { try { return !!("+expr+"); } catch (e) { return false; } })()",
 		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(50*time.Millisecond)))
 	if err != nil {
 		p.t.Fatalf("waiting for %s (%s): %v\nthe page shows:\n%s", what, expr, err, p.text("main"))
@@ -825,8 +826,9 @@ func TestStorefrontPaymentWindow(t *testing.T) {
 		t.Errorf("the payer's order is %s with payment %q; the page shows %q", status, id, payment)
 	}
 	a.do("reload", chromedp.Reload())
+	// The status may be drawn a moment before the payment id: neither may be there yet.
 	a.waitJS("the order still paid after a reload", fmt.Sprintf(`!!document.querySelector('%s .order-status[data-status="paid"]') &&
-		document.querySelector('%s .payment-id').textContent === %q`, c, c, payment), 15*time.Second)
+		(document.querySelector('%s .payment-id') || {}).textContent === %q`, c, c, payment), 15*time.Second)
 
 	b := tab("declined")
 	late := buy(b, declines.URL)
