@@ -58,8 +58,9 @@ type Event string
 const (
 	// EventReset: the product is new to the board, or has a new sale epoch (created, reset).
 	EventReset Event = "reset"
-	// EventOpen: the sale window opened.
-	EventOpen Event = "open"
+	// EventOpen: the sale window opened. Not "open": an EventSource fires its own "open" when it
+	// connects, and a listener of one would take the other.
+	EventOpen Event = "opened"
 	// EventStock: the stock moved, the state did not.
 	EventStock Event = "stock"
 	// EventSoldOut: the stock reached zero during the sale.

@@ -189,7 +189,8 @@ func (h *handlers) events(c *gin.Context) {
 		return
 	}
 	last, lastWrite := snap.Seq, time.Now()
-	beat := time.NewTicker(h.streams.cfg.Heartbeat)
+	// Checked twice per heartbeat: a stream is never silent much longer than one.
+	beat := time.NewTicker(h.streams.cfg.Heartbeat / 2)
 	defer beat.Stop()
 	for {
 		select {

@@ -14,7 +14,9 @@ export class ApiError extends Error {
   }
 }
 
-async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs = 15000 } = {}) {
+// cache is the fetch cache mode: "no-store" but for the public reads, which the browser may keep
+// and revalidates every time ("no-cache": a 304 when they have not changed).
+async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs = 15000, cache = 'no-store' } = {}) {
   const h = { Accept: 'application/json', ...headers };
   if (body !== undefined) h['Content-Type'] = 'application/json';
   if (token) h.Authorization = `Bearer ${token}`;
@@ -29,7 +31,7 @@ async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs
       headers: h,
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: abort.signal,
-      cache: 'no-store',
+      cache,
       credentials: 'omit',
     });
     text = await res.text();
@@ -58,13 +60,25 @@ async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs
 const enc = encodeURIComponent;
 
 /** products lists every sale. */
-export const products = () => call('/api/v1/products').then((d) => d.products);
+export const products = () => call('/api/v1/products', { cache: 'no-cache' }).then((d) => d.products);
 
 /** strategies lists the stock strategies, in catalog order, each with whether this server serves it. */
 export const strategies = () => call('/api/v1/strategies').then((d) => d.strategies);
 
-/** stats returns a product's stock counters and live rates. */
-export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`);
+/**
+ * stats returns a product's public figures: initial_stock, stock, sold_units and the live rates
+ * (requests_per_sec, accepted_per_sec, rate_window_sec, rates_available, per_second).
+ */
+export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`, { cache: 'no-cache' });
+
+/**
+ * adminStats returns a product's exact audit (admin): the public figures and reserved,
+ * confirmed_units, orders_confirmed, oversold and the units by order state, read from MySQL.
+ */
+export const adminStats = (token, id) => call(`/api/v1/admin/products/${enc(id)}/stats`, { token });
+
+/** health asks the server whether it is up: the cheapest answer, read for its Date header. */
+export const health = () => call('/healthz');
 
 /**
  * purchase buys one unit as user; key is the Idempotency-Key (reuse it to retry safely); token,

@@ -1,13 +1,16 @@
 // The storefront: product cards with live stock and countdowns, the buyer's identity, the buy flow
 // (Idempotency-Key, queued → confirmed), paying or cancelling the order within its payment window
 // (confirmed → paid, or expired / cancelled with the unit back on sale) and the demo drawer.
-// Polling only while the tab is visible.
+// The products and their public figures come from the server's event stream (live.js), or from
+// polling while the stream is unavailable; the exact audit only to a tab with the admin token.
+// Nothing is followed while the tab is hidden.
 
 import * as api from './api.js';
 import { offsetMs, probeDelay, serverNowEarliest, serverNowLatest, synced, uncertaintyMs } from './clock.js';
 import { CardView, closedStatuses, saleState, setText } from './cards.js';
 import { Drawer } from './drawer.js';
 import { formatSeconds } from './format.js';
+import { LiveFeed } from './live.js';
 import { loadStrategies } from './strategies.js';
 import {
   currentBuyer, forgetProduct, ordersOf, rememberOrder, setBuyer, setBuyerToken, tokenOf, tokenSubject, validBuyer,
@@ -24,12 +27,23 @@ const ORDER_POLL_MS = 500;
 const AWAITING_POLL_MS = 3000;
 // A reset product's remembered order is checked (GET the order: 404) at most this often.
 const RECHECK_MS = 5000;
+// The admin route's audit is a scan of the sale in MySQL: one round of the cards on screen, then
+// this long before the next.
+const AUDIT_MS = 1000;
+// While the stream feeds the page, the server clock is probed this many times at most to tighten
+// its estimate, then once this often.
+const CLOCK_PROBES = 10;
+const CLOCK_MS = 60000;
 
 const $ = (id) => document.getElementById(id);
 
 const state = {
   buyer: currentBuyer(),
-  /** @type {Map<number, {product: object, stats: object|null, statsAt: number, purchase: object, verdict: object|null}>} */
+  /**
+   * Each product's public figures (stats) and, in a tab with the admin token, its exact audit
+   * (audit: the admin route's last answer, {} until the first; null without the token).
+   * @type {Map<number, {product: object, stats: object|null, statsAt: number, audit: object|null, purchase: object, verdict: object|null}>}
+   */
   entries: new Map(),
   /** @type {Map<number, CardView>} */
   views: new Map(),
@@ -38,13 +52,58 @@ const state = {
   fastUntil: 0,
 };
 
-// ---------------------------------------------------------------- refresh loop
+// ---------------------------------------------------------------- the event stream
+
+const live = new LiveFeed({
+  snapshot(items) {
+    follow(() => {
+      const known = items.filter((item) => item && item.product);
+      apply(known.map((item) => item.product), known.map((item) => item.stats));
+    });
+  },
+  event(type, item) {
+    follow(() => applyEvent(type, item));
+  },
+  mode(mode) {
+    grid.dataset.feed = mode;
+    if (mode === 'polling') {
+      refresh();
+    } else {
+      clearTimeout(refreshTimer);
+      state.failures = 0;
+      showBanner('');
+    }
+    probeClock();
+  },
+});
+
+let following = Promise.resolve();
+
+/**
+ * follow applies the stream's events in order, each once the strategy catalog has been read (or
+ * could not be), so that the cards are drawn with their notes and their unsafe badges from the start.
+ */
+function follow(f) {
+  following = following.then(loadStrategies).then(f).catch((err) => console.error('event stream:', err));
+}
+
+/**
+ * applyEvent records one product's event ({product, stats}) and shows it: a product listed
+ * later comes as a reset event. (A product is listed or not for good: none leaves the list.)
+ */
+function applyEvent(type, { product, stats }) {
+  if (upsert(product, stats, type === 'reset')) renderAll();
+  else render(product.id);
+  drawer.productsChanged(productList());
+}
+
+// ---------------------------------------------------------------- refresh loop (no stream)
 
 let refreshTimer = 0;
 let refreshing = false;
 
 async function refresh() {
-  if (refreshing) return;
+  if (refreshing || live.mode !== 'polling') return;
   refreshing = true;
   clearTimeout(refreshTimer);
   try {
@@ -53,8 +112,10 @@ async function refresh() {
     const catalog = loadStrategies();
     const list = await api.products();
     await catalog;
+    if (live.mode !== 'polling') return; // the stream is back: its snapshot is newer than this list
     const now = Date.now();
     const stats = await Promise.all(list.map((p) => (wantsStats(p.id, now) ? api.stats(p.id).catch(() => null) : null)));
+    if (live.mode !== 'polling') return;
     apply(list, stats);
     state.failures = 0;
     showBanner('');
@@ -73,7 +134,7 @@ async function refresh() {
 
 function scheduleRefresh() {
   clearTimeout(refreshTimer);
-  if (document.hidden) return;
+  if (document.hidden || live.mode !== 'polling') return;
   // Until the server clock estimate is tight, time the refresh so that its answer's Date header
   // halves the uncertainty (clock.js); then refresh at the period, with a little jitter.
   const period = Date.now() < state.fastUntil ? FAST_REFRESH_MS : REFRESH_MS;
@@ -82,13 +143,14 @@ function scheduleRefresh() {
   refreshTimer = setTimeout(refresh, probe > min ? probe : period * (0.85 + Math.random() * 0.3));
 }
 
-/** speedUp refreshes now and twice a second for the next ms milliseconds. */
+/** speedUp refreshes now and twice a second for the next ms milliseconds, when polling. */
 function speedUp(ms = 15000) {
   state.fastUntil = Math.max(state.fastUntil, Date.now() + ms);
   refresh();
 }
 
-// Only the cards on screen poll their stats every second: a long list stays cheap to watch.
+// Only the cards on screen poll their stats every second (and their audit): a long list stays
+// cheap to watch.
 const onScreen = new Set();
 const screenWatch = 'IntersectionObserver' in window
   ? new IntersectionObserver((seen) => {
@@ -123,42 +185,127 @@ function newPurchase(productID) {
   };
 }
 
+/** apply replaces the products listed (a list polled, or the stream's snapshot), stats[i] being list[i]'s figures. */
 function apply(list, stats) {
   const seen = new Set();
-  list.sort((a, b) => a.id - b.id);
   list.forEach((product, i) => {
     seen.add(product.id);
-    let entry = state.entries.get(product.id);
-    if (!entry) {
-      entry = { product, stats: null, statsAt: 0, purchase: newPurchase(product.id), verdict: null };
-      state.entries.set(product.id, entry);
-    }
-    entry.product = product;
-    if (stats[i]) {
-      entry.stats = stats[i];
-      entry.statsAt = Date.now();
-    }
-    // A product whose reservations are all gone may have been reset: an order remembered for it is
-    // then gone too, which the order's poll finds out (404). Not forgotten from the stats alone: an
-    // expired or cancelled order's unit is back in stock, and the order still there to show.
-    if (entry.purchase.orderID && entry.stats && entry.stats.reserved === 0 && entry.purchase.phase !== 'sending') {
-      recheckOrder(state.buyer, product.id, entry.purchase.orderID);
-    }
+    upsert(product, stats[i], false);
   });
   for (const id of [...state.entries.keys()]) {
-    if (!seen.has(id)) {
-      state.entries.delete(id);
-      const view = state.views.get(id);
-      if (view) {
-        if (screenWatch) screenWatch.unobserve(view.root);
-        view.root.remove();
-      }
-      state.views.delete(id);
-      onScreen.delete(id);
-    }
+    if (!seen.has(id)) remove(id);
   }
   renderAll();
-  drawer.productsChanged(list);
+  drawer.productsChanged(productList());
+}
+
+/**
+ * upsert records a product and its public figures (if any), and reports whether it is new. A
+ * reset event, or no unit sold while this buyer's order holds one, says the sale may have been
+ * reset: the order remembered for it is then gone too, which the order's poll finds out (404).
+ * Not forgotten from the figures alone: an expired or cancelled order's unit is back in stock
+ * (not sold) and the order still there to show; only the stream's reset event tells of its reset.
+ */
+function upsert(product, stats, reset) {
+  let entry = state.entries.get(product.id);
+  const added = !entry;
+  if (added) {
+    entry = {
+      product, stats: null, statsAt: 0, audit: drawer.currentToken() ? {} : null, purchase: newPurchase(product.id), verdict: null,
+    };
+    state.entries.set(product.id, entry);
+  }
+  entry.product = product;
+  if (stats) {
+    entry.stats = stats;
+    entry.statsAt = Date.now();
+  }
+  const pu = entry.purchase;
+  const returned = closedStatuses.has(pu.status) && pu.order !== null && pu.order.returned === true;
+  if (pu.orderID && pu.phase !== 'sending' && (reset || (entry.stats && entry.stats.sold_units === 0 && !returned))) {
+    recheckOrder(state.buyer, product.id, pu.orderID);
+  }
+  return added;
+}
+
+function remove(id) {
+  state.entries.delete(id);
+  const view = state.views.get(id);
+  if (view) {
+    if (screenWatch) screenWatch.unobserve(view.root);
+    view.root.remove();
+  }
+  state.views.delete(id);
+  onScreen.delete(id);
+}
+
+/** productList lists the products known, by id. */
+function productList() {
+  return [...state.entries.values()].map((e) => e.product).sort((a, b) => a.id - b.id);
+}
+
+// ---------------------------------------------------------------- the operators' audit
+
+let auditTimer = 0;
+let auditing = false;
+
+/**
+ * pollAudit reads the exact audit of the cards on screen and of the race (GET
+ * /api/v1/admin/products/{id}/stats, a scan of the sale in MySQL) one card after the other, then
+ * again AUDIT_MS later, only while this tab holds the admin token: the public figures tell
+ * nothing of reservations, orders or overselling.
+ */
+async function pollAudit() {
+  if (auditing) return;
+  clearTimeout(auditTimer);
+  const token = drawer.currentToken();
+  if (!token || document.hidden) return;
+  auditing = true;
+  try {
+    const ids = [...state.entries.keys()].filter((id) => !screenWatch || onScreen.has(id) || id === drawer.raceProduct);
+    for (const id of ids) {
+      let audit;
+      try {
+        audit = await api.adminStats(token, id);
+      } catch (err) {
+        // A wrong token is forgotten at once: the server makes an address that sends them wait.
+        if (err.code === 'unauthorized') {
+          drawer.setToken('');
+          return;
+        }
+        continue;
+      }
+      const entry = state.entries.get(id);
+      if (entry && entry.audit && drawer.currentToken() === token) {
+        entry.audit = audit;
+        render(id);
+        drawer.statsChanged(id);
+      }
+    }
+  } finally {
+    auditing = false;
+  }
+  auditTimer = setTimeout(pollAudit, AUDIT_MS);
+}
+
+// ---------------------------------------------------------------- the server clock (stream)
+
+let clockTimer = 0;
+let clockProbes = 0;
+
+/**
+ * probeClock keeps the server clock estimate (clock.js) tight while no poll feeds it the Date of
+ * its answers: a few cheap requests (GET /healthz), each timed by probeDelay to halve the
+ * uncertainty, then one a minute, which notices a clock that jumped.
+ */
+function probeClock() {
+  clearTimeout(clockTimer);
+  if (document.hidden || live.mode === 'polling') return;
+  const fast = uncertaintyMs() >= 25 && clockProbes < CLOCK_PROBES;
+  clockTimer = setTimeout(() => {
+    clockProbes++;
+    api.health().catch(() => {}).finally(probeClock);
+  }, probeDelay(fast ? FAST_REFRESH_MS : CLOCK_MS));
 }
 
 // ---------------------------------------------------------------- rendering
@@ -566,7 +713,11 @@ function setupBuyerForm() {
 
 const drawer = new Drawer({
   products: () => [...state.entries.values()].map((e) => e.product),
-  stats: (id) => (state.entries.get(id) || {}).stats || null,
+  // The public figures, fresher, over the audit's (reservations, orders, oversold).
+  stats(id) {
+    const entry = state.entries.get(id);
+    return entry && entry.stats ? { ...entry.audit, ...entry.stats } : null;
+  },
   speedUp,
   onReset(id) {
     forgetProduct(id);
@@ -585,18 +736,30 @@ const drawer = new Drawer({
       render(id);
     }
   },
+  tokenChanged() {
+    const operator = Boolean(drawer.currentToken());
+    for (const entry of state.entries.values()) entry.audit = operator ? entry.audit || {} : null;
+    renderAll();
+    pollAudit();
+  },
 });
 
 // ---------------------------------------------------------------- start
 
 document.addEventListener('visibilitychange', () => {
   if (document.hidden) {
+    live.stop();
     clearTimeout(refreshTimer);
+    clearTimeout(clockTimer);
+    clearTimeout(auditTimer);
     clearInterval(tickTimer);
     drawer.pause();
     return;
   }
+  live.start();
   refresh();
+  probeClock();
+  pollAudit();
   startTicking();
   resumeOrderPolls();
   drawer.resume();
@@ -605,5 +768,9 @@ document.addEventListener('visibilitychange', () => {
 showBuyer();
 setupBuyerForm();
 followOrders(state.buyer);
-refresh();
+grid.dataset.feed = live.mode;
+loadStrategies(); // alongside the stream's opening: its snapshot waits for the catalog
+if (!document.hidden) live.start();
+probeClock();
+pollAudit();
 startTicking();

@@ -3,7 +3,7 @@
 // or attributes, never as HTML.
 
 import { serverNowLatest } from './clock.js';
-import { formatClock, formatCount, formatCountdown, formatPrice, formatRate, formatSpokenDuration, shortID } from './format.js';
+import { formatClock, formatCount, formatCountdown, formatFigure, formatPrice, formatRate, formatSpokenDuration, shortID } from './format.js';
 import { strategyInfo } from './strategies.js';
 
 /** closedStatuses are the ends of an unpaid order: its unit goes back on sale. */
@@ -71,6 +71,8 @@ export class CardView {
     for (const dd of root.querySelectorAll('[data-stat]')) this.stats[dd.dataset.stat] = dd;
     this.oversoldCell = el(root, '.oversold');
     this.liveOrders = el(root, '.live-orders');
+    this.audit = el(root, '.audit');
+    this.auditNote = el(root, '.audit-note');
 
     const liveTitle = el(root, '.live-title');
     liveTitle.id = `product-${product.id}-live`;
@@ -125,7 +127,7 @@ export class CardView {
     this.lastEntry = null;
   }
 
-  /** update renders entry ({product, stats, purchase, verdict}) at server time now. */
+  /** update renders entry ({product, stats, audit, purchase, verdict}) at server time now. */
   update(entry, now) {
     const p = entry.product;
     const st = saleState(p, now);
@@ -321,24 +323,12 @@ export class CardView {
   }
 
   renderLive(entry) {
+    this.renderAudit(entry.audit);
     const s = entry.stats;
     if (!s) return;
     setText(this.stats.stock, formatCount(s.stock));
-    setText(this.stats.reserved, formatCount(s.reserved));
-    setText(this.stats.confirmed, formatCount(s.confirmed_units));
     setText(this.stats.rps, s.rates_available ? formatRate(s.requests_per_sec) : 'n/a');
     setText(this.stats.aps, s.rates_available ? formatRate(s.accepted_per_sec) : 'n/a');
-    setText(this.stats.oversold, formatCount(s.oversold));
-    this.oversoldCell.classList.toggle('bad', s.oversold > 0);
-    this.oversoldCell.classList.toggle('good', s.oversold === 0);
-    // The order lifecycle's counters, from a server with the payment window; an older one has none.
-    const lifecycle = Object.keys(LIFECYCLE_STATS).some((k) => typeof s[k] === 'number');
-    if (this.liveOrders.hidden === lifecycle) this.liveOrders.hidden = !lifecycle;
-    if (lifecycle) {
-      for (const [field, cell] of Object.entries(LIFECYCLE_STATS)) {
-        setText(this.stats[cell], typeof s[field] === 'number' ? formatCount(s[field]) : '–');
-      }
-    }
 
     const series = s.per_second;
     if (series && Array.isArray(series.requests)) {
@@ -368,6 +358,27 @@ export class CardView {
     setText(this.verdict, v ? v.text : '');
     this.verdict.className = `verdict ${verdictClass(v)}`;
   }
+
+  /**
+   * renderAudit shows the exact audit (a, the admin stats: {} until their first answer) in a tab
+   * with the admin token; without it (a null), the cells are hidden and a note says whose they are.
+   */
+  renderAudit(a) {
+    if (this.audit.hidden === Boolean(a)) this.audit.hidden = !a;
+    if (this.auditNote.hidden !== Boolean(a)) this.auditNote.hidden = Boolean(a);
+    if (!a) return;
+    setText(this.stats.reserved, formatFigure(a.reserved));
+    setText(this.stats.confirmed, formatFigure(a.confirmed_units));
+    setText(this.stats.oversold, formatFigure(a.oversold));
+    this.oversoldCell.classList.toggle('bad', a.oversold > 0);
+    this.oversoldCell.classList.toggle('good', a.oversold === 0);
+    // The order lifecycle's counters, from a server with the payment window; an older one has none.
+    const lifecycle = Object.keys(LIFECYCLE_STATS).some((k) => typeof a[k] === 'number');
+    if (this.liveOrders.hidden === lifecycle) this.liveOrders.hidden = !lifecycle;
+    if (lifecycle) {
+      for (const [field, cell] of Object.entries(LIFECYCLE_STATS)) setText(this.stats[cell], formatFigure(a[field]));
+    }
+  }
 }
 
 // What an order's status is called on its card.
@@ -375,7 +386,7 @@ const ORDER_STATUS = {
   queued: 'queued', confirmed: 'confirmed', paying: 'being paid', paid: 'paid', expired: 'expired', cancelled: 'cancelled',
 };
 
-// The stats fields of the order lifecycle and the live panel's cells that show them.
+// The audit's fields of the order lifecycle and the live panel's cells that show them.
 const LIFECYCLE_STATS = {
   awaiting_payment_units: 'awaiting', paid_units: 'paid', expired_units: 'expired', cancelled_units: 'cancelled', returned_units: 'returned',
 };

@@ -1,12 +1,12 @@
 // The demo drawer: the admin token (kept in sessionStorage), a product reset with any strategy of
 // the server's catalog (strategies.js), and the stampede: the server sends N simulated buyers at
 // every replica, the drawer follows the race from the stampede's progress and the product's
-// stats, and once every buyer has answered and the order queue has drained (confirmed ==
-// reserved), it gives the verdict.
+// exact audit (the admin stats), and once every buyer has answered and the order queue has
+// drained (confirmed == reserved), it gives the verdict.
 
 import * as api from './api.js';
 import { setText, verdictClass } from './cards.js';
-import { formatCount, formatRate, formatSeconds } from './format.js';
+import { formatCount, formatFigure, formatRate, formatSeconds } from './format.js';
 import { adminMessage } from './messages.js';
 import { familyLabel, strategies, strategiesVersion, strategyInfo } from './strategies.js';
 
@@ -122,6 +122,7 @@ export class Drawer {
       }
     }
     this.showToken();
+    this.host.tokenChanged();
   }
 
   showToken() {
@@ -232,7 +233,12 @@ export class Drawer {
       if (list.length > 0) this.selectProduct(Number(this.product.value), true);
     }
     this.updateButtons();
-    this.renderStats(this.raceProduct !== null ? this.host.stats(this.raceProduct) : null);
+    if (this.raceProduct !== null) this.statsChanged(this.raceProduct);
+  }
+
+  /** statsChanged is called when the page's figures of product id changed. */
+  statsChanged(id) {
+    if (id === this.raceProduct) this.renderStats(this.host.stats(id));
   }
 
   selectProduct(id, fillDefaults) {
@@ -384,7 +390,7 @@ export class Drawer {
           this.host.setVerdict(cur.productID, { ok: null, text: 'Stampede over; waiting for the order queue…' });
         }
       } else if (cur.phase === 'draining') {
-        const s = await api.stats(cur.productID);
+        const s = await api.adminStats(this.currentToken(), cur.productID);
         if (this.current !== cur) return;
         this.renderStats(s);
         if (s.confirmed_units === s.reserved) {
@@ -450,11 +456,11 @@ export class Drawer {
     const cells = {};
     for (const dd of $('race-stats').querySelectorAll('[data-stat]')) cells[dd.dataset.stat] = dd;
     setText(cells.stock, formatCount(s.stock));
-    setText(cells.reserved, formatCount(s.reserved));
-    setText(cells.confirmed, formatCount(s.confirmed_units));
+    setText(cells.reserved, formatFigure(s.reserved));
+    setText(cells.confirmed, formatFigure(s.confirmed_units));
     setText(cells.rps, s.rates_available ? formatRate(s.requests_per_sec) : 'n/a');
     setText(cells.aps, s.rates_available ? formatRate(s.accepted_per_sec) : 'n/a');
-    setText(cells.oversold, formatCount(s.oversold));
+    setText(cells.oversold, formatFigure(s.oversold));
     cells.oversold.parentElement.classList.toggle('bad', s.oversold > 0);
   }
 }

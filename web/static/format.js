@@ -14,6 +14,11 @@ export function formatCount(n) {
   return count.format(n);
 }
 
+/** formatFigure is formatCount for a figure that may not be known (yet): "–" then. */
+export function formatFigure(n) {
+  return typeof n === 'number' ? count.format(n) : '–';
+}
+
 /** formatRate turns 12.34 into "12.3". */
 export function formatRate(x) {
   return rate.format(x);
