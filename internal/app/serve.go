@@ -169,6 +169,7 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 			Max:       cfg.Read.StreamsMax,
 			PerClient: cfg.Read.StreamsPerClient,
 			Heartbeat: cfg.Read.Heartbeat,
+			MinGap:    cfg.Read.StreamMinGap,
 		},
 	})
 	if err != nil {

@@ -110,6 +110,8 @@ type Config struct {
 		StreamsMax       int
 		StreamsPerClient int
 		Heartbeat        time.Duration
+		// StreamMinGap is the least time between two writes of one stream.
+		StreamMinGap time.Duration
 	}
 	// Live configures the storefront's live figures: a Redis pool of their own.
 	Live struct {
@@ -237,6 +239,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_STREAMS_MAX", flag: "streams-max", def: "10000", usage: "event streams open at once per replica before refusing with 503", set: integer(&c.Read.StreamsMax)},
 		{env: "SECKILL_STREAMS_PER_CLIENT", flag: "streams-per-client", def: "8", usage: "event streams open at once per client address before refusing with 429; SECKILL_RATE_EXEMPT addresses are not counted", set: integer(&c.Read.StreamsPerClient)},
 		{env: "SECKILL_STREAM_HEARTBEAT", flag: "stream-heartbeat", def: "15s", usage: "longest silence of an event stream before a comment keeps it alive", set: dur(&c.Read.Heartbeat)},
+		{env: "SECKILL_STREAM_MIN_GAP", flag: "stream-min-gap", def: "500ms", usage: "least time between two writes of one event stream: what changed meanwhile goes in one write (a write is a system call per viewer; the delay adds to the viewers' lag)", set: dur(&c.Read.StreamMinGap)},
 		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
 		{env: "SECKILL_LIVE_REDIS_POOL", flag: "live-redis-pool", def: "8", usage: "connections of the live figures' own Redis pool (storefront rates, stampede progress)", set: integer(&c.Live.RedisPool)},
 		{env: "SECKILL_LIVE_REDIS_TIMEOUT", flag: "live-redis-timeout", def: "500ms", usage: "read and write timeout of the live figures' Redis calls: a slow Redis costs the stats this, never a purchase", set: dur(&c.Live.RedisTimeout)},
@@ -331,7 +334,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}, {"SECKILL_PAYMENT_WINDOW", c.Payment.Window}, {"SECKILL_EXPIRE_EVERY", c.Payment.ExpireEvery}, {"SECKILL_BOARD_REFRESH", c.Read.Refresh}, {"SECKILL_STREAM_HEARTBEAT", c.Read.Heartbeat}} {
+	}{{"SECKILL_SHUTDOWN_TIMEOUT", c.HTTP.ShutdownTimeout}, {"SECKILL_SALE_REFRESH", c.Sale.Refresh}, {"SECKILL_LIVE_REDIS_TIMEOUT", c.Live.RedisTimeout}, {"SECKILL_ZK_SESSION_TIMEOUT", c.ZK.SessionTimeout}, {"SECKILL_LOCK_WAIT", c.Sale.LockWait}, {"SECKILL_LOCK_TTL", c.Sale.LockTTL}, {"SECKILL_PERSIST_EVERY", c.Persist.Every}, {"SECKILL_PERSIST_CLAIM_AFTER", c.Persist.ClaimAfter}, {"SECKILL_PERSIST_LINGER", c.Persist.Linger}, {"SECKILL_PERSIST_MAX_LAG", c.Persist.MaxLag}, {"SECKILL_PAYMENT_WINDOW", c.Payment.Window}, {"SECKILL_EXPIRE_EVERY", c.Payment.ExpireEvery}, {"SECKILL_BOARD_REFRESH", c.Read.Refresh}, {"SECKILL_STREAM_HEARTBEAT", c.Read.Heartbeat}, {"SECKILL_STREAM_MIN_GAP", c.Read.StreamMinGap}} {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}

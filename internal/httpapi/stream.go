@@ -33,7 +33,9 @@ type StreamConfig struct {
 	// Heartbeat is how long a stream may stay silent before a comment is sent [15 s]: proxies and
 	// clients see a live connection, and a dead one is found by the failing write.
 	Heartbeat time.Duration
-	// MinGap is the least time between two writes of one stream [200 ms].
+	// MinGap is the least time between two writes of one stream [500 ms]: each write is a
+	// system call per viewer, the largest cost of a crowd of streams, and a viewer gains little
+	// from more than two updates a second.
 	MinGap time.Duration
 }
 
@@ -48,7 +50,7 @@ func (c *StreamConfig) defaults() {
 		c.Heartbeat = 15 * time.Second
 	}
 	if c.MinGap <= 0 {
-		c.MinGap = 200 * time.Millisecond
+		c.MinGap = 500 * time.Millisecond
 	}
 }
 
@@ -156,7 +158,7 @@ func (h *handlers) events(c *gin.Context) {
 	hd := w.Header()
 	hd["Content-Type"] = eventStreamType
 	hd["X-Accel-Buffering"] = noBuffering // nginx: pass each event on at once
-	// Each write sets its own deadline: the server's WriteTimeout, counted from the request, would
+	// The writes renew their deadline: the server's WriteTimeout, counted from the request, would
 	// cut every stream at the same age.
 	rc := http.NewResponseController(w)
 	c.Status(http.StatusOK)
@@ -174,21 +176,41 @@ func (h *handlers) events(c *gin.Context) {
 		buf = appendSnapshot(buf, snap, only)
 	}
 	ctx := c.Request.Context()
+	var (
+		lastWrite, deadline time.Time
+		last                = snap.Seq
+		changed             = snap.Changed() // nil while a gap timer is armed: it writes then
+		gap                 = time.NewTimer(time.Hour)
+	)
+	gap.Stop()
+	defer gap.Stop()
 	write := func(b []byte, events int) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		now := time.Now()
+		if deadline.Sub(now) < streamWriteTimeout/2 { // renewed once in a while, not per write
+			deadline = now.Add(streamWriteTimeout)
+			_ = rc.SetWriteDeadline(deadline)
+		}
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
 		if err := rc.Flush(); err != nil {
 			return false
 		}
+		lastWrite = now
 		h.streams.metrics.StreamWritten(events)
 		return true
+	}
+	// catchUp writes what changed since the last write, from the current snapshot.
+	catchUp := func() bool {
+		snap = h.board.Snapshot()
+		var n int
+		buf, n = appendChanges(buf[:0], snap, last, only)
+		last, changed = snap.Seq, snap.Changed()
+		return n == 0 || write(buf, n)
 	}
 	if !write(buf, 1) {
 		return
 	}
-	last, lastWrite := snap.Seq, time.Now()
 	// Checked twice per heartbeat: a stream is never silent much longer than one.
 	beat := time.NewTicker(h.streams.cfg.Heartbeat / 2)
 	defer beat.Stop()
@@ -199,36 +221,24 @@ func (h *handlers) events(c *gin.Context) {
 		case <-h.streams.closing:
 			return
 		case <-beat.C:
-			if time.Since(lastWrite) >= h.streams.cfg.Heartbeat/2 {
-				if !write(pingComment, 0) {
-					return
-				}
-				lastWrite = time.Now()
-			}
-		case <-snap.Changed():
-			if wait := time.Until(lastWrite.Add(h.streams.cfg.MinGap)); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-h.streams.closing:
-					t.Stop()
-					return
-				case <-t.C:
-				}
-			}
-			snap = h.board.Snapshot()
-			var n int
-			buf, n = appendChanges(buf[:0], snap, last, only)
-			last = snap.Seq
-			if n == 0 {
-				continue
-			}
-			if !write(buf, n) {
+			if time.Since(lastWrite) >= h.streams.cfg.Heartbeat/2 && !write(pingComment, 0) {
 				return
 			}
-			lastWrite = time.Now()
+		case <-changed:
+			// Within MinGap of the last write, the change waits for the gap to pass, and so do the
+			// ones after it: then one write carries them all.
+			if wait := time.Until(lastWrite.Add(h.streams.cfg.MinGap)); wait > 0 {
+				changed = nil
+				gap.Reset(wait)
+				continue
+			}
+			if !catchUp() {
+				return
+			}
+		case <-gap.C:
+			if !catchUp() {
+				return
+			}
 		}
 	}
 }
