@@ -216,7 +216,7 @@ type Options struct {
 	Render Renderer
 	// Metrics is optional.
 	Metrics Metrics
-	// Refresh is how often the sources are read [250 ms]: the staleness bound of the board.
+	// Refresh is how often the sources are read [500 ms]: the staleness bound of the board.
 	Refresh time.Duration
 	// RatesEvery is how often the rates are read [1 s]: they count whole seconds.
 	RatesEvery time.Duration
@@ -247,7 +247,7 @@ func New(o Options) (*Board, error) {
 		return nil, errors.New("board: a Store is required")
 	}
 	if o.Refresh <= 0 {
-		o.Refresh = 250 * time.Millisecond
+		o.Refresh = 500 * time.Millisecond
 	}
 	if o.RatesEvery <= 0 {
 		o.RatesEvery = time.Second
