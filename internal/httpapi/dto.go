@@ -218,6 +218,13 @@ func ratesOf(r *board.Rates) ratesJSON {
 	return out
 }
 
+// publicProductJSON is a product as the public reads answer it: with its viewer figures, so that
+// one request a second follows a sale (a storefront polling the list follows every card).
+type publicProductJSON struct {
+	productJSON
+	Stats viewerStatsJSON `json:"stats"`
+}
+
 // eventItemJSON is a product in the event stream: the product and its viewer figures.
 type eventItemJSON struct {
 	Product productJSON     `json:"product"`

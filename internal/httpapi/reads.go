@@ -76,7 +76,7 @@ var _ board.Renderer = Renderer{}
 // RenderItem implements board.Renderer.
 func (Renderer) RenderItem(it *board.Item) any {
 	p, st := viewProductJSON(it), viewerStatsOf(it)
-	r := &rendered{product: newTagged(mustJSON(p)), stats: newTagged(mustJSON(st))}
+	r := &rendered{product: newTagged(mustJSON(publicProductJSON{p, st})), stats: newTagged(mustJSON(st))}
 	r.data = mustJSON(eventItemJSON{Product: p, Stats: st})
 	r.event = append(append(append([]byte("event: "+string(it.Event)+"\ndata: "), r.data...), '\n'), '\n')
 	return r
@@ -84,9 +84,12 @@ func (Renderer) RenderItem(it *board.Item) any {
 
 // RenderSnapshot implements board.Renderer.
 func (Renderer) RenderSnapshot(s *board.Snapshot) any {
-	out := productsJSON{Products: make([]productJSON, 0, len(s.Listed()))}
+	var out struct {
+		Products []publicProductJSON `json:"products"`
+	}
+	out.Products = make([]publicProductJSON, 0, len(s.Listed()))
 	for _, it := range s.Listed() {
-		out.Products = append(out.Products, viewProductJSON(it))
+		out.Products = append(out.Products, publicProductJSON{viewProductJSON(it), viewerStatsOf(it)})
 	}
 	list := newTagged(mustJSON(out))
 	return &list

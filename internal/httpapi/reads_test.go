@@ -74,13 +74,16 @@ func TestPublicReadsFromMemory(t *testing.T) {
 	b.Refresh(context.Background())
 	h := readRouter(t, b, Deps{}, Config{})
 
+	stats := `{"initial_stock":10,"stock":4,"sold_units":6,"requests_per_sec":0,"accepted_per_sec":0,` +
+		`"rate_window_sec":5,"rates_available":false,"per_second":null}`
 	want := map[string]string{
 		"/api/v1/products": `{"products":[{"id":7,"name":"Seven","price_cents":700,"stock":4,"initial_stock":10,"strategy":"mysql",` +
-			`"sale_starts_at":"2026-01-01T00:00:00Z","sale_ends_at":"2099-01-01T00:00:00Z","per_user_limit":1,"listed":true,"state":"on_sale"}]}`,
+			`"sale_starts_at":"2026-01-01T00:00:00Z","sale_ends_at":"2099-01-01T00:00:00Z","per_user_limit":1,"listed":true,"state":"on_sale",` +
+			`"stats":` + stats + `}]}`,
 		"/api/v1/products/8": `{"id":8,"name":"Eight","price_cents":700,"stock":4,"initial_stock":10,"strategy":"mysql",` +
-			`"sale_starts_at":"2026-01-01T00:00:00Z","sale_ends_at":"2099-01-01T00:00:00Z","per_user_limit":1,"listed":false,"state":"on_sale"}`,
-		"/api/v1/products/7/stats": `{"initial_stock":10,"stock":4,"sold_units":6,"requests_per_sec":0,"accepted_per_sec":0,` +
-			`"rate_window_sec":5,"rates_available":false,"per_second":null}`,
+			`"sale_starts_at":"2026-01-01T00:00:00Z","sale_ends_at":"2099-01-01T00:00:00Z","per_user_limit":1,"listed":false,"state":"on_sale",` +
+			`"stats":` + stats + `}`,
+		"/api/v1/products/7/stats": stats,
 	}
 	for path, body := range want {
 		t.Run(path, func(t *testing.T) {

@@ -59,17 +59,11 @@ async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs
 
 const enc = encodeURIComponent;
 
-/** products lists every sale. */
+/** products lists every sale, each with its viewer figures (stats: stock, sold_units, the live rates). */
 export const products = () => call('/api/v1/products', { cache: 'no-cache' }).then((d) => d.products);
 
 /** strategies lists the stock strategies, in catalog order, each with whether this server serves it. */
 export const strategies = () => call('/api/v1/strategies').then((d) => d.strategies);
-
-/**
- * stats returns a product's public figures: initial_stock, stock, sold_units and the live rates
- * (requests_per_sec, accepted_per_sec, rate_window_sec, rates_available, per_second).
- */
-export const stats = (id) => call(`/api/v1/products/${enc(id)}/stats`, { cache: 'no-cache' });
 
 /**
  * adminStats returns a product's exact audit (admin): the public figures and reserved,

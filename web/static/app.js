@@ -18,8 +18,6 @@ import {
 import { cancelMessage, payMessage, payRetryableCodes, purchaseMessage, retryableCodes } from './messages.js';
 
 const REFRESH_MS = 1000;
-// Cards out of view get their stats this often; cards in view (and the race) every refresh.
-const HIDDEN_STATS_MS = 10000;
 const FAST_REFRESH_MS = 500;
 const TICK_MS = 250;
 const ORDER_POLL_MS = 500;
@@ -113,8 +111,8 @@ async function refresh() {
     const list = await api.products();
     await catalog;
     if (live.mode !== 'polling') return; // the stream is back: its snapshot is newer than this list
-    const now = Date.now();
-    const stats = await Promise.all(list.map((p) => (wantsStats(p.id, now) ? api.stats(p.id).catch(() => null) : null)));
+    // Each product of the list carries its viewer figures: one request a second follows every card.
+    const stats = list.map((p) => p.stats || null);
     if (live.mode !== 'polling') return;
     apply(list, stats);
     state.failures = 0;
@@ -149,8 +147,8 @@ function speedUp(ms = 15000) {
   refresh();
 }
 
-// Only the cards on screen poll their stats every second (and their audit): a long list stays
-// cheap to watch.
+// Only the cards on screen read their audit every second (admin token): a long list stays cheap
+// to watch.
 const onScreen = new Set();
 const screenWatch = 'IntersectionObserver' in window
   ? new IntersectionObserver((seen) => {
@@ -161,12 +159,6 @@ const screenWatch = 'IntersectionObserver' in window
     }
   }, { rootMargin: '200px 0px' })
   : null;
-
-function wantsStats(id, now) {
-  const entry = state.entries.get(id);
-  return !screenWatch || !entry || !entry.stats || onScreen.has(id) || id === drawer.raceProduct ||
-    now - entry.statsAt > HIDDEN_STATS_MS;
-}
 
 /** @type {Map<string, object>} the last answer of GET /api/v1/orders/{id} for each order polled */
 const lastOrders = new Map();

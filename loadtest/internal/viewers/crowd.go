@@ -240,8 +240,7 @@ func topFailures(counts map[string]int, n int) []string {
 
 // Read kinds.
 const (
-	KindProduct = "product" // GET /api/v1/products/{id}
-	KindStats   = "stats"   // GET /api/v1/products/{id}/stats
+	KindProduct = "product" // GET /api/v1/products/{id}: the product and its viewer figures
 	KindList    = "list"    // GET /api/v1/products
 	KindStream  = "stream"  // GET /api/v1/events?product_id=N: one connection attempt
 )
@@ -335,8 +334,8 @@ func (v *viewer) jitter(d time.Duration, lo, hi float64) time.Duration {
 
 // ---------------------------------------------------------------- polling
 
-// poll is an open storefront: the product and its stats about once a second, revalidated with
-// their ETags, and the list every ListEvery.
+// poll is an open storefront: the product (which carries its viewer figures) about once a
+// second, revalidated with its ETag, and the list every ListEvery.
 func (v *viewer) poll(ctx context.Context) {
 	cfg := &v.crowd.cfg
 	if !sleep(ctx, v.jitter(cfg.PollEvery, 0, 1)) {
@@ -345,7 +344,6 @@ func (v *viewer) poll(ctx context.Context) {
 	id := strconv.FormatInt(cfg.ProductID, 10)
 	paths := []struct{ kind, path string }{
 		{KindProduct, "/api/v1/products/" + id},
-		{KindStats, "/api/v1/products/" + id + "/stats"},
 		{KindList, "/api/v1/products"},
 	}
 	etags := make([]string, len(paths))

@@ -163,7 +163,7 @@ func TestPollingCrowd(t *testing.T) {
 	if sum.Status[200] == 0 || sum.Status[304] == 0 || sum.NotModifiedShare == 0 || sum.FiveXX() != 0 || sum.NoAnswer() != 0 {
 		t.Errorf("status %v, 304 share %.2f: want 200s and 304s, no 5xx, none unanswered", sum.Status, sum.NotModifiedShare)
 	}
-	for _, k := range []string{KindProduct, KindStats, KindList} {
+	for _, k := range []string{KindProduct, KindList} {
 		if sum.ByKind[k] == 0 {
 			t.Errorf("no %s read: %v", k, sum.ByKind)
 		}
