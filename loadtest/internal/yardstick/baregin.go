@@ -141,10 +141,16 @@ func BareGinHandler() http.Handler {
 	return r
 }
 
-// ReadCeilingProduct is the product the read ceiling answers: the shape and size of the app's.
-const ReadCeilingProduct = `{"id":1,"name":"bench · read path","price_cents":100,"stock":99999000,"initial_stock":100000000,` +
+// ReadCeilingProduct is the product the read ceiling answers: the shape and size of the app's,
+// its viewer figures (stats, 30 seconds of rates) included.
+var ReadCeilingProduct = `{"id":1,"name":"bench · read path","price_cents":100,"stock":99999000,"initial_stock":100000000,` +
 	`"strategy":"mysql","sale_starts_at":"2026-11-28T08:00:00Z","sale_ends_at":"2026-11-29T08:00:00Z",` +
-	`"per_user_limit":1,"listed":false,"state":"on_sale"}`
+	`"per_user_limit":1,"listed":false,"state":"on_sale","stats":{"initial_stock":100000000,"stock":99999000,` +
+	`"sold_units":1000,"requests_per_sec":0,"accepted_per_sec":0,"rate_window_sec":5,"rates_available":true,` +
+	`"per_second":{"start":1795852800,"requests":[` + zeros(30) + `],"accepted":[` + zeros(30) + `]}}}`
+
+// zeros is n zeros, comma-separated.
+func zeros(n int) string { return strings.TrimSuffix(strings.Repeat("0,", n), ",") }
 
 // Process is a child process serving the bare gin ceiling.
 type Process struct {
