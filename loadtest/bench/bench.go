@@ -251,39 +251,47 @@ func (b *bench) problem(format string, args ...any) {
 // bareGin measures the ceiling of the HTTP layer: the bare gin handler in a process of its own,
 // blasted with the connections and the duration of the sold-out phase.
 func (b *bench) bareGin(ctx context.Context) error {
+	_, err := b.ceiling(ctx, "bare gin ceiling", "bare-gin.log", "409 sold_out", kindGin,
+		yardstick.Blast{IdempotencyKeys: true})
+	return err
+}
+
+// ceiling blasts a route of the bare gin handler, in a process of its own started for it, with
+// the connections and the duration of the HTTP phases (blast gives the rest: the route and its
+// requests), checks that every answer was want, and adds its row as what.
+func (b *bench) ceiling(ctx context.Context, what, logName, want, kind string, blast yardstick.Blast) (*yardstick.Result, error) {
 	o := b.o
-	logPath := filepath.Join(o.runDir, b.rep.RunID, "bare-gin.log")
+	logPath := filepath.Join(o.runDir, b.rep.RunID, logName)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	p, err := yardstick.StartBareGin(ctx, "", logf)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer p.Stop()
-	b.say("bare gin ceiling: pid %d on %s, %d connections, %s + %s", p.Pid, p.URL, o.connections, o.warmup, o.duration)
+	b.say("%s: pid %d on %s, %d connections, %s + %s", what, p.Pid, p.URL, o.connections, o.warmup, o.duration)
 	cpu := cpuWindow(o.warmup)
-	res, err := yardstick.Blast{
-		Targets: []string{p.URL}, ProductID: 1, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
-		RunID: b.blastID(), IdempotencyKeys: true,
-	}.Run(ctx)
+	blast.Targets, blast.ProductID, blast.Workers, blast.Warmup, blast.Duration, blast.RunID =
+		[]string{p.URL}, 1, o.connections, o.warmup, o.duration, b.blastID()
+	res, err := blast.Run(ctx)
 	if err != nil {
-		return err
+		return res, err
 	}
-	if n := res.Answers["409 sold_out"]; n != res.Sent {
-		return fmt.Errorf("bare gin ceiling: %d of %d answers were 409 sold_out: %s %q", n, res.Sent, answersCell(res.Answers), res.Failures)
+	if n := res.Answers[want]; n != res.Sent {
+		return res, fmt.Errorf("%s: %d of %d answers were %s: %s %q", what, n, res.Sent, want, answersCell(res.Answers), res.Failures)
 	}
 	b.rep.Rows = append(b.rep.Rows, Row{
-		Kind: kindGin, What: "bare gin ceiling", Config: fmt.Sprintf("1 process · %d connections", o.connections),
+		Kind: kind, What: what, Config: fmt.Sprintf("1 process · %d connections", o.connections),
 		Figure: res.PerSec, Unit: "req/s", P50: res.All.P50, P99: res.All.P99, Answers: res.Answers, CPU: cpu(),
 	})
-	b.say("bare gin ceiling: %.0f req/s", res.PerSec)
-	return p.Stop()
+	b.say("%s: %.0f req/s", what, res.PerSec)
+	return res, p.Stop()
 }
 
 // rowRate measures R on the replicas' MySQL server, in the yardstick's scratch database.

@@ -8,8 +8,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -23,38 +21,7 @@ import (
 // and connections: GET of one product of a fresh sale, over every replica.
 func (b *bench) read(ctx context.Context, targets []string, pprof, label string) error {
 	o := b.o
-	logPath := filepath.Join(o.runDir, b.rep.RunID, "bare-gin-read.log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return err
-	}
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	p, err := yardstick.StartBareGin(ctx, "", logf)
-	if err != nil {
-		return err
-	}
-	defer p.Stop()
-	b.say("read ceiling: pid %d on %s, %d connections, %s + %s", p.Pid, p.URL, o.connections, o.warmup, o.duration)
-	cpu := cpuWindow(o.warmup)
-	res, err := yardstick.Blast{
-		Targets: []string{p.URL}, ProductID: 1, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
-		RunID: b.blastID(), Read: true,
-	}.Run(ctx)
-	if err != nil {
-		return err
-	}
-	if n := res.Answers["200"]; n != res.Sent {
-		return fmt.Errorf("read ceiling: %d of %d answers were 200: %s %q", n, res.Sent, answersCell(res.Answers), res.Failures)
-	}
-	b.rep.Rows = append(b.rep.Rows, Row{
-		Kind: kindGinRead, What: "bare gin GET", Config: fmt.Sprintf("1 process · %d connections", o.connections),
-		Figure: res.PerSec, Unit: "req/s", P50: res.All.P50, P99: res.All.P99, Answers: res.Answers, CPU: cpu(),
-	})
-	b.say("read ceiling: %.0f req/s", res.PerSec)
-	if err := p.Stop(); err != nil {
+	if _, err := b.ceiling(ctx, "bare gin GET", "bare-gin-read.log", "200", kindGinRead, yardstick.Blast{Read: true}); err != nil {
 		return err
 	}
 
@@ -70,8 +37,8 @@ func (b *bench) read(ctx context.Context, targets []string, pprof, label string)
 		Config: fmt.Sprintf("%s · %s · %d connections · %s", o.soldOutWith, replicas(len(targets)), o.connections, label)}
 	b.say("read path: product %d, %d connections over %d replicas, %s + %s", id, o.connections, len(targets), o.warmup, o.duration)
 	profile := b.profile(ctx, pprof, "read", o.duration)
-	cpu = cpuWindow(o.warmup)
-	res, err = yardstick.Blast{
+	cpu := cpuWindow(o.warmup)
+	res, err := yardstick.Blast{
 		Targets: targets, ProductID: id, Workers: o.connections, Warmup: o.warmup, Duration: o.duration,
 		RunID: b.blastID(), Read: true,
 	}.Run(ctx)
