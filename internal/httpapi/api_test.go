@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,11 +49,6 @@ func (fakeSales) Stats(context.Context, int64) (sale.Stats, error) {
 	return sale.Stats{InitialStock: 10, Stock: 0}, nil
 }
 
-// productStore is a board.Store over fixed products.
-type productStore []sale.Product
-
-func (s productStore) Products(context.Context) ([]sale.Product, error) { return slices.Clone(s), nil }
-
 // testProduct is the product of testRouter's board: listed, on sale, 4 of 10 left.
 var testProduct = sale.Product{
 	ID: 7, Name: "Seven", PriceCents: 700, Stock: 4, InitialStock: 10, Strategy: sale.StrategyMySQL,
@@ -64,7 +58,7 @@ var testProduct = sale.Product{
 
 // boardOf returns a loaded board of ps, rendered as the API serves it.
 func boardOf(ps ...sale.Product) *board.Board {
-	b, err := board.New(board.Options{Store: productStore(ps), Render: Renderer{}})
+	b, err := board.New(board.Options{Store: &countingStore{ps: ps}, Render: Renderer{}})
 	if err != nil {
 		panic(err)
 	}

@@ -190,14 +190,9 @@ func (h *handlers) clientLimit(l Limiter, exempt []netip.Prefix) gin.HandlerFunc
 	}
 	return func(c *gin.Context) {
 		ip := c.ClientIP()
-		if a, err := netip.ParseAddr(ip); err == nil {
-			a = a.Unmap()
-			for _, p := range exempt {
-				if p.Contains(a) {
-					c.Next()
-					return
-				}
-			}
+		if isExempt(ip, exempt) {
+			c.Next()
+			return
 		}
 		if ok, wait := l.Allow(c.Request.Context(), throttleKey(ip)); !ok {
 			h.respondError(c, &sale.RateLimitedError{Wait: wait})
@@ -254,6 +249,9 @@ func secureHeaders(c *gin.Context) {
 	h["X-Content-Type-Options"] = nosniff
 	h["Referrer-Policy"] = noReferrer
 	h["X-Frame-Options"] = frameDeny
+	// No cache keeps an answer unless its handler declares it public (reads.go): what depends on
+	// who asks is never kept by anyone.
+	h["Cache-Control"] = noStore
 	c.Next()
 }
 

@@ -18,8 +18,8 @@ import (
 // The public reads (the product list, one product, its viewer figures) are answered from the
 // replica's board (internal/board): bytes rendered once per change, an ETag, and a Cache-Control
 // that lets browsers and shared caches (nginx's micro-cache, a CDN) keep them for a second. No
-// public read touches a database. Everything else is `no-store` (noStore, the default of every
-// answer): what depends on who asks is never kept by anyone.
+// public read touches a database. Everything else is `no-store` (noStore, which secureHeaders
+// sets on every answer): what depends on who asks is never kept by anyone.
 
 // Board is the read side as the HTTP layer needs it; *board.Board implements it.
 type Board interface {
@@ -43,12 +43,6 @@ var (
 	// release is seen at once.
 	revalidate = []string{"no-cache"}
 )
-
-// noStoreByDefault marks every answer `no-store` unless its handler declares it cacheable.
-func noStoreByDefault(c *gin.Context) {
-	c.Writer.Header()["Cache-Control"] = noStore
-	c.Next()
-}
 
 // tagged is a body as served, with its ETag and length made once: an answer from memory sets
 // headers it does not compute.

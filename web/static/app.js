@@ -113,7 +113,6 @@ async function refresh() {
     if (live.mode !== 'polling') return; // the stream is back: its snapshot is newer than this list
     // Each product of the list carries its viewer figures: one request a second follows every card.
     const stats = list.map((p) => p.stats || null);
-    if (live.mode !== 'polling') return;
     apply(list, stats);
     state.failures = 0;
     showBanner('');
