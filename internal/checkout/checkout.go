@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/payment"
@@ -36,9 +38,13 @@ type Store interface {
 	CompletePayment(ctx context.Context, orderID, key, paymentID string) (sale.Order, error)
 	ReleasePayment(ctx context.Context, orderID, key string) error
 	CancelOrder(ctx context.Context, orderID, userID string) (sale.Order, error)
-	ExpireDue(ctx context.Context, limit int) ([]sale.ClosedOrder, error)
+	ExpireDue(ctx context.Context, limit int) ([]store.ReturnDue, error)
+	DueOrders(ctx context.Context, limit int) ([]string, error)
+	ExpireOrder(ctx context.Context, orderID string) ([]store.ReturnDue, error)
 	StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]store.StuckPayment, error)
-	Unreturned(ctx context.Context, limit int) ([]store.ReturnDue, error)
+	Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]store.ReturnDue, error)
+	ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]store.ReturnDue, error)
+	ParkOrder(ctx context.Context, orderID, loop string, cause error) (bool, error)
 }
 
 // Provider is the payment provider (*payment.Provider).
@@ -55,8 +61,11 @@ type Options struct {
 	// StuckAfter is how long an order may stay in `paying` before the recovery settles it: well
 	// beyond ChargeTimeout, so that it never races a payer still waiting for its answer.
 	StuckAfter time.Duration
-	// Batch bounds the orders one expiry or return round takes.
+	// Batch bounds the orders one expiry takes, and those of one product one return takes.
 	Batch int
+	// Products bounds the products one return round serves [64]; the next round starts where it
+	// stopped.
+	Products int
 	// Log receives what the rounds could not do.
 	Log *slog.Logger
 	// Metrics counts payments, expiries and returns; optional.
@@ -68,6 +77,7 @@ type Metrics interface {
 	Payment(err error)
 	OrdersExpired(n int)
 	UnitsReturned(st sale.Strategy, n int)
+	OrderParked(loop string)
 }
 
 type nopMetrics struct{}
@@ -75,6 +85,7 @@ type nopMetrics struct{}
 func (nopMetrics) Payment(error)                    {}
 func (nopMetrics) OrdersExpired(int)                {}
 func (nopMetrics) UnitsReturned(sale.Strategy, int) {}
+func (nopMetrics) OrderParked(string)               {}
 
 // Service pays, cancels, expires and returns.
 type Service struct {
@@ -86,6 +97,8 @@ type Service struct {
 	// afterExpire, a test hook, runs in each expiry round after its orders expired (committed)
 	// and before their units are returned.
 	afterExpire func([]sale.ClosedOrder)
+	// next is the product the next return sweep starts at (see Store.Unreturned).
+	next atomic.Int64
 }
 
 // New returns the service. returners are the strategies' Returners; a closed order of a product
@@ -105,13 +118,18 @@ func New(st Store, p Provider, returners map[sale.Strategy]sale.Returner, feed s
 	if o.Batch <= 0 {
 		o.Batch = 500
 	}
+	if o.Products <= 0 {
+		o.Products = 64
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
 	}
-	return &Service{store: st, provider: p, returners: returners, feed: feed, o: o}, nil
+	s := &Service{store: st, provider: p, returners: returners, feed: feed, o: o}
+	s.next.Store(rand.Int64N(1 << 20)) // replicas start their sweeps on different products
+	return s, nil
 }
 
 // SetAfterExpire installs a test hook that runs in each expiry round between the commit of its
@@ -155,17 +173,22 @@ func (s *Service) settle(ctx context.Context, o sale.Order, key string, ch payme
 	return sale.Order{}, sale.ErrPaymentDeclined
 }
 
-// Cancel cancels userID's order before it is paid, and returns its units at once when it can
-// (the expirer's return round does it otherwise).
+// Cancel cancels userID's order before it is paid, and returns its units before it answers: the
+// order says returned, unless its strategy is not served here or the return failed (the
+// expirer's return sweep takes it then, within a round).
 func (s *Service) Cancel(ctx context.Context, orderID, userID string) (sale.Order, error) {
 	o, err := s.store.CancelOrder(ctx, orderID, userID)
 	if err != nil || o.Returned {
 		return o, err
 	}
-	if n, _ := s.returnBatch(ctx); n > 0 {
-		if fresh, err := s.store.Order(ctx, orderID); err == nil {
-			return fresh, nil
-		}
+	due, err := s.store.ReturnsOf(ctx, []sale.ClosedOrder{{OrderID: o.OrderID, ProductID: o.ProductID,
+		UserID: o.UserID, Quantity: o.Quantity, Status: sale.StatusCancelled}})
+	if err != nil {
+		s.o.Log.Warn("checkout: return a cancelled order", "order_id", orderID, "err", err)
+		return o, nil
+	}
+	if _, done := s.returnAll(ctx, due); done == 1 {
+		o.Returned = true
 	}
 	return o, nil
 }
@@ -185,34 +208,83 @@ func (s *Service) Run(ctx context.Context, every time.Duration) error {
 	}
 }
 
-// Round is one pass of Run: it expires the orders due (all of them, a batch at a time), settles
-// the stuck payments, and returns the units of closed orders. It reports how many orders it
-// expired and how many units it returned.
+// Round is one pass of Run: it expires the orders due, a batch at a time, and gives each batch's
+// units back at once (one return per product of the batch); then it settles the stuck payments
+// and sweeps what is still to return (a return that failed, a process that died between an
+// expiry and its return, a cancel whose return failed), fair across products. It reports how
+// many orders it expired and how many units it returned. A row that fails for what it holds is
+// parked (Store.ParkOrder) and the round goes on for the others.
 func (s *Service) Round(ctx context.Context) (expired, returned int) {
 	for ctx.Err() == nil {
-		batch, err := s.store.ExpireDue(ctx, s.o.Batch)
-		if err != nil {
-			s.o.Log.Warn("checkout: expire orders", "err", err)
-			break
+		batch, full := s.expireBatch(ctx)
+		n := store.OrdersIn(batch)
+		expired += n
+		s.o.Metrics.OrdersExpired(n)
+		if n > 0 && s.afterExpire != nil {
+			s.afterExpire(closedOrders(batch))
 		}
-		expired += len(batch)
-		s.o.Metrics.OrdersExpired(len(batch))
-		if len(batch) > 0 && s.afterExpire != nil {
-			s.afterExpire(batch)
-		}
-		if len(batch) < s.o.Batch {
+		units, _ := s.returnAll(ctx, batch)
+		returned += units
+		if !full {
 			break
 		}
 	}
 	s.settleStuck(ctx)
 	for ctx.Err() == nil {
-		n, full := s.returnBatch(ctx)
+		n, more := s.returnSweep(ctx)
 		returned += n
-		if n == 0 || !full {
+		if n == 0 || !more {
 			break
 		}
 	}
 	return expired, returned
+}
+
+// expireBatch expires a batch of the orders due, and reports whether it was full (more may be
+// due). A batch that fails for one of its rows is done order by order, and the row that fails
+// alone is parked.
+func (s *Service) expireBatch(ctx context.Context) ([]store.ReturnDue, bool) {
+	batch, err := s.store.ExpireDue(ctx, s.o.Batch)
+	if err == nil {
+		return batch, store.OrdersIn(batch) == s.o.Batch
+	}
+	if !store.RowFault(err) {
+		s.o.Log.Warn("checkout: expire orders", "err", err)
+		return nil, false
+	}
+	ids, err := s.store.DueOrders(ctx, s.o.Batch)
+	if err != nil {
+		s.o.Log.Warn("checkout: expire orders", "err", err)
+		return nil, false
+	}
+	var out []store.ReturnDue
+	for _, id := range ids {
+		one, err := s.store.ExpireOrder(ctx, id)
+		switch {
+		case err == nil:
+			out = append(out, one...)
+		case store.RowFault(err):
+			s.park(ctx, "expire", id, err)
+		default:
+			s.o.Log.Warn("checkout: expire an order", "order_id", id, "err", err)
+			return out, false
+		}
+	}
+	return out, len(ids) == s.o.Batch
+}
+
+// park parks orderID for loop and, the first time, logs it and counts it.
+func (s *Service) park(ctx context.Context, loop, orderID string, cause error) {
+	parked, err := s.store.ParkOrder(context.WithoutCancel(ctx), orderID, loop, cause)
+	if err != nil {
+		s.o.Log.Warn("checkout: park an order", "loop", loop, "order_id", orderID, "cause", cause, "err", err)
+		return
+	}
+	if parked {
+		s.o.Metrics.OrderParked(loop)
+		s.o.Log.Error("checkout: order parked: it fails for what it holds, the loop goes on without it",
+			"loop", loop, "order_id", orderID, "err", cause)
+	}
 }
 
 // settleStuck settles the payments whose payer died at the provider (see the package comment).
@@ -223,46 +295,100 @@ func (s *Service) settleStuck(ctx context.Context) {
 		return
 	}
 	for _, p := range stuck {
-		o := sale.Order{OrderID: p.OrderID, ProductID: p.ProductID, UserID: p.UserID, Quantity: p.Quantity}
-		ch, err := s.provider.Void(ctx, chargeKey(p.OrderID, p.PayKey), p.OrderID, p.ProductID, p.AmountCents)
+		err := p.AmountErr
 		if err == nil {
-			_, err = s.settle(ctx, o, p.PayKey, ch)
+			o := sale.Order{OrderID: p.OrderID, ProductID: p.ProductID, UserID: p.UserID, Quantity: p.Quantity}
+			var ch payment.Charge
+			if ch, err = s.provider.Void(ctx, chargeKey(p.OrderID, p.PayKey), p.OrderID, p.ProductID, p.AmountCents); err == nil {
+				_, err = s.settle(ctx, o, p.PayKey, ch)
+			}
 		}
-		if err != nil && !errors.Is(err, sale.ErrPaymentDeclined) {
+		switch {
+		case err == nil, errors.Is(err, sale.ErrPaymentDeclined):
+		case store.RowFault(err):
+			s.park(ctx, "settle", p.OrderID, err)
+		default:
 			s.o.Log.Warn("checkout: settle a stuck payment", "order_id", p.OrderID, "err", err)
 		}
 	}
 }
 
-// returnBatch returns the units of a batch of closed orders not returned yet, through each
-// product's strategy, and tells every replica of each product that got units back. It returns the
-// units returned, and whether the batch was full (more may be due).
-func (s *Service) returnBatch(ctx context.Context) (int, bool) {
-	due, err := s.store.Unreturned(ctx, s.o.Batch)
+// returnSweep returns a batch of each product with closed orders not returned yet (up to
+// Options.Products of them, from where the last sweep stopped). It returns the units returned,
+// and whether more may be due.
+func (s *Service) returnSweep(ctx context.Context) (int, bool) {
+	from := int(s.next.Add(int64(s.o.Products)) - int64(s.o.Products))
+	due, err := s.store.Unreturned(ctx, s.o.Batch, s.o.Products, from)
 	if err != nil {
 		s.o.Log.Warn("checkout: orders to return", "err", err)
 		return 0, false
 	}
-	selected := 0
+	more := len(due) == s.o.Products
 	for _, d := range due {
-		selected += len(d.Orders)
+		more = more || len(d.Orders) == s.o.Batch
 	}
-	total := 0
+	units, _ := s.returnAll(ctx, due)
+	return units, more
+}
+
+// returnAll gives the units of each product's closed orders back through the product's strategy,
+// one return per product, and tells every replica of a product that got units back. It returns
+// the units returned and the orders done (returned now or before). A product whose return fails
+// for what one of its orders holds is returned order by order, and the order that fails alone is
+// parked; one that fails otherwise (its lock service down, say) is left for the next round.
+func (s *Service) returnAll(ctx context.Context, due []store.ReturnDue) (units, done int) {
 	for _, d := range due {
 		r, ok := s.returners[d.Strategy]
 		if !ok {
 			continue // a strategy not served here: a process that serves it returns them
 		}
 		n, err := r.Return(ctx, d.ReturnBatch)
+		returned := len(d.Orders)
+		if err != nil && store.RowFault(err) && len(d.Orders) > 1 {
+			n, returned, err = s.returnOneByOne(ctx, r, d)
+		}
 		if err != nil {
-			s.o.Log.Warn("checkout: return units", "product_id", d.ProductID, "strategy", d.Strategy, "orders", len(d.Orders), "err", err)
+			if store.RowFault(err) {
+				s.park(ctx, "return", d.Orders[0].OrderID, err)
+			} else {
+				s.o.Log.Warn("checkout: return units", "product_id", d.ProductID, "strategy", d.Strategy, "orders", len(d.Orders), "err", err)
+			}
 			continue
 		}
+		done += returned
 		if n > 0 {
-			total += n
+			units += n
 			s.o.Metrics.UnitsReturned(d.Strategy, n)
 			s.feed.Publish(context.WithoutCancel(ctx), sale.Change{Kind: sale.ChangeRestocked, ProductID: d.ProductID, Epoch: d.Epoch})
 		}
 	}
-	return total, selected == s.o.Batch
+	return units, done
+}
+
+// returnOneByOne returns d's orders one at a time, parking those that fail for what they hold;
+// it reports the units and the orders returned. It stops at the first other failure, which it
+// returns.
+func (s *Service) returnOneByOne(ctx context.Context, r sale.Returner, d store.ReturnDue) (units, done int, err error) {
+	for _, o := range d.Orders {
+		one := d.ReturnBatch
+		one.Orders = []sale.ClosedOrder{o}
+		n, err := r.Return(ctx, one)
+		switch {
+		case err == nil:
+			units, done = units+n, done+1
+		case store.RowFault(err):
+			s.park(ctx, "return", o.OrderID, err)
+		default:
+			return units, done, err
+		}
+	}
+	return units, done, nil
+}
+
+func closedOrders(due []store.ReturnDue) []sale.ClosedOrder {
+	var out []sale.ClosedOrder
+	for _, d := range due {
+		out = append(out, d.Orders...)
+	}
+	return out
 }

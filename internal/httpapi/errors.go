@@ -39,6 +39,7 @@ var statusOf = map[sale.Code]int{
 	sale.CodeOrderPaid:         http.StatusConflict,
 	sale.CodePaymentInProgress: http.StatusConflict,
 	sale.CodePaymentDeclined:   http.StatusPaymentRequired,
+	sale.CodeAmountOutOfRange:  http.StatusConflict,
 }
 
 // errorTable maps errors to a status and a code: the domain's table (sale.ErrorCodes), then the

@@ -12,6 +12,7 @@ type Checkout struct {
 	payments *prometheus.CounterVec
 	expired  prometheus.Counter
 	returned *prometheus.CounterVec
+	parked   *prometheus.CounterVec
 }
 
 // RegisterCheckout registers the checkout metrics on m's registry. Call it once per Metrics.
@@ -24,6 +25,8 @@ func (m *Metrics) RegisterCheckout() *Checkout {
 			"Orders this process's expirer expired (their payment window ran out)."),
 		returned: f.counterVec("seckill_units_returned_total",
 			"Units of expired or cancelled orders this process returned to their sale, by strategy.", "strategy"),
+		parked: f.counterVec("seckill_orders_parked_total",
+			"Orders a checkout loop parked (expire, settle, return): a fault of the row that no retry cures; the loop skips it and goes on, and the order waits for an operator (orders.parked_at, park_error). Anything above 0 deserves a look.", "loop"),
 	}
 	// Every series from the start, at 0: a rate over a series that appears only at its first
 	// event misses that event, and a dashboard shows nothing rather than 0 before it.
@@ -31,6 +34,9 @@ func (m *Metrics) RegisterCheckout() *Checkout {
 	c.payments.WithLabelValues(string(sale.CodePaymentDeclined))
 	for _, st := range sale.Strategies {
 		c.returned.WithLabelValues(string(st))
+	}
+	for _, loop := range []string{"expire", "settle", "return"} {
+		c.parked.WithLabelValues(loop)
 	}
 	return c
 }
@@ -51,3 +57,6 @@ func (c *Checkout) OrdersExpired(n int) { c.expired.Add(float64(n)) }
 func (c *Checkout) UnitsReturned(st sale.Strategy, n int) {
 	c.returned.WithLabelValues(string(st)).Add(float64(n))
 }
+
+// OrderParked counts an order parked by loop.
+func (c *Checkout) OrderParked(loop string) { c.parked.WithLabelValues(loop).Inc() }

@@ -29,6 +29,7 @@ const (
 	CodeOrderPaid         Code = "order_already_paid"
 	CodePaymentInProgress Code = "payment_in_progress"
 	CodePaymentDeclined   Code = "payment_declined"
+	CodeAmountOutOfRange  Code = "amount_out_of_range"
 	// CodeInternal is the code of an error the domain does not know: a bug.
 	CodeInternal Code = "internal"
 )
@@ -57,6 +58,7 @@ var codeTable = []ErrorCode{
 	{ErrOrderPaid, CodeOrderPaid},
 	{ErrPaymentInProgress, CodePaymentInProgress},
 	{ErrPaymentDeclined, CodePaymentDeclined},
+	{ErrAmountOutOfRange, CodeAmountOutOfRange},
 	{context.DeadlineExceeded, CodeUnavailable},
 	{context.Canceled, CodeUnavailable},
 }

@@ -3,6 +3,8 @@ package sale
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -42,7 +44,22 @@ var (
 	// ErrPaymentDeclined: the provider declined the charge. The order still awaits payment: pay
 	// again with a new Idempotency-Key.
 	ErrPaymentDeclined = errors.New("the payment was declined")
+	// ErrAmountOutOfRange: the order's amount (its quantity at the product's price) does not fit
+	// in 64 bits. The product limits keep any new product from it (MaxStock × MaxPriceCents fits);
+	// a row stored before them can still hold one, and it is refused alone, never computed by
+	// MySQL into an error that stops a whole query.
+	ErrAmountOutOfRange = errors.New("the order's amount is out of range: it cannot be charged")
 )
+
+// AmountCents is what quantity units at priceCents each cost, or ErrAmountOutOfRange when that
+// does not fit in an int64 (or either is negative).
+func AmountCents(quantity int, priceCents int64) (int64, error) {
+	q := int64(quantity)
+	if q < 0 || priceCents < 0 || (q > 0 && priceCents > math.MaxInt64/q) {
+		return 0, fmt.Errorf("%d × %d cents: %w", quantity, priceCents, ErrAmountOutOfRange)
+	}
+	return q * priceCents, nil
+}
 
 // Lifecycle details of an order, beyond its purchase.
 type OrderTimes struct {

@@ -37,11 +37,15 @@ func (p Product) CheckWindow(now time.Time) error {
 	return nil
 }
 
-// Limits on product fields, generous but finite so that arithmetic and columns never overflow.
+// Limits on product fields, generous but finite so that arithmetic and columns never overflow:
+// the largest amount anything computes, a whole sale's units at its price (MaxStock ×
+// MaxPriceCents = 10^18 cents), fits an int64 (and MySQL's BIGINT) with room to spare; a stock
+// fits the INT columns. A price of up to ten million in the currency's units is beyond any flash
+// sale's.
 const (
 	MaxNameLen    = 200
 	MaxStock      = 1_000_000_000
-	MaxPriceCents = 1_000_000_000_00
+	MaxPriceCents = 1_000_000_000
 	// MinSaleYear and MaxSaleYear bound a sale time's year in UTC: the range of a SQL DATETIME.
 	// A time beyond it cannot be stored (the MySQL driver refuses years past 9999), and one in
 	// another zone can cross it once in UTC.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,54 @@ func TestSaleTimeRange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLimitsKeepAmountsComputable: every combination of the product and purchase limits' extremes
+// validates and its amounts fit (an order's, a whole sale's); a step beyond a limit is refused;
+// AmountCents refuses what does not fit.
+func TestLimitsKeepAmountsComputable(t *testing.T) {
+	now := time.Now()
+	for _, price := range []int64{0, 1, sale.MaxPriceCents} {
+		for _, stock := range []int{0, 1, sale.MaxStock} {
+			for _, limit := range []int{1, sale.MaxStock} {
+				np := sale.NewProduct{Name: "x", PriceCents: price, Stock: stock, Strategy: sale.StrategyMySQL,
+					SaleStartsAt: now, SaleEndsAt: now.Add(time.Hour), PerUserLimit: limit}
+				if err := np.Validate(); err != nil {
+					t.Fatalf("%+v: %v", np, err)
+				}
+				for _, qty := range []int{1, min(limit, sale.MaxQuantity), stock} {
+					if _, err := sale.AmountCents(qty, price); err != nil {
+						t.Errorf("price %d × quantity %d: %v", price, qty, err)
+					}
+				}
+			}
+		}
+	}
+	beyond := []sale.NewProduct{
+		{PriceCents: sale.MaxPriceCents + 1, Stock: 1, PerUserLimit: 1},
+		{PriceCents: 1, Stock: sale.MaxStock + 1, PerUserLimit: 1},
+		{PriceCents: 1, Stock: 1, PerUserLimit: sale.MaxStock + 1},
+		{PriceCents: -1, Stock: 1, PerUserLimit: 1},
+	}
+	for _, np := range beyond {
+		np.Name, np.Strategy, np.SaleStartsAt, np.SaleEndsAt = "x", sale.StrategyMySQL, now, now.Add(time.Hour)
+		if err := np.Validate(); !errors.Is(err, sale.ErrInvalid) {
+			t.Errorf("%+v: %v, want invalid", np, err)
+		}
+	}
+	if err := (sale.PurchaseRequest{ProductID: 1, UserID: "u", Quantity: sale.MaxQuantity + 1}).Validate(); !errors.Is(err, sale.ErrInvalid) {
+		t.Errorf("quantity beyond the limit: %v, want invalid", err)
+	}
+	for _, c := range []struct {
+		qty   int
+		price int64
+	}{{100_000_000, 100_000_000_000}, {-1, 1}, {1, -1}, {2, math.MaxInt64}} {
+		if _, err := sale.AmountCents(c.qty, c.price); !errors.Is(err, sale.ErrAmountOutOfRange) {
+			t.Errorf("AmountCents(%d, %d) = %v, want out of range", c.qty, c.price, err)
+		}
+	}
+	if got, err := sale.AmountCents(1, math.MaxInt64); err != nil || got != math.MaxInt64 {
+		t.Errorf("AmountCents(1, max) = %d, %v", got, err)
 	}
 }

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -31,12 +34,15 @@ const (
 // orderState is an order's row as the lifecycle reads it; Status is empty for a purchase still
 // queued (a reservation without its order).
 type orderState struct {
-	OrderID   string
-	ProductID int64
-	UserID    string
-	Quantity  int
-	// AmountCents is what the order costs: its quantity at the product's price.
-	AmountCents int64
+	OrderID    string
+	ProductID  int64
+	UserID     string
+	Quantity   int
+	PriceCents int64
+	// AmountCents is what the order costs: its quantity at the product's price, computed here
+	// (sale.AmountCents), never by MySQL, where one product's overflow would fail every query
+	// that reads it.
+	AmountCents int64 `gorm:"-"`
 	Status      string
 	PayKey      sql.NullString
 	ExpiresAt   sql.NullTime
@@ -76,14 +82,13 @@ func (o orderState) refusal() error {
 }
 
 const orderStateQuery = `
-	SELECT r.order_id, r.product_id, r.user_id, r.quantity, r.quantity * p.price_cents AS amount_cents,
+	SELECT r.order_id, r.product_id, r.user_id, r.quantity, p.price_cents,
 	       COALESCE(o.status, '') AS status, o.pay_key, o.expires_at, o.paid_at, o.closed_at,
 	       o.returned_at IS NOT NULL AS returned, o.payment_id
 	FROM reservations r JOIN products p ON p.id = r.product_id LEFT JOIN orders o ON o.reservation_id = r.id
 	WHERE r.order_id = ?`
 
-func (s *Store) orderState(ctx context.Context, db *gorm.DB, orderID string) (orderState, error) {
-	var o orderState
+func (s *Store) orderState(ctx context.Context, db *gorm.DB, orderID string) (o orderState, err error) {
 	res := db.WithContext(ctx).Raw(orderStateQuery, orderID).Scan(&o)
 	if res.Error != nil {
 		return orderState{}, res.Error
@@ -91,7 +96,8 @@ func (s *Store) orderState(ctx context.Context, db *gorm.DB, orderID string) (or
 	if res.RowsAffected == 0 {
 		return orderState{}, sale.ErrNotFound
 	}
-	return o, nil
+	o.AmountCents, err = sale.AmountCents(o.Quantity, o.PriceCents)
+	return o, err
 }
 
 // Order returns an accepted purchase: queued until the consumer has created its order, then
@@ -122,6 +128,11 @@ func (s *Store) buyersOrder(ctx context.Context, db *gorm.DB, orderID, userID st
 // cannot be paid now (sale.ErrOrderExpired, ErrOrderCancelled, ErrOrderPaid,
 // ErrPaymentInProgress, ErrOrderNotConfirmed, ErrNotFound).
 func (s *Store) ClaimPayment(ctx context.Context, orderID, userID, key string) (o sale.Order, replay bool, err error) {
+	// An order whose amount cannot be computed is refused before anything is claimed: a claim
+	// made first would leave it in `paying` with nothing to charge.
+	if _, err := s.buyersOrder(ctx, s.db, orderID, userID); errors.Is(err, sale.ErrAmountOutOfRange) {
+		return sale.Order{}, false, err
+	}
 	// The UPDATE can deadlock with an expirer's claim of the same rows (it locks them through
 	// another index): it is one statement, run again.
 	var res *gorm.DB
@@ -205,19 +216,47 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, userID string) (sale.O
 	return out, err
 }
 
-// ExpireDue expires up to limit orders whose payment window has run out: confirmed → expired,
-// with their order.expired events, in one transaction. The rows are claimed with FOR UPDATE SKIP
-// LOCKED: expirers in every replica take disjoint batches without waiting for each other, a
-// payment that claimed an order first has moved it out of `confirmed`, and an expirer killed
-// before its commit leaves nothing claimed (its transaction rolls back; the next round takes the
-// orders). It returns the orders it expired.
-func (s *Store) ExpireDue(ctx context.Context, limit int) ([]sale.ClosedOrder, error) {
-	var expired []sale.ClosedOrder
-	err := s.inTx(ctx, "expire orders", func(tx *gorm.DB) error {
-		expired = nil
-		if err := tx.Raw(`SELECT order_id, product_id, user_id, quantity FROM orders
-			WHERE status = 'confirmed' AND expires_at <= NOW(6)
-			ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, limit).Scan(&expired).Error; err != nil || len(expired) == 0 {
+// ExpireDue expires up to limit orders whose payment window has run out, oldest due first:
+// confirmed → expired, with their order.expired events, in one transaction. The rows are claimed
+// with FOR UPDATE SKIP LOCKED: expirers in every replica take disjoint batches without waiting for
+// each other, a payment that claimed an order first has moved it out of `confirmed`, and an
+// expirer killed before its commit leaves nothing claimed (its transaction rolls back; the next
+// round takes the orders). Parked orders are skipped. It returns the orders it expired, by
+// product, with what their return needs (the product's strategy and epoch), so that the caller
+// can give their units back at once.
+func (s *Store) ExpireDue(ctx context.Context, limit int) ([]ReturnDue, error) {
+	return s.expire(ctx, "expire orders", limit, "")
+}
+
+// ExpireOrder expires orderID alone if its window has run out (nothing, if not): what an expirer
+// does order by order when a batch fails for one of its rows, to find that row.
+func (s *Store) ExpireOrder(ctx context.Context, orderID string) ([]ReturnDue, error) {
+	return s.expire(ctx, "expire order", 1, orderID)
+}
+
+// DueOrders lists up to limit orders whose payment window has run out (unclaimed: a read).
+func (s *Store) DueOrders(ctx context.Context, limit int) ([]string, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Raw(`SELECT order_id FROM orders
+		WHERE status = 'confirmed' AND expires_at <= NOW(6) AND parked_at IS NULL
+		ORDER BY expires_at LIMIT ?`, limit).Scan(&ids).Error
+	return ids, classify("due orders", err)
+}
+
+func (s *Store) expire(ctx context.Context, op string, limit int, orderID string) ([]ReturnDue, error) {
+	var out []ReturnDue
+	err := s.inTx(ctx, op, func(tx *gorm.DB) error {
+		out = nil
+		var expired []sale.ClosedOrder
+		q := `SELECT order_id, product_id, user_id, quantity FROM orders
+			WHERE status = 'confirmed' AND expires_at <= NOW(6) AND parked_at IS NULL`
+		args := []any{}
+		if orderID != "" {
+			q += " AND order_id = ?"
+			args = append(args, orderID)
+		}
+		args = append(args, limit)
+		if err := tx.Raw(q+" ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED", args...).Scan(&expired).Error; err != nil || len(expired) == 0 {
 			return err
 		}
 		ids := make([]string, len(expired))
@@ -229,9 +268,60 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]sale.ClosedOrder, e
 			WHERE order_id IN ? AND status = 'confirmed'`, ids).Error; err != nil {
 			return err
 		}
-		return insertEvents(tx, EventExpired, expired)
+		if err := insertEvents(tx, EventExpired, expired); err != nil {
+			return err
+		}
+		var err error
+		out, err = byProduct(ctx, tx, expired)
+		return err
 	})
-	return expired, err
+	return out, err
+}
+
+// ReturnTarget is what a return of a product's units needs to know of the product.
+type returnTarget struct {
+	ID        int64
+	Strategy  string
+	SaleEpoch uint64
+}
+
+// byProduct groups closed orders by product, in the order of their first appearance, with each
+// product's strategy and epoch (a plain read of the product rows: no lock on them, which every
+// purchase of a mysql sale takes).
+func byProduct(ctx context.Context, db *gorm.DB, orders []sale.ClosedOrder) ([]ReturnDue, error) {
+	var out []ReturnDue
+	at := map[int64]int{}
+	for _, o := range orders {
+		i, ok := at[o.ProductID]
+		if !ok {
+			i = len(out)
+			at[o.ProductID] = i
+			out = append(out, ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: o.ProductID}})
+		}
+		out[i].Orders = append(out[i].Orders, o)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(out))
+	for i, d := range out {
+		ids[i] = d.ProductID
+	}
+	var targets []returnTarget
+	if err := db.WithContext(ctx).Raw("SELECT id, strategy, sale_epoch FROM products WHERE id IN ?", ids).Scan(&targets).Error; err != nil {
+		return nil, err
+	}
+	for _, t := range targets {
+		out[at[t.ID]].Strategy, out[at[t.ID]].Epoch = sale.Strategy(t.Strategy), t.SaleEpoch
+	}
+	return out, nil
+}
+
+// ReturnsOf groups closed orders by product with what their return needs (see ReturnDue): a
+// cancel's one order, returned at once.
+func (s *Store) ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]ReturnDue, error) {
+	out, err := byProduct(ctx, s.db, orders)
+	return out, classify("returns of orders", err)
 }
 
 // insertEvents writes one order event of kind per order into the outbox. An event of that kind
@@ -263,22 +353,32 @@ func valuesNow(rows int) string {
 // StuckPayment is an order left in `paying` longer than a payment can take: its payer died
 // between its claim and its outcome.
 type StuckPayment struct {
-	OrderID     string
-	ProductID   int64
-	UserID      string
-	Quantity    int
-	AmountCents int64
+	OrderID    string
+	ProductID  int64
+	UserID     string
+	Quantity   int
+	PriceCents int64
+	// AmountCents is Quantity at PriceCents, computed here (see orderState); 0 with AmountErr
+	// set when it is out of range.
+	AmountCents int64 `gorm:"-"`
+	AmountErr   error `gorm:"-"`
 	PayKey      string
 }
 
-// StuckPayments returns up to limit orders in `paying` whose claim is older than olderThan.
+// StuckPayments returns up to limit orders in `paying` whose claim is older than olderThan,
+// parked ones aside. A row whose amount cannot be computed comes with its AmountErr: it fails
+// alone, not the read of every other.
 func (s *Store) StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]StuckPayment, error) {
 	var out []StuckPayment
 	err := s.db.WithContext(ctx).Raw(`
-		SELECT o.order_id, o.product_id, o.user_id, o.quantity, o.quantity * p.price_cents AS amount_cents, o.pay_key
+		SELECT o.order_id, o.product_id, o.user_id, o.quantity, p.price_cents, o.pay_key
 		FROM orders o JOIN products p ON p.id = o.product_id
-		WHERE o.status = 'paying' AND o.pay_started_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?`,
+		WHERE o.status = 'paying' AND o.pay_started_at < NOW(6) - INTERVAL ? MICROSECOND AND o.parked_at IS NULL
+		LIMIT ?`,
 		olderThan.Microseconds(), limit).Scan(&out).Error
+	for i := range out {
+		out[i].AmountCents, out[i].AmountErr = sale.AmountCents(out[i].Quantity, out[i].PriceCents)
+	}
 	return out, classify("stuck payments", err)
 }
 
@@ -289,30 +389,58 @@ type ReturnDue struct {
 	Strategy sale.Strategy
 }
 
-// Unreturned returns up to limit expired or cancelled orders whose units are not back in stock
-// yet, grouped by product.
-func (s *Store) Unreturned(ctx context.Context, limit int) ([]ReturnDue, error) {
-	var rows []struct {
-		sale.ClosedOrder
-		Strategy  string
-		SaleEpoch uint64
+// OrdersIn counts the orders of batches.
+func OrdersIn(due []ReturnDue) int {
+	n := 0
+	for _, d := range due {
+		n += len(d.Orders)
 	}
-	err := s.db.WithContext(ctx).Raw(`
-		SELECT o.order_id, o.product_id, o.user_id, o.quantity, o.status, p.strategy, p.sale_epoch
-		FROM orders o JOIN products p ON p.id = o.product_id
-		WHERE o.status IN ('expired', 'cancelled') AND o.returned_at IS NULL
-		ORDER BY o.product_id LIMIT ?`, limit).Scan(&rows).Error
-	if err != nil {
+	return n
+}
+
+// Unreturned returns expired or cancelled orders whose units are not back in stock yet, parked
+// ones aside: up to perProduct of each product, the oldest closed first, for up to maxProducts
+// products, starting at the from-th (modulo their number) of the products that have some. A
+// product with a crowd of due orders takes one batch's turn like any other, so that a fresh
+// cancel on another waits for no one; from lets replicas start on different products.
+func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]ReturnDue, error) {
+	var products []returnTarget
+	db := s.db.WithContext(ctx)
+	// One probe of ix_orders_return_due per product: the cost grows with the products, not with
+	// their orders.
+	if err := db.Raw(`SELECT p.id, p.strategy, p.sale_epoch FROM products p WHERE EXISTS (
+			SELECT 1 FROM orders o WHERE o.product_id = p.id AND o.returned_at IS NULL
+			AND o.closed_at IS NOT NULL AND o.parked_at IS NULL)
+		ORDER BY p.id`).Scan(&products).Error; err != nil || len(products) == 0 {
 		return nil, classify("unreturned orders", err)
 	}
-	var out []ReturnDue
-	for _, r := range rows {
-		if n := len(out); n == 0 || out[n-1].ProductID != r.ProductID {
-			out = append(out, ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: r.ProductID, Epoch: r.SaleEpoch}, Strategy: sale.Strategy(r.Strategy)})
-		}
-		out[len(out)-1].Orders = append(out[len(out)-1].Orders, r.ClosedOrder)
+	if from %= len(products); from < 0 {
+		from += len(products)
 	}
-	return out, nil
+	products = append(products[from:], products[:from]...)[:min(len(products), maxProducts)]
+	parts := make([]string, len(products))
+	args := make([]any, 0, 2*len(products))
+	for i, p := range products {
+		parts[i] = `(SELECT order_id, product_id, user_id, quantity, status FROM orders
+			WHERE product_id = ? AND returned_at IS NULL AND closed_at IS NOT NULL AND parked_at IS NULL
+			ORDER BY closed_at LIMIT ?)`
+		args = append(args, p.ID, perProduct)
+	}
+	var rows []sale.ClosedOrder
+	if err := db.Raw(strings.Join(parts, " UNION ALL "), args...).Scan(&rows).Error; err != nil {
+		return nil, classify("unreturned orders", err)
+	}
+	out := make([]ReturnDue, 0, len(products))
+	at := map[int64]int{}
+	for _, p := range products {
+		at[p.ID] = len(out)
+		out = append(out, ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: p.ID, Epoch: p.SaleEpoch}, Strategy: sale.Strategy(p.Strategy)})
+	}
+	for _, r := range rows {
+		i := at[r.ProductID]
+		out[i].Orders = append(out[i].Orders, r)
+	}
+	return slices.DeleteFunc(out, func(d ReturnDue) bool { return len(d.Orders) == 0 }), nil
 }
 
 // MarkReturned locks those of orderIDs (of productID) that are closed and not returned yet, marks

@@ -65,7 +65,7 @@ func TestPersistReturns(t *testing.T) {
 	if diff := cmp.Diff(ids[:2], got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("returned orders (-want +got):\n%s", diff)
 	}
-	due, err := st.Unreturned(ctx, 10)
+	due, err := st.Unreturned(ctx, 10, 1000, 0)
 	if err != nil || len(due) != 0 {
 		t.Fatalf("still due: %+v, %v; want none", due, err)
 	}

@@ -70,7 +70,7 @@ func (b *bench) phases(ctx context.Context) error {
 			return err
 		}
 	}
-	if !b.has(phaseSoldOut) && !b.has(phaseAccept) && !b.has(phaseRead) && !b.has(phaseFanout) {
+	if !b.has(phaseSoldOut) && !b.has(phaseAccept) && !b.has(phaseRead) && !b.has(phaseFanout) && !b.has(phaseReturns) {
 		if b.has(phaseR) {
 			return b.rowRate(ctx)
 		}
@@ -142,6 +142,11 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 	}
 	if first && b.has(phaseFanout) {
 		if err := b.fanout(ctx, targets, pprof, label); err != nil {
+			return err
+		}
+	}
+	if first && b.has(phaseReturns) {
+		if err := b.returns(ctx, targets, label); err != nil {
 			return err
 		}
 	}

@@ -73,6 +73,10 @@ type options struct {
 	subscribers  int
 	fanoutWith   string
 	fanoutBuyers int
+	// returnOrders orders over one product of each of returnStrategies fall due at once in the
+	// returns phase.
+	returnOrders     int
+	returnStrategies []string
 	mysqlDSN     string
 	adminToken   string
 	outDir       string
@@ -86,10 +90,11 @@ const (
 	phaseR       = "r"
 	phaseRead    = "read"
 	phaseFanout  = "fanout"
+	phaseReturns = "returns"
 	phaseAccept  = "accept"
 )
 
-var allPhases = []string{phaseGin, phaseSoldOut, phaseR, phaseRead, phaseFanout, phaseAccept}
+var allPhases = []string{phaseGin, phaseSoldOut, phaseR, phaseRead, phaseFanout, phaseReturns, phaseAccept}
 
 // batchDefault in -batch leaves SECKILL_BATCH_MAX unset: the app's own default.
 const batchDefault = "default"
@@ -102,7 +107,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.envScript, "env", "scripts/env.sh", "the local stack's environment, sourced for every replica")
 	fs.IntVar(&o.replicas, "replicas", 3, "replicas of `seckill serve` to start")
 	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none and create the products there, run the accept phases once as the replicas are configured, no profiles")
-	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), read (GET one product ÷ the read ceiling), fanout (subscribers of the event stream while purchases move the stock), accept")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), read (GET one product ÷ the read ceiling), fanout (subscribers of the event stream while purchases move the stock), returns (units of unpaid orders back on sale), accept")
 	fs.IntVar(&o.connections, "connections", 64, "connections of the bare gin and sold-out phases")
 	workers := fs.String("workers", "32,64,256", "workers (requests in flight) of the accept phases, comma-separated: each strategy is measured at each (32: a steady trickle, where latency bounds the rate; 64: where redis-lua's p99 is judged; 256: a burst, as a flash sale is)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of every HTTP phase, sent but not measured")
@@ -115,6 +120,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.subscribers, "subscribers", 1000, "subscribers of the fan-out phase, holding GET /api/v1/events?product_id=N spread over the replicas")
 	fs.StringVar(&o.fanoutWith, "fanout-strategy", "mysql", "strategy of the fan-out phase's product")
 	fs.IntVar(&o.fanoutBuyers, "fanout-workers", 16, "purchases in flight while the fan-out phase's subscribers watch: they move the stock that the events carry")
+	fs.IntVar(&o.returnOrders, "return-orders", 100_000, "orders of the returns phase, spread over its products, whose payment windows end at once")
+	returnStrategies := fs.String("return-strategies", "mysql,redis-lua,zk", "one product of each in the returns phase")
 	batches := fs.String("batch", batchDefault+",1", "SECKILL_BATCH_MAX of each replica configuration, in order; "+batchDefault+" leaves it unset")
 	fs.StringVar(&o.batchLinger, "batch-linger", "", "SECKILL_BATCH_LINGER of every configuration (empty: unset)")
 	fs.IntVar(&o.stock, "stock", 100_000_000, "stock of each accept product: enough never to sell out")
@@ -134,6 +141,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	o.targets = cli.SplitList(*targets)
 	o.phases = cli.SplitList(*phases)
 	o.strategies = cli.SplitList(*strategies)
+	o.returnStrategies = cli.SplitList(*returnStrategies)
 	o.batches = cli.SplitList(*batches)
 	for _, w := range cli.SplitList(*workers) {
 		n, err := strconv.Atoi(w)
@@ -161,6 +169,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, errors.New("durations must be positive (the warm-up may be 0)")
 	case o.warmup+max(o.duration, o.acceptFor) > 10*time.Minute:
 		return nil, errors.New("a phase is bounded to 10 minutes")
+	case slices.Contains(o.phases, phaseReturns) && (len(o.returnStrategies) == 0 || o.returnOrders < len(o.returnStrategies)):
+		return nil, errors.New("the returns phase needs a strategy and at least one order per strategy")
 	case slices.Contains(o.phases, phaseAccept) && (len(o.strategies) == 0 || len(o.batches) == 0):
 		return nil, errors.New("the accept phases need at least one strategy and one -batch configuration")
 	case len(o.targets) > 0 && o.profile:

@@ -63,6 +63,7 @@ const (
 	kindGinRead = "gin-read" // the read ceiling: bare gin answering a fixed product
 	kindRead    = "read"     // the app's read path
 	kindFanout  = "fanout"   // the event stream's fan-out
+	kindReturns = "returns"  // units of unpaid orders back on sale
 )
 
 // Row is one measurement.
@@ -245,6 +246,9 @@ CPU: the share of the machine's CPU time busy, and stolen by the hypervisor for 
 during the phase's measured window (/proc/stat); on a shared VM the stolen share moves the
 CPU-bound phases (HTTP, the app) far more than R, which waits on fsync, so compare ratios of
 runs with like steal.
+Returns: units of orders whose windows all ended at once back in MySQL's stock per second (the
+replicas' expirers expire and return them); its p50 is a cancel's answer on another product
+meanwhile, which returns its own unit before it answers.
 Drain: from the phase's last answer until every accepted unit is a confirmed order; for
 redis-lua, with the share of the phase's units that were in MySQL when it ended (its persisters
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).

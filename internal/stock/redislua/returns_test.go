@@ -80,15 +80,15 @@ func (e *luaReturns) expire(t *testing.T, buyers ...string) {
 			t.Fatal(err)
 		}
 	}
-	if closed, err := e.st.ExpireDue(t.Context(), 100); err != nil || len(closed) != len(buyers) {
-		t.Fatalf("expired %d, %v; want %d", len(closed), err, len(buyers))
+	if closed, err := e.st.ExpireDue(t.Context(), 100); err != nil || store.OrdersIn(closed) != len(buyers) {
+		t.Fatalf("expired %d, %v; want %d", store.OrdersIn(closed), err, len(buyers))
 	}
 }
 
 // due is the product's closed orders not returned yet in MySQL, as the expirer reads them.
 func (e *luaReturns) due(t *testing.T) sale.ReturnBatch {
 	t.Helper()
-	all, err := e.st.Unreturned(t.Context(), 100)
+	all, err := e.st.Unreturned(t.Context(), 100, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
