@@ -28,7 +28,7 @@ func RowFault(err error) bool {
 	}
 	switch me.Number {
 	case errTooManyConns, errLockWaitTimeout, errDeadlock,
-		1053, // the server is shutting down
+		1053,             // the server is shutting down
 		1290, 1792, 1836, // read-only (a replica, or a failover under way)
 		1317, 1927, // the query or the connection was killed
 		1969, 3024: // a statement's time limit (MariaDB, MySQL)

@@ -77,10 +77,10 @@ type options struct {
 	// returns phase.
 	returnOrders     int
 	returnStrategies []string
-	mysqlDSN     string
-	adminToken   string
-	outDir       string
-	runDir       string
+	mysqlDSN         string
+	adminToken       string
+	outDir           string
+	runDir           string
 }
 
 // The phases, in the order they run.
