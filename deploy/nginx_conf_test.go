@@ -315,6 +315,7 @@ func checkNginxReadPath(t *testing.T, conf string, listen, opsListen string) {
 		{"/api/v1/admin/stampedes/abc/events", kindRefused, kindProxied},
 		{"/metrics", kindRefused, kindProxied},
 		{"/readyz", kindRefused, kindProxied},
+		{"/.seckill-error", kindRefused, kindRefused}, // nginx's own error answers
 	}
 	for _, name := range []string{"public", "ops"} {
 		server := servers[name]

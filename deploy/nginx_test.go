@@ -131,6 +131,7 @@ func TestNginxComposeRender(t *testing.T) {
 				t.Errorf("rendered %d lines from a %d-line template (+1 header)", got, want-1)
 			}
 			checkNginxReadPath(t, conf, ng.env["SECKILL_LB_LISTEN"], ng.env["SECKILL_LB_OPS_LISTEN"])
+			checkNginxErrorPages(t, conf)
 			checkComposeNofile(t, conf)
 		})
 	}
@@ -281,8 +282,8 @@ func TestNginxComposeRuns(t *testing.T) {
 				t.Errorf("%s public %s: %v", method, tc.path, err)
 				continue
 			}
-			if code != http.StatusNotFound || ctype != "application/json" {
-				t.Errorf("%s public %s: %d %s %q; want the operations surface refused, 404 application/json", method, tc.path, code, ctype, body)
+			if code != http.StatusNotFound || ctype != "application/json; charset=utf-8" {
+				t.Errorf("%s public %s: %d %s %q; want the operations surface refused, 404 as the app's JSON", method, tc.path, code, ctype, body)
 			}
 			if method != http.MethodHead && body != `{"error":{"code":"not_found","message":"no such endpoint"}}` {
 				t.Errorf("%s public %s: body %q, want the API's not_found error", method, tc.path, body)
