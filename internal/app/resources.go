@@ -119,6 +119,8 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 			Log:          log.With("component", "persister"),
 			BeforeCommit: fp.persisterBeforeCommit,
 			AfterCommit:  fp.persisterAfterCommit,
+			// r.metrics is made last of the resources, before the persister runs.
+			OnParked: func(n int) { r.metrics.PoisonRows("persister", n) },
 		})
 		if err != nil {
 			return nil, err

@@ -13,6 +13,8 @@ type Lifecycle struct {
 	batch     prometheus.Histogram
 	malformed prometheus.Counter
 	lag       prometheus.Gauge
+	// poison counts what the event relay and consumer park (Metrics.PoisonRows).
+	poison func(loop string, n int)
 }
 
 // RegisterLifecycle registers the lifecycle event metrics on m's registry. Call it once per
@@ -20,6 +22,7 @@ type Lifecycle struct {
 func (m *Metrics) RegisterLifecycle() *Lifecycle {
 	f := factory{m.reg}
 	return &Lifecycle{
+		poison: m.PoisonRows,
 		backlog: f.gauge("seckill_lifecycle_outbox_backlog",
 			"Order events (paid, expired, cancelled) committed but not yet published to Kafka, as last seen by this relay."),
 		published: f.counter("seckill_lifecycle_relay_published_total",

@@ -37,6 +37,7 @@ type Metrics struct {
 	consumerBatch  prometheus.Histogram
 	consumerBad    prometheus.Counter
 	consumerLag    prometheus.Gauge
+	poison         *prometheus.CounterVec
 
 	httpSeries     seriesCache[httpLabels, httpObservers]
 	purchaseSeries seriesCache[purchaseLabels, purchaseObservers]
@@ -114,6 +115,7 @@ func New() *Metrics {
 		m.locksLost.WithLabelValues(string(st))
 	}
 	m.registerZoo()
+	m.registerPoison()
 	return m
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 // TestOutageBackoff: 100 ms, doubling, at most 5 s, no jitter, for as long as it is asked.
@@ -121,6 +123,9 @@ func (f *failingOutbox) waitClaims(t *testing.T, n int) []time.Time {
 func (*failingOutbox) MarkPublished(context.Context, []int64) error         { return nil }
 func (*failingOutbox) ReleaseClaims(context.Context, string, []int64) error { return nil }
 func (*failingOutbox) OutboxBacklog(context.Context) (int64, error)         { return 0, nil }
+func (*failingOutbox) ParkOutbox(_ context.Context, e []ParkedEntry) ([]int64, error) {
+	return nil, nil
+}
 func (*failingOutbox) RequeueUnconfirmed(context.Context, time.Duration, time.Duration, int) (int64, error) {
 	return 0, nil
 }
@@ -137,6 +142,10 @@ func (s *failingStore) ConfirmOrders(ctx context.Context, ids []string) (int64, 
 		return 0, errors.New("database away")
 	}
 	return int64(len(ids)), nil
+}
+
+func (*failingStore) ParkMessages(_ context.Context, ms []sale.Parked) ([]sale.Parked, error) {
+	return ms, nil
 }
 
 // logRecorder keeps the "backoff" attribute of every record.
@@ -179,4 +188,6 @@ func (nopMetrics) SetOutboxBacklog(int64) {}
 func (nopMetrics) OrdersCreated(int64)    {}
 func (nopMetrics) ConsumerBatch(int)      {}
 func (nopMetrics) ConsumerMalformed()     {}
+func (nopMetrics) ConsumerParked(int)     {}
+func (nopMetrics) RelayParked(int)        {}
 func (nopMetrics) SetConsumerLag(int64)   {}

@@ -367,6 +367,8 @@ func (r *burstRecorder) SetOutboxBacklog(int64) {}
 func (r *burstRecorder) OrdersCreated(int64)    {}
 func (r *burstRecorder) ConsumerBatch(size int) { r.batches.Add(1); r.batchRows.Add(int64(size)) }
 func (r *burstRecorder) ConsumerMalformed()     {}
+func (r *burstRecorder) ConsumerParked(int)     {}
+func (r *burstRecorder) RelayParked(int)        {}
 func (r *burstRecorder) SetConsumerLag(n int64) {}
 
 type countingOutbox struct {

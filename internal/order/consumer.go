@@ -2,17 +2,29 @@ package order
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/sethvargo/go-retry"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// OrderStore creates orders from reservations, idempotently.
+// OrderStore creates orders from reservations, idempotently, and parks the messages that can
+// never become one (MessageParker).
 type OrderStore interface {
 	ConfirmOrders(ctx context.Context, orderIDs []string) (int64, error)
+	MessageParker
+}
+
+// MessageParker keeps the messages a consumer can never apply, each once however often it is
+// given, and returns those it kept now.
+type MessageParker interface {
+	ParkMessages(ctx context.Context, ms []sale.Parked) ([]sale.Parked, error)
 }
 
 // ConsumerMetrics receives the order consumer's counters.
@@ -22,9 +34,12 @@ type ConsumerMetrics interface {
 }
 
 // GroupMetrics receives the counters every consumer keeps, whichever topic it reads.
+// ConsumerMalformed counts messages that could not be decoded; ConsumerParked counts the
+// messages parked (those among them, and those the database refused): each is an alert.
 type GroupMetrics interface {
 	ConsumerBatch(size int)
 	ConsumerMalformed()
+	ConsumerParked(n int)
 	SetConsumerLag(n int64)
 }
 
@@ -36,6 +51,9 @@ type Consumer struct {
 	log     *slog.Logger
 	reader  *kafka.Reader
 	metrics GroupMetrics
+	// loop names the consumer in what it parks (sale.Parked.Loop), and parker keeps it.
+	loop   string
+	parker MessageParker
 	// apply writes a batch's effect in the database, retrying until it succeeds; it returns false
 	// if ctx ended first.
 	apply func(ctx context.Context, batch []kafka.Message) bool
@@ -72,6 +90,7 @@ func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMet
 	if err != nil {
 		return nil, err
 	}
+	c.loop, c.parker = "consumer", st
 	c.apply = c.createOrders(st, m)
 	return c, nil
 }
@@ -79,8 +98,7 @@ func NewConsumer(log *slog.Logger, cfg KafkaConfig, st OrderStore, m ConsumerMet
 // createOrders is the order consumer's apply: it creates the orders of a batch's events.
 func (c *Consumer) createOrders(st OrderStore, m ConsumerMetrics) func(context.Context, []kafka.Message) bool {
 	return func(ctx context.Context, batch []kafka.Message) bool {
-		ids := decodeBatch(c, batch, decodeOrderID)
-		return c.retry(ctx, "create orders", len(ids), func(ctx context.Context) error {
+		return applyBatch(ctx, c, "create orders", batch, decodeOrderID, func(ctx context.Context, ids []string) error {
 			n, err := st.ConfirmOrders(ctx, ids)
 			if err == nil {
 				m.OrdersCreated(n)
@@ -191,21 +209,92 @@ func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 	return batch, nil
 }
 
-// decodeBatch decodes each message of batch with decode, skipping (and counting, and logging)
-// those it refuses.
-func decodeBatch[T any](c *Consumer, batch []kafka.Message, decode func([]byte) (T, error)) []T {
-	out := make([]T, 0, len(batch))
+// applyBatch decodes the messages of batch with decode and writes what they carry with write,
+// retrying through outages (retry); it returns false if ctx ended first. A message that cannot
+// be decoded, or whose item write refuses for its values (sale.ErrPoison), is parked and the
+// others are written: a refused batch is written again in halves until the item that causes it is
+// alone, so a batch pays for the search only when it holds such an item (about two writes per
+// halving), and the writes that went through are not undone (write is idempotent).
+func applyBatch[T any](ctx context.Context, c *Consumer, op string, batch []kafka.Message, decode func([]byte) (T, error), write func(context.Context, []T) error) bool {
+	items, from := make([]T, 0, len(batch)), make([]kafka.Message, 0, len(batch))
+	var parked []sale.Parked
 	for _, m := range batch {
 		v, err := decode(m.Value)
 		if err != nil {
 			c.metrics.ConsumerMalformed()
-			c.log.Error("consumer: skipping malformed event", "err", err,
-				"partition", m.Partition, "offset", m.Offset, "topic", m.Topic)
+			parked = append(parked, c.parked(m, err))
 			continue
 		}
-		out = append(out, v)
+		items, from = append(items, v), append(from, m)
 	}
-	return out
+	var apply func(items []T, from []kafka.Message) bool
+	apply = func(items []T, from []kafka.Message) bool {
+		if len(items) == 0 {
+			return true
+		}
+		var refused error
+		ok := c.retry(ctx, op, len(items), func(ctx context.Context) error {
+			err := write(ctx, items)
+			if errors.Is(err, sale.ErrPoison) {
+				refused = err
+				return nil
+			}
+			return err
+		})
+		switch {
+		case !ok:
+			return false
+		case refused == nil:
+			return true
+		case len(items) == 1:
+			parked = append(parked, c.parked(from[0], refused))
+			return true
+		}
+		half := len(items) / 2
+		return apply(items[:half], from[:half]) && apply(items[half:], from[half:])
+	}
+	return apply(items, from) && c.park(ctx, parked)
+}
+
+// parked is m as the consumer parks it for err.
+func (c *Consumer) parked(m kafka.Message, err error) sale.Parked {
+	orderID, productID := named(m.Value)
+	return sale.Parked{
+		Loop: c.loop, Source: m.Topic, Position: strconv.Itoa(m.Partition) + ":" + strconv.FormatInt(m.Offset, 10),
+		OrderID: orderID, ProductID: productID, Payload: m.Value, Reason: err.Error(),
+	}
+}
+
+// named returns the order and product a message names, as far as it can be read: both topics'
+// messages carry order_id and product_id.
+func named(value []byte) (orderID string, productID int64) {
+	var v struct {
+		OrderID   string `json:"order_id"`
+		ProductID int64  `json:"product_id"`
+	}
+	_ = json.Unmarshal(value, &v) // what could not be read stays empty
+	return v.OrderID, v.ProductID
+}
+
+// park parks ms, retrying through outages, then logs and counts those it parked now: each once,
+// however often it is delivered. It returns false if ctx ended first: the batch is then not
+// committed, and comes again.
+func (c *Consumer) park(ctx context.Context, ms []sale.Parked) bool {
+	if len(ms) == 0 {
+		return true
+	}
+	return c.retry(ctx, "park messages", len(ms), func(ctx context.Context) error {
+		fresh, err := c.parker.ParkMessages(ctx, ms)
+		if err != nil {
+			return err
+		}
+		for _, p := range fresh {
+			c.log.Error("consumer: a message can never be applied; parked, the consumer goes on without it",
+				"topic", p.Source, "position", p.Position, "order_id", p.OrderID, "reason", p.Reason)
+		}
+		c.metrics.ConsumerParked(len(fresh))
+		return nil
+	})
 }
 
 // retry runs write, the database write of a batch of n events, until it succeeds, waiting

@@ -26,21 +26,27 @@ type LifecycleEvent struct {
 	UserID    string    `json:"user_id"`
 	Quantity  int       `json:"quantity"`
 	At        time.Time `json:"at"`
+	// Invalid, when not empty, says why the row cannot become a message (OutboxEntry.Invalid).
+	Invalid string `json:"-"`
 }
 
-// EventOutbox is the order events' outbox as the relay sees it: Outbox's claim, mark and release
-// over order_events. ClaimEvents claims only events whose id is at least fromID (0: all).
+// EventOutbox is the order events' outbox as the relay sees it: Outbox's claim, mark, release
+// and park over order_events. ClaimEvents claims only events whose id is at least fromID (0:
+// all), and never a parked one.
 type EventOutbox interface {
 	ClaimEvents(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]LifecycleEvent, error)
 	MarkEventsPublished(ctx context.Context, ids []int64) error
 	ReleaseEventClaims(ctx context.Context, owner string, ids []int64) error
+	ParkEvents(ctx context.Context, entries []ParkedEntry) ([]int64, error)
 	EventBacklog(ctx context.Context) (int64, error)
 }
 
 // EventTallier counts order events into their product's tallies, each event once however often
-// it is given, and returns how many it counted.
+// it is given, and returns how many it counted; it parks the messages that can never be counted
+// (MessageParker).
 type EventTallier interface {
 	TallyEvents(ctx context.Context, eventIDs []int64) (int64, error)
+	MessageParker
 }
 
 // EventConsumerMetrics receives the event consumer's counters.
@@ -64,21 +70,22 @@ func (c KafkaConfig) Lifecycle() KafkaConfig {
 // keyed by order id.
 type events struct{ EventOutbox }
 
-func (o events) claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]int64, []kafka.Message, error) {
-	claimed, err := o.ClaimEvents(ctx, owner, lease, limit, fromID)
-	if err != nil || len(claimed) == 0 {
-		return nil, nil, err
+func (o events) claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) (claimed, error) {
+	evs, err := o.ClaimEvents(ctx, owner, lease, limit, fromID)
+	if err != nil || len(evs) == 0 {
+		return claimed{}, err
 	}
-	ids, msgs := make([]int64, len(claimed)), make([]kafka.Message, len(claimed))
-	for i, e := range claimed {
+	c := claimed{ids: make([]int64, 0, len(evs)), msgs: make([]kafka.Message, 0, len(evs))}
+	for _, e := range evs {
 		e.At = e.At.UTC()
 		value, err := json.Marshal(e)
-		if err != nil {
-			return nil, nil, fmt.Errorf("encode order event: %w", err)
-		}
-		ids[i], msgs[i] = e.ID, kafka.Message{Key: []byte(e.OrderID), Value: value}
+		c.add(e.ID, e.OrderID, value, e.Invalid, err)
 	}
-	return ids, msgs, nil
+	return c, nil
+}
+
+func (o events) park(ctx context.Context, entries []ParkedEntry) ([]int64, error) {
+	return o.ParkEvents(ctx, entries)
 }
 
 func (o events) MarkPublished(ctx context.Context, ids []int64) error {
@@ -110,6 +117,7 @@ func NewEventConsumer(log *slog.Logger, cfg KafkaConfig, t EventTallier, m Event
 	if err != nil {
 		return nil, err
 	}
+	c.loop, c.parker = "event_consumer", t
 	c.apply = c.tallyEvents(t, m)
 	return c, nil
 }
@@ -117,8 +125,7 @@ func NewEventConsumer(log *slog.Logger, cfg KafkaConfig, t EventTallier, m Event
 // tallyEvents is the event consumer's apply: it counts a batch's events into the tallies.
 func (c *Consumer) tallyEvents(t EventTallier, m EventConsumerMetrics) func(context.Context, []kafka.Message) bool {
 	return func(ctx context.Context, batch []kafka.Message) bool {
-		ids := decodeBatch(c, batch, decodeEventID)
-		return c.retry(ctx, "tally order events", len(ids), func(ctx context.Context) error {
+		return applyBatch(ctx, c, "tally order events", batch, decodeEventID, func(ctx context.Context, ids []int64) error {
 			n, err := t.TallyEvents(ctx, ids)
 			if err == nil {
 				m.EventsTallied(n)

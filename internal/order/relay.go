@@ -1,11 +1,13 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -14,11 +16,13 @@ import (
 )
 
 // Outbox is the reservation table as the relay sees it. ClaimOutboxFrom claims only entries
-// whose id is at least fromID (0: all).
+// whose id is at least fromID (0: all), and never a parked one; ParkOutbox parks entries and
+// returns the ids it parked now (not those parked before).
 type Outbox interface {
 	ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]OutboxEntry, error)
 	MarkPublished(ctx context.Context, ids []int64) error
 	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
+	ParkOutbox(ctx context.Context, entries []ParkedEntry) ([]int64, error)
 	OutboxBacklog(ctx context.Context) (int64, error)
 	RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error)
 }
@@ -33,6 +37,17 @@ type OutboxEntry struct {
 	Quantity  int
 	Strategy  string
 	CreatedAt time.Time
+	// Invalid, when not empty, says why the row cannot become an event (a value beyond the
+	// event's types): the relay parks it.
+	Invalid string
+}
+
+// ParkedEntry is an outbox entry the relay can never publish, and why: its row cannot become a
+// message, or the broker refuses the message for itself (too large for the topic, say) and not
+// for an outage. Parked, it leaves the claims until an operator clears it (docs/order-pipeline.md).
+type ParkedEntry struct {
+	ID     int64
+	Reason string
 }
 
 // MessageWriter publishes messages and returns once the broker acknowledged them (or failed).
@@ -48,9 +63,11 @@ type RelayMetrics interface {
 }
 
 // OutboxMetrics receives the counters every relay keeps, whichever outbox it drains.
+// RelayParked counts entries parked (ParkedEntry): each is an alert.
 type OutboxMetrics interface {
 	RelayPublished(n int)
 	RelayFailed()
+	RelayParked(n int)
 	SetOutboxBacklog(n int64)
 }
 
@@ -127,24 +144,60 @@ const fullScanEvery = time.Second
 const claimMargin = 1024
 
 // source is an outbox as a relay drains it: a claim comes back as the entries' ids and the
-// messages to publish for them.
+// messages to publish for them, and the entries that cannot become a message.
 type source interface {
-	claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]int64, []kafka.Message, error)
+	claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) (claimed, error)
 	MarkPublished(ctx context.Context, ids []int64) error
 	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
+	park(ctx context.Context, entries []ParkedEntry) ([]int64, error)
 	OutboxBacklog(ctx context.Context) (int64, error)
+}
+
+// claimed is one claim of a source: ids[i]'s message is msgs[i]; bad are claimed entries that
+// cannot become one.
+type claimed struct {
+	ids  []int64
+	msgs []kafka.Message
+	bad  []ParkedEntry
+}
+
+// add appends entry id's message value, or parks it with why it has none.
+func (c *claimed) add(id int64, key string, value []byte, invalid string, err error) {
+	switch {
+	case invalid != "":
+		c.bad = append(c.bad, ParkedEntry{ID: id, Reason: invalid})
+	case err != nil:
+		c.bad = append(c.bad, ParkedEntry{ID: id, Reason: fmt.Sprintf("encode: %v", err)})
+	default:
+		c.ids = append(c.ids, id)
+		c.msgs = append(c.msgs, kafka.Message{Key: []byte(key), Value: value})
+	}
+}
+
+// size is how many entries the claim took, and first the smallest id among them.
+func (c claimed) size() int { return len(c.ids) + len(c.bad) }
+
+func (c claimed) first() int64 {
+	first := int64(math.MaxInt64)
+	for _, id := range c.ids {
+		first = min(first, id)
+	}
+	for _, b := range c.bad {
+		first = min(first, b.ID)
+	}
+	return first
 }
 
 // reservations is the reservation table as a source: each entry is an Event keyed by product id.
 type reservations struct{ Outbox }
 
-func (o reservations) claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]int64, []kafka.Message, error) {
+func (o reservations) claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) (claimed, error) {
 	entries, err := o.ClaimOutboxFrom(ctx, owner, lease, limit, fromID)
 	if err != nil || len(entries) == 0 {
-		return nil, nil, err
+		return claimed{}, err
 	}
-	ids, msgs := make([]int64, len(entries)), make([]kafka.Message, len(entries))
-	for i, e := range entries {
+	c := claimed{ids: make([]int64, 0, len(entries)), msgs: make([]kafka.Message, 0, len(entries))}
+	for _, e := range entries {
 		value, err := json.Marshal(Event{
 			Version:       eventVersion,
 			OrderID:       e.OrderID,
@@ -155,12 +208,13 @@ func (o reservations) claim(ctx context.Context, owner string, lease time.Durati
 			Strategy:      e.Strategy,
 			ReservedAt:    e.CreatedAt.UTC(),
 		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("encode event: %w", err)
-		}
-		ids[i], msgs[i] = e.ID, kafka.Message{Key: []byte(strconv.FormatInt(e.ProductID, 10)), Value: value}
+		c.add(e.ID, strconv.FormatInt(e.ProductID, 10), value, e.Invalid, err)
 	}
-	return ids, msgs, nil
+	return c, nil
+}
+
+func (o reservations) park(ctx context.Context, entries []ParkedEntry) ([]int64, error) {
+	return o.ParkOutbox(ctx, entries)
 }
 
 // NewRelay returns the relay of the reservations to the order topic; call Run to start it.
@@ -255,41 +309,151 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // publishBatch claims, publishes and marks one batch, and returns how many entries it claimed.
+// What can never be published (an entry that cannot become a message, a message the broker
+// refuses for itself) is parked and the rest goes on; what failed for an outage is released for
+// the next try.
 func (r *Relay) publishBatch(ctx context.Context) (int, error) {
-	ids, msgs, err := r.outbox.claim(ctx, r.cfg.Owner, r.cfg.Lease, r.cfg.Batch, r.claimFrom())
-	if err != nil || len(ids) == 0 {
+	c, err := r.outbox.claim(ctx, r.cfg.Owner, r.cfg.Lease, r.cfg.Batch, r.claimFrom())
+	if err != nil || c.size() == 0 {
 		return 0, err
 	}
-	r.from = ids[0]
+	r.from = c.first()
 
 	// The publish must not outlive the lease, or another relay would publish the batch as well.
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Lease/2)
-	werr := r.writer.WriteMessages(pctx, msgs...)
+	w := r.publish(pctx, c.ids, c.msgs)
 	cancel()
-
-	var done, failed []int64
-	var writeErrs kafka.WriteErrors
-	for i, id := range ids {
-		if werr == nil || (errors.As(werr, &writeErrs) && len(writeErrs) == len(ids) && writeErrs[i] == nil) {
-			done = append(done, id)
-		} else {
-			failed = append(failed, id)
-		}
+	if len(w.refused) > 1 && len(w.refused) == len(c.ids) {
+		// Every message refused, each alone: the topic's limits or the broker's, not a message's.
+		// Parking them all would empty the outbox into the parked rows; retry as for an outage.
+		w.failed, w.refused = append(w.failed, c.ids...), nil
+		w.err = fmt.Errorf("the broker refuses every message of the batch: %w", w.err)
 	}
+
 	// Bookkeeping outlives a shutdown's cancel: what the broker acknowledged should be marked.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := r.outbox.MarkPublished(bctx, done); err != nil {
-		return len(ids), fmt.Errorf("mark %d published (they will be published again): %w", len(done), err)
+	if err := r.outbox.MarkPublished(bctx, w.done); err != nil {
+		return c.size(), fmt.Errorf("mark %d published (they will be published again): %w", len(w.done), err)
 	}
-	r.metrics.RelayPublished(len(done))
-	if werr != nil {
-		if err := r.outbox.ReleaseClaims(bctx, r.cfg.Owner, failed); err != nil {
+	r.metrics.RelayPublished(len(w.done))
+	if err := r.park(bctx, append(c.bad, w.refused...)); err != nil {
+		w.failed = append(w.failed, idsOf(c.bad)...)
+		w.failed = append(w.failed, idsOf(w.refused)...)
+		if w.err == nil {
+			w.err = err
+		}
+	}
+	if len(w.failed) > 0 {
+		if err := r.outbox.ReleaseClaims(bctx, r.cfg.Owner, w.failed); err != nil {
 			r.log.Warn("relay: release claims", "err", err)
 		}
-		return len(ids), fmt.Errorf("publish %d of %d: %w", len(failed), len(ids), werr)
+		return c.size(), fmt.Errorf("publish %d of %d: %w", len(w.failed), c.size(), w.err)
 	}
-	return len(ids), nil
+	return c.size(), nil
+}
+
+// written is what became of a batch's messages: done (acknowledged), refused (the broker refuses
+// the message itself: it failed alone) and failed (an outage, with its error).
+type written struct {
+	done    []int64
+	refused []ParkedEntry
+	failed  []int64
+	err     error
+}
+
+// publish writes msgs (ids[i]'s is msgs[i]). Messages that fail for a reason of their own
+// (refusedByBroker) are written again in halves until each that still fails is alone: a batch
+// pays for the search only when it has such a message, about two writes per halving. (A topic
+// that refuses every message costs about two writes per message, bounded by ctx.)
+func (r *Relay) publish(ctx context.Context, ids []int64, msgs []kafka.Message) written {
+	type suspect struct {
+		i   int
+		err error
+	}
+	var w written
+	var suspects []suspect
+	werr := r.writer.WriteMessages(ctx, msgs...)
+	var writeErrs kafka.WriteErrors
+	perMessage := errors.As(werr, &writeErrs) && len(writeErrs) == len(msgs)
+	for i, id := range ids {
+		err := werr
+		if perMessage {
+			err = writeErrs[i]
+		}
+		switch {
+		case err == nil:
+			w.done = append(w.done, id)
+		case refusedByBroker(err) && ctx.Err() == nil:
+			suspects = append(suspects, suspect{i, err})
+		default:
+			w.failed = append(w.failed, id)
+			w.err = err
+		}
+	}
+	if len(suspects) == 1 {
+		s := suspects[0]
+		w.refused = append(w.refused, ParkedEntry{ID: ids[s.i], Reason: fmt.Sprintf("refused by the broker (a %d-byte message): %v", len(msgs[s.i].Value), s.err)})
+		w.err = cmp.Or(w.err, s.err)
+		return w
+	}
+	half := len(suspects) / 2
+	for _, part := range [][]suspect{suspects[:half], suspects[half:]} {
+		if len(part) == 0 {
+			continue
+		}
+		pids, pmsgs := make([]int64, len(part)), make([]kafka.Message, len(part))
+		for j, s := range part {
+			pids[j], pmsgs[j] = ids[s.i], msgs[s.i]
+		}
+		sub := r.publish(ctx, pids, pmsgs)
+		w.done = append(w.done, sub.done...)
+		w.refused = append(w.refused, sub.refused...)
+		w.failed = append(w.failed, sub.failed...)
+		w.err = cmp.Or(w.err, sub.err)
+	}
+	return w
+}
+
+// refusedByBroker reports a write error that is the message's own: too large for the writer's
+// or the topic's limit (kafka-go's MessageTooLargeError unwraps to MessageSizeTooLarge), a batch
+// too large (its halves fit), a record or timestamp the broker will not take. Anything else, the
+// codes kafka-go calls temporary and every network error among them, is an outage.
+func refusedByBroker(err error) bool {
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge) ||
+		errors.Is(err, kafka.InvalidRecord) || errors.Is(err, kafka.InvalidTimestamp)
+}
+
+// park parks entries, then logs and counts those it parked now: each once, whatever happens to
+// the batch or the relay afterwards.
+func (r *Relay) park(ctx context.Context, entries []ParkedEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	parked, err := r.outbox.park(ctx, entries)
+	if err != nil {
+		return fmt.Errorf("park %d entries: %w", len(entries), err)
+	}
+	now := make(map[int64]bool, len(parked))
+	for _, id := range parked {
+		now[id] = true
+	}
+	for _, e := range entries {
+		if now[e.ID] {
+			r.log.Error("relay: an outbox entry can never be published; parked, the relay goes on without it",
+				"id", e.ID, "reason", e.Reason)
+		}
+	}
+	r.metrics.RelayParked(len(parked))
+	return nil
+}
+
+func idsOf(entries []ParkedEntry) []int64 {
+	ids := make([]int64, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
+	return ids
 }
 
 // claimFrom returns the smallest id the next claim considers. Published entries leave

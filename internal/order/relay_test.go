@@ -139,6 +139,7 @@ type fakeOutbox struct {
 	froms    []int64
 	marked   []int64
 	released []int64
+	parked   []int64
 }
 
 func (f *fakeOutbox) ClaimOutboxFrom(_ context.Context, _ string, _ time.Duration, limit int, from int64) ([]order.OutboxEntry, error) {
@@ -167,6 +168,17 @@ func (f *fakeOutbox) ReleaseClaims(_ context.Context, _ string, ids []int64) err
 	defer f.mu.Unlock()
 	f.released = append(f.released, ids...)
 	return nil
+}
+
+func (f *fakeOutbox) ParkOutbox(_ context.Context, entries []order.ParkedEntry) ([]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []int64
+	for _, e := range entries {
+		f.parked = append(f.parked, e.ID)
+		ids = append(ids, e.ID)
+	}
+	return ids, nil
 }
 
 func (f *fakeOutbox) OutboxBacklog(context.Context) (int64, error) { return 0, nil }
@@ -226,5 +238,6 @@ type nopRelayMetrics struct{}
 
 func (nopRelayMetrics) RelayPublished(int)     {}
 func (nopRelayMetrics) RelayFailed()           {}
+func (nopRelayMetrics) RelayParked(int)        {}
 func (nopRelayMetrics) RelayRequeued(int64)    {}
 func (nopRelayMetrics) SetOutboxBacklog(int64) {}

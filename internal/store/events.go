@@ -31,7 +31,7 @@ func (s *Store) ClaimEvents(ctx context.Context, owner string, lease time.Durati
 		rows, err := tx.Raw(`
 			SELECT id, kind, order_id, product_id, user_id, quantity, created_at
 			FROM order_events FORCE INDEX (ix_order_events_outbox)
-			WHERE published_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
+			WHERE published_at IS NULL AND parked_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
 			ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, fromID, limit).Rows()
 		if err != nil {
 			return err
@@ -39,9 +39,11 @@ func (s *Store) ClaimEvents(ctx context.Context, owner string, lease time.Durati
 		defer rows.Close()
 		for rows.Next() {
 			var e order.LifecycleEvent
-			if err := rows.Scan(&e.ID, &e.Kind, &e.OrderID, &e.ProductID, &e.UserID, &e.Quantity, &e.At); err != nil {
+			var productID uint64 // see scanOutbox
+			if err := rows.Scan(&e.ID, &e.Kind, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.At); err != nil {
 				return err
 			}
+			e.ProductID, e.Invalid = eventProductID(productID)
 			out = append(out, e)
 		}
 		if err := rows.Err(); err != nil || len(out) == 0 {
@@ -82,10 +84,10 @@ func (s *Store) ReleaseEventClaims(ctx context.Context, owner string, ids []int6
 	})
 }
 
-// EventBacklog counts order events not yet published.
+// EventBacklog counts order events waiting to be published (not the parked ones).
 func (s *Store) EventBacklog(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM order_events WHERE published_at IS NULL").Scan(&n).Error
+	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM order_events WHERE published_at IS NULL AND parked_at IS NULL").Scan(&n).Error
 	return n, classify("order event backlog", err)
 }
 
@@ -130,7 +132,7 @@ func (s *Store) TallyEvents(ctx context.Context, eventIDs []int64) (int64, error
 			    events = events + VALUES(events), updated_at = VALUES(updated_at)`,
 			EventPaid, EventExpired, EventCancelled, eventIDs, token).Error
 	})
-	return counted, err
+	return counted, poisonous(err)
 }
 
 // EventTally is what the event consumer has counted for a product: units by the kind of event

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"math"
 	"time"
 
 	"gorm.io/gorm"
@@ -20,7 +22,7 @@ import (
 // milliseconds later (retryLocks) instead of being left for a claim's lease to run out.
 //
 // The writes by id name PRIMARY: left to itself the optimizer walks ix_reservations_outbox
-// (published_at, id) for "id IN … AND published_at IS NULL", which under the autocommit
+// (published_at, parked_at, id) for "id IN … AND published_at IS NULL", which under the autocommit
 // statement's REPEATABLE READ takes next-key locks on that index, whose gaps are where every
 // purchase inserts its new (NULL, id) entries.
 
@@ -51,7 +53,7 @@ func (s *Store) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Du
 		rows, err := tx.Raw(`
 			SELECT id, order_id, product_id, user_id, quantity, strategy, created_at
 			FROM reservations FORCE INDEX (ix_reservations_outbox)
-			WHERE published_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
+			WHERE published_at IS NULL AND parked_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
 			ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, fromID, limit).Rows()
 		if err != nil {
 			return err
@@ -72,18 +74,31 @@ func (s *Store) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Du
 }
 
 // scanOutbox reads and closes rows of outbox entries. Scanning by hand costs a fraction of
-// gorm's reflection, which was the relay's largest CPU cost after the network.
+// gorm's reflection, which was the relay's largest CPU cost after the network. A row whose
+// product id is beyond the event's int64 (the column is unsigned, and nothing but the purchase
+// path's own checks keeps it lower) comes back Invalid rather than failing the scan: a scan error
+// would fail every claim that reaches the row, and stall the relay behind it.
 func scanOutbox(rows *sql.Rows, capacity int) ([]order.OutboxEntry, error) {
 	defer rows.Close()
 	out := make([]order.OutboxEntry, 0, min(capacity, 256))
 	for rows.Next() {
 		var e order.OutboxEntry
-		if err := rows.Scan(&e.ID, &e.OrderID, &e.ProductID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt); err != nil {
+		var productID uint64
+		if err := rows.Scan(&e.ID, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt); err != nil {
 			return nil, err
 		}
+		e.ProductID, e.Invalid = eventProductID(productID)
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// eventProductID returns a product id column's value as an event's, or why it cannot be one.
+func eventProductID(v uint64) (int64, string) {
+	if v > math.MaxInt64 {
+		return 0, fmt.Sprintf("product_id %d is beyond an event's range", v)
+	}
+	return int64(v), ""
 }
 
 // MarkPublished records that the broker acknowledged the entries.
@@ -131,23 +146,25 @@ func (s *Store) retryLocks(ctx context.Context, op string, write func() error) e
 	})
 }
 
-// OutboxBacklog counts reservations not yet published.
+// OutboxBacklog counts reservations waiting to be published (not the parked ones).
 func (s *Store) OutboxBacklog(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM reservations WHERE published_at IS NULL").Scan(&n).Error
+	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM reservations WHERE published_at IS NULL AND parked_at IS NULL").Scan(&n).Error
 	return n, classify("outbox backlog", err)
 }
 
 // RequeueUnconfirmed marks for publishing again, in batches of at most limit, reservations that
 // were published between maxAge and minAge ago and still have no order: the safety net for a
 // broker that lost acknowledged messages. A redelivered event is harmless (ConfirmOrders is
-// idempotent), so a generous minAge is the only tuning.
+// idempotent), so a generous minAge is the only tuning. A reservation whose event a consumer
+// parked is left alone: published again, it would only be parked again, and logged again.
 func (s *Store) RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error) {
 	var ids []int64
 	err := s.db.WithContext(ctx).Raw(`
 		SELECT r.id FROM reservations r LEFT JOIN orders o ON o.reservation_id = r.id
 		WHERE r.published_at BETWEEN NOW(6) - INTERVAL ? MICROSECOND AND NOW(6) - INTERVAL ? MICROSECOND
 		  AND o.id IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM parked_messages pm WHERE pm.order_id = r.order_id)
 		LIMIT ?`, maxAge.Microseconds(), minAge.Microseconds(), limit).Scan(&ids).Error
 	if err != nil || len(ids) == 0 {
 		return 0, classify("find unconfirmed", err)
@@ -165,6 +182,9 @@ func (s *Store) RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Dura
 // ConfirmOrders creates the order of each reservation named by orderIDs that has none yet and
 // returns how many it created. The order is built from the reservation row, never from the event,
 // so an event for a reservation that an admin reset deleted creates nothing. Safe to repeat.
+// IGNORE cannot cover an order id MySQL cannot even compare with the column (one outside its
+// ASCII: an illegal mix of collations, 1267-1271): the batch then fails with sale.ErrPoison, for
+// the consumer to find the id.
 func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, error) {
 	if len(orderIDs) == 0 {
 		return 0, nil
@@ -175,7 +195,7 @@ func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, er
 		created, err = confirmOrders(tx, orderIDs, s.window)
 		return err
 	})
-	return created, err
+	return created, poisonous(err)
 }
 
 // confirmOrders is one attempt of ConfirmOrders, in tx; each order waits for payment for window

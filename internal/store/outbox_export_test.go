@@ -22,3 +22,6 @@ func (s *Store) ConfirmOrdersOnce(ctx context.Context, orderIDs []string) (int64
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	return n, err
 }
+
+// Poisonous is poisonous, for the table test of what MySQL refuses for its values.
+var Poisonous = poisonous

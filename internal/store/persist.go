@@ -29,6 +29,10 @@ import (
 // does (a failover to a replica that had not copied the latest purchases, a restart from an older
 // file): it still counts units that MySQL gave to purchases it forgot, and no longer knows those
 // buyers. Without the check, its purchases would oversell.
+//
+// A reservation whose values MySQL refuses (a user id too long for its column, say: what no
+// decider in step with this schema writes) fails the whole batch with sale.ErrPoison, nothing
+// written, for the caller to find it by writing the batch's halves.
 func (s *Store) PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (inserted int, refused []sale.Reservation, err error) {
 	var out persisted
 	err = s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
@@ -44,8 +48,11 @@ func (s *Store) PersistReservations(ctx context.Context, productID int64, st sal
 		out, err = tx.persist(ctx, productID, row.Stock, rs)
 		return err
 	})
+	if errors.Is(err, ErrDuplicate) {
+		err = fmt.Errorf("%w: %w", sale.ErrPoison, err)
+	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, poisonous(err)
 	}
 	return out.inserted, out.refused, nil
 }

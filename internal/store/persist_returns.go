@@ -16,7 +16,8 @@ import (
 // second time. It returns the units it gave back, or sale.ErrSaleChanged (nothing written) when
 // the product is no longer in epoch with strategy st, or its redis-lua state is no longer of
 // generation gen (Redis lost the state that made these returns: their orders are still due, and
-// are returned again into the rebuilt state; see ReloadSale).
+// are returned again into the rebuilt state; see ReloadSale). An order id MySQL refuses for its
+// value fails the batch with sale.ErrPoison, nothing written.
 func (s *Store) PersistReturns(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, orderIDs []string) (int, error) {
 	var units int
 	err := s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
@@ -35,7 +36,7 @@ func (s *Store) PersistReturns(ctx context.Context, productID int64, st sale.Str
 		}
 		return tx.Give(ctx, productID, st, epoch, units)
 	})
-	return units, err
+	return units, poisonous(err)
 }
 
 // ReturnedOrders returns the ids of the product's orders whose units are back in its stock

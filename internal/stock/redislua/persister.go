@@ -3,6 +3,7 @@ package redislua
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,9 +35,14 @@ const Strategy = sale.StrategyRedisLua
 // transaction (*store.Store's PersistReturns); an order marked already gives nothing, so a batch
 // written twice returns once. It returns the units it gave back, or sale.ErrSaleChanged as
 // PersistReservations does.
+//
+// Both fail with sale.ErrPoison, nothing written, when MySQL refuses a value of the batch (what
+// no script in step with the schema writes). ParkMessages keeps what the persister can never
+// write, each once, and returns what it kept now.
 type Writer interface {
 	PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (inserted int, refused []sale.Reservation, err error)
 	PersistReturns(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, orderIDs []string) (int, error)
+	ParkMessages(ctx context.Context, ms []sale.Parked) ([]sale.Parked, error)
 }
 
 // PersisterOptions tunes a Persister.
@@ -70,6 +76,9 @@ type PersisterOptions struct {
 	// with a batch read from the stream but not yet written to MySQL, and with one written but
 	// not yet acknowledged, the two places where a crash leaves entries pending.
 	BeforeCommit, AfterCommit func()
+	// OnParked, optional, counts the entries (or reservations of an entry) parked: the
+	// seckill_poison_rows_total{loop="persister"} metric.
+	OnParked func(n int)
 }
 
 // Persister moves the accepted reservations and the returns from a product's stream to MySQL. Any
@@ -135,6 +144,9 @@ func NewPersister(rdb redis.Cmdable, s *Sale, w Writer, o PersisterOptions) (*Pe
 		if *h == nil {
 			*h = func() {}
 		}
+	}
+	if o.OnParked == nil {
+		o.OnParked = func(int) {}
 	}
 	return &Persister{rdb: rdb, sale: s, w: w, o: o, gate: burstGate{enter: o.Burst}, wake: make(chan struct{}, 1), woken: map[int64]struct{}{}}, nil
 }
@@ -243,25 +255,50 @@ func (p *Persister) read(ctx context.Context, stream, id string) ([]redis.XMessa
 	return nil, nil
 }
 
+// origin is what a stream entry's writes are checked against: a reservation or a return, of the
+// state of that epoch and generation.
+type origin struct {
+	ret        bool
+	epoch, gen uint64
+}
+
+// group is what one transaction writes: reservations (rs) or returns (rets) of one origin, from
+// the entries ids. at[i] says where rs[i] or rets[i] came from, to park it.
+type group struct {
+	origin
+	rs   []sale.Reservation
+	rets []sale.ClosedOrder
+	at   []position
+	ids  []string
+}
+
+// position is where a reservation or a return was in the stream: its entry, and its line of a
+// batch entry (0 for an entry of one).
+type position struct {
+	id   string
+	line int
+}
+
+func (p position) String() string {
+	if p.line == 0 {
+		return p.id
+	}
+	return p.id + "#" + strconv.Itoa(p.line)
+}
+
 // write commits msgs' reservations and returns, grouped by kind and by the epoch and generation of
 // the state that made them, at most Batch reservations a transaction (an entry is never split: it
 // is one batch of the script), and acknowledges and deletes each group's entries once it
-// committed (or once it turned out to be of a cleared sale or a lost state).
+// committed (or once it turned out to be of a cleared sale or a lost state). What can never be
+// written is parked (sale.Parked) and acknowledged with the rest, so that it stalls nothing behind
+// it: an entry the script did not write, and a reservation or return whose values MySQL refuses.
+// Parked, it is still in MySQL, with everything needed to write it once fixed: no unit is lost.
 func (p *Persister) write(ctx context.Context, productID int64, stream string, msgs []redis.XMessage) (int, error) {
-	type origin struct {
-		ret        bool
-		epoch, gen uint64
-	}
-	type group struct {
-		origin
-		rs     []sale.Reservation
-		orders []string
-		ids    []string
-	}
 	open := map[origin]*group{} // the group each origin's entries go to now
 	var order []*group
+	var malformed []sale.Parked
+	var malformedIDs []string
 	for _, m := range msgs {
-		// An entry the script did not write: keep it pending, loudly, rather than lose a unit.
 		var o origin
 		var rs []sale.Reservation
 		var ret sale.ClosedOrder
@@ -273,7 +310,9 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 			o.epoch = rs[0].Epoch
 		}
 		if err != nil {
-			return 0, err
+			malformed = append(malformed, p.parked(stream, position{id: m.ID}, productID, "", fieldsJSON(m.Values), err))
+			malformedIDs = append(malformedIDs, m.ID)
+			continue
 		}
 		g, ok := open[o]
 		if !ok || len(g.rs) > 0 && len(g.rs)+len(rs) > int(p.o.Batch) {
@@ -282,23 +321,41 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 			order = append(order, g)
 		}
 		if o.ret {
-			g.orders = append(g.orders, ret.OrderID)
+			g.rets = append(g.rets, ret)
+			g.at = append(g.at, position{id: m.ID})
 		} else {
 			g.rs = append(g.rs, rs...)
+			for i := range rs {
+				line := i + 1
+				if len(rs) == 1 {
+					line = 0
+				}
+				g.at = append(g.at, position{id: m.ID, line: line})
+			}
 		}
 		g.ids = append(g.ids, m.ID)
 	}
 	settled := 0
+	if len(malformed) > 0 {
+		if err := p.park(ctx, malformed); err != nil {
+			return settled, err
+		}
+		if err := p.ack(ctx, stream, malformedIDs); err != nil {
+			return settled, err
+		}
+		settled += len(malformedIDs)
+	}
 	for _, g := range order {
 		o := g.origin
 		p.o.BeforeCommit()
 		var n int
+		var refused []sale.Reservation
+		var parked []sale.Parked
 		var err error
 		if o.ret {
-			n, err = p.w.PersistReturns(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.orders)
+			n, parked, err = p.persistReturns(ctx, productID, stream, g)
 		} else {
-			var refused []sale.Reservation
-			n, refused, err = p.w.PersistReservations(ctx, productID, p.o.Strategy, o.epoch, o.gen, g.rs)
+			n, refused, parked, err = p.persistReservations(ctx, productID, stream, g)
 			if err == nil && len(refused) > 0 {
 				p.refused(ctx, productID, o.gen, refused)
 			}
@@ -307,22 +364,136 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 		case errors.Is(err, sale.ErrSaleChanged):
 			p.o.Log.Warn("entries of a cleared sale or a lost state dropped", "product_id", productID,
 				"epoch", o.epoch, "gen", o.gen, "returns", o.ret, "entries", len(g.ids), "err", err)
+			parked = nil // of the cleared sale too
 		case err != nil:
 			return settled, err
 		case n > 0 && !o.ret && p.persisted != nil:
 			p.persisted()
 		}
+		if err := p.park(ctx, parked); err != nil {
+			return settled, err
+		}
 		p.o.AfterCommit()
-		if _, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.XAck(ctx, stream, p.o.Group, g.ids...)
-			pipe.XDel(ctx, stream, g.ids...)
-			return nil
-		}); err != nil {
-			return settled, fmt.Errorf("redislua: acknowledge %d entries of %s: %w", len(g.ids), stream, err)
+		if err := p.ack(ctx, stream, g.ids); err != nil {
+			return settled, err
 		}
 		settled += len(g.ids)
 	}
 	return settled, nil
+}
+
+// persistReservations writes g's reservations. A batch MySQL refuses for a value
+// (sale.ErrPoison) is written again in halves, down to the reservation that causes it, which is
+// parked: the others are written, and a batch without such a reservation costs one transaction as
+// before. It returns the reservations inserted and refused (PersistReservations), and those to
+// park.
+func (p *Persister) persistReservations(ctx context.Context, productID int64, stream string, g *group) (inserted int, refused []sale.Reservation, parked []sale.Parked, err error) {
+	var write func(rs []sale.Reservation, at []position) error
+	write = func(rs []sale.Reservation, at []position) error {
+		n, ref, err := p.w.PersistReservations(ctx, productID, p.o.Strategy, g.epoch, g.gen, rs)
+		switch {
+		case errors.Is(err, sale.ErrPoison) && len(rs) == 1:
+			line := reservationLine(rs[0], g.gen)
+			parked = append(parked, p.parked(stream, at[0], productID, rs[0].OrderID, fieldsJSON(map[string]any{"rs": line}), err))
+			return nil
+		case errors.Is(err, sale.ErrPoison):
+			half := len(rs) / 2
+			if err := write(rs[:half], at[:half]); err != nil {
+				return err
+			}
+			return write(rs[half:], at[half:])
+		case err != nil:
+			return err
+		}
+		inserted += n
+		refused = append(refused, ref...)
+		return nil
+	}
+	err = write(g.rs, g.at)
+	return inserted, refused, parked, err
+}
+
+// persistReturns writes g's returns, parking those MySQL refuses as persistReservations does.
+func (p *Persister) persistReturns(ctx context.Context, productID int64, stream string, g *group) (units int, parked []sale.Parked, err error) {
+	var write func(rets []sale.ClosedOrder, at []position) error
+	write = func(rets []sale.ClosedOrder, at []position) error {
+		ids := make([]string, len(rets))
+		for i, r := range rets {
+			ids[i] = r.OrderID
+		}
+		n, err := p.w.PersistReturns(ctx, productID, p.o.Strategy, g.epoch, g.gen, ids)
+		switch {
+		case errors.Is(err, sale.ErrPoison) && len(rets) == 1:
+			r := rets[0]
+			v := fmt.Sprintf("%s %s %d %d %d", r.OrderID, r.UserID, r.Quantity, g.epoch, g.gen)
+			parked = append(parked, p.parked(stream, at[0], productID, r.OrderID, fieldsJSON(map[string]any{"ret": v}), err))
+			return nil
+		case errors.Is(err, sale.ErrPoison):
+			half := len(rets) / 2
+			if err := write(rets[:half], at[:half]); err != nil {
+				return err
+			}
+			return write(rets[half:], at[half:])
+		case err != nil:
+			return err
+		}
+		units += n
+		return nil
+	}
+	err = write(g.rets, g.at)
+	return units, parked, err
+}
+
+// reservationLine is r as a line of the purchase script's rs field (see reservations).
+func reservationLine(r sale.Reservation, gen uint64) string {
+	return fmt.Sprintf("%s %s %d %d %d %s", r.OrderID, r.UserID, r.Quantity, r.Epoch, gen, r.IdempotencyKey)
+}
+
+// fieldsJSON is a stream entry's fields as a JSON object, the payload it is parked with: an
+// operator replays it by adding those fields to the stream again.
+func fieldsJSON(fields map[string]any) []byte {
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return []byte(fmt.Sprintf("%q", fmt.Sprint(fields)))
+	}
+	return b
+}
+
+// parked is what the persister parks for the reservation or entry at pos of stream.
+func (p *Persister) parked(stream string, pos position, productID int64, orderID string, payload []byte, err error) sale.Parked {
+	return sale.Parked{Loop: "persister", Source: stream, Position: pos.String(), OrderID: orderID, ProductID: productID,
+		Payload: payload, Reason: err.Error()}
+}
+
+// park parks ps, then logs and counts those it parked now: each once, however often a round that
+// failed to acknowledge it reads it again.
+func (p *Persister) park(ctx context.Context, ps []sale.Parked) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	fresh, err := p.w.ParkMessages(ctx, ps)
+	if err != nil {
+		return fmt.Errorf("redislua: park %d entries of %s: %w", len(ps), ps[0].Source, err)
+	}
+	for _, f := range fresh {
+		p.o.Log.Error("a redis-lua stream entry can never be written to MySQL; parked, the persister goes on without it",
+			"product_id", f.ProductID, "stream", f.Source, "position", f.Position, "order_id", f.OrderID, "reason", f.Reason)
+	}
+	p.o.OnParked(len(fresh))
+	return nil
+}
+
+// ack acknowledges and deletes entries of stream.
+func (p *Persister) ack(ctx context.Context, stream string, ids []string) error {
+	_, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.XAck(ctx, stream, p.o.Group, ids...)
+		pipe.XDel(ctx, stream, ids...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redislua: acknowledge %d entries of %s: %w", len(ids), stream, err)
+	}
+	return nil
 }
 
 // refused handles what MySQL refused of generation gen's reservations: purchases the script
@@ -390,6 +561,9 @@ func reservations(productID int64, st sale.Strategy, m redis.XMessage) ([]sale.R
 		g, err3 := strconv.ParseUint(f[4], 10, 64)
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return bad(err)
+		}
+		if qty < 1 { // a unit MySQL would take back, not give
+			return bad(fmt.Errorf("line %d: quantity %d", i+1, qty))
 		}
 		if i > 0 && (g != gen || epoch != rs[0].Epoch) {
 			return bad(fmt.Errorf("line %d: epoch %d gen %d, the first %d and %d", i+1, epoch, g, rs[0].Epoch, gen))

@@ -3,9 +3,11 @@ package redislua
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -459,27 +461,94 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 	}
 }
 
-// TestPersisterKeepsAMalformedEntry: an entry the script did not write stops the round before
-// anything of what it read is written: all of it stays pending, loudly, rather than a unit lost.
-func TestPersisterKeepsAMalformedEntry(t *testing.T) {
+// TestPersisterParksPoisonEntries plants, among a product's good stream entries, three that
+// MySQL can never hold: an entry the script did not write (it used to stop every round of the
+// product before anything was written, for ever), a batch entry one of whose reservations has a
+// user id too long for its column (1406: the whole transaction failed, for ever), and a return
+// whose order id MySQL cannot compare with its ASCII column. Every good reservation is written
+// once, the three are parked in parked_messages (the reservation alone, not its entry's others),
+// counted and logged once each, and the stream is left empty: a second round parks nothing again.
+func TestPersisterParksPoisonEntries(t *testing.T) {
 	s, rdb, st, p := saleInMySQL(t, 50)
-	buy(t, s, p, 3)
-	if err := rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: s.Keys(p.ID).Stream, Values: []any{"rs", "not a reservation"}}).Err(); err != nil {
+	stream := s.Keys(p.ID).Stream
+	buy(t, s, p, 5)
+	add := func(field, value string) string {
+		t.Helper()
+		id, err := rdb.XAdd(t.Context(), &redis.XAddArgs{Stream: stream, Values: []any{field, value}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	malformed := add("rs", "not a reservation")
+	line := func(order, user string) string { return fmt.Sprintf("%s %s 1 %d 0 ", order, user, p.Epoch) }
+	tooLong := "o-long-" + itest.Suffix(6)
+	batch := add("rs", strings.Join([]string{line("o-a-"+itest.Suffix(6), "planted-a"), line(tooLong, strings.Repeat("u", 70)), line("o-b-"+itest.Suffix(6), "planted-b")}, "\n"))
+	ret := add("ret", fmt.Sprintf("ordé-%s buyer0 1 %d 0", itest.Suffix(4), p.Epoch))
+	for i := range 5 {
+		u := "later" + strconv.Itoa(i)
+		if o, err := s.Purchase(t.Context(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, OrderID: "o-" + itest.Suffix(8)}); err != nil || o.Result != Accepted {
+			t.Fatalf("purchase: %v %v", o.Result, err)
+		}
+	}
+
+	logs := &logCounter{}
+	var parkedN atomic.Int64
+	ps, err := NewPersister(rdb, s, st, PersisterOptions{Consumer: "a", Batch: 7, Log: slog.New(logs),
+		OnParked: func(n int) { parkedN.Add(int64(n)) }})
+	if err != nil {
 		t.Fatal(err)
 	}
-	ps := persister(t, rdb, s, st, "a", time.Minute)
-	if n, err := ps.Drain(t.Context(), p.ID); err == nil || !strings.Contains(err.Error(), "malformed") || n != 0 {
-		t.Fatalf("Drain = %d, %v; want a malformed entry's error, nothing settled", n, err)
+	if n, err := ps.Drain(t.Context(), p.ID); err != nil || n != 13 {
+		t.Fatalf("Drain = %d, %v; want the 13 entries settled", n, err)
 	}
-	pending, _ := rdb.XPending(t.Context(), s.Keys(p.ID).Stream, "persisters").Result()
-	if stats, _ := st.Stats(t.Context(), p.ID); stats.ReservedUnits != 0 || pending.Count != 4 {
-		t.Fatalf("%d in MySQL, %d pending; want 0 and the 4 read", stats.ReservedUnits, pending.Count)
+	check(t, rdb, s, st, p, 12) // 5 + the batch's 2 good ones + 5
+	var got []string
+	rows, err := st.DB().Query("SELECT position, COALESCE(order_id, ''), error FROM parked_messages WHERE loop_name = 'persister' AND source = ? ORDER BY position", stream)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for rows.Next() {
+		var pos, order, reason string
+		if err := rows.Scan(&pos, &order, &reason); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s %s", pos, order, reason[:min(len(reason), 24)]))
+	}
+	rows.Close()
+	want := []string{
+		malformed + "  redislua: malformed stre",
+		batch + "#2 " + tooLong + " refused for its values: ",
+		ret + "  refused for its values: ",
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("parked (-want +got):\n%s", diff)
+	}
+	if parkedN.Load() != 3 || logs.n.Load() != 3 {
+		t.Fatalf("%d parked counted, %d logged; want 3 and 3", parkedN.Load(), logs.n.Load())
+	}
+	if n, err := ps.Drain(t.Context(), p.ID); err != nil || n != 0 || parkedN.Load() != 3 || logs.n.Load() != 3 {
+		t.Fatalf("second Drain = %d, %v, %d parked, %d logged; want nothing more", n, err, parkedN.Load(), logs.n.Load())
+	}
+}
+
+// logCounter counts the records that say something was parked.
+type logCounter struct{ n atomic.Int64 }
+
+func (*logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler     { return l }
+func (l *logCounter) WithGroup(string) slog.Handler          { return l }
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "parked") {
+		l.n.Add(1)
+	}
+	return nil
 }
 
 // TestReservationsOfAnEntry: how a persister reads a stream entry — a batch (rs, one reservation
 // a line), or one reservation (r, as the script wrote entries before batches); anything else is
-// malformed and stays pending.
+// malformed (and parked).
 func TestReservationsOfAnEntry(t *testing.T) {
 	entry := func(f, v string) redis.XMessage {
 		return redis.XMessage{ID: "1700000000000-0", Values: map[string]any{f: v}}
@@ -497,6 +566,8 @@ func TestReservationsOfAnEntry(t *testing.T) {
 		{"two generations", entry("rs", "o1 a 1 3 5 ka\no2 b 2 3 6 "), nil, 0},
 		{"two epochs", entry("rs", "o1 a 1 3 5 ka\no2 b 2 4 5 "), nil, 0},
 		{"no quantity", entry("rs", "o1 a x 3 5 ka"), nil, 0},
+		{"no unit", entry("rs", "o1 a 0 3 5 ka"), nil, 0},
+		{"a unit less", entry("rs", "o1 a -1 3 5 ka"), nil, 0},
 		{"empty", entry("rs", ""), nil, 0},
 		{"another field", entry("x", "o1 a 1 3 5 ka"), nil, 0},
 	} {
