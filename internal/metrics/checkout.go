@@ -25,8 +25,9 @@ func (m *Metrics) RegisterCheckout() *Checkout {
 			"Orders this process's expirer expired (their payment window ran out)."),
 		returned: f.counterVec("seckill_units_returned_total",
 			"Units of expired or cancelled orders this process returned to their sale, by strategy.", "strategy"),
-		parked: f.counterVec("seckill_orders_parked_total",
-			"Orders a checkout loop parked (expire, settle, return): a fault of the row that no retry cures; the loop skips it and goes on, and the order waits for an operator (orders.parked_at, park_error). Anything above 0 deserves a look.", "loop"),
+		// The orders the checkout's loops park count with every loop's poison rows: one
+		// series name for every alert.
+		parked: m.poison,
 	}
 	// Every series from the start, at 0: a rate over a series that appears only at its first
 	// event misses that event, and a dashboard shows nothing rather than 0 before it.
@@ -34,9 +35,6 @@ func (m *Metrics) RegisterCheckout() *Checkout {
 	c.payments.WithLabelValues(string(sale.CodePaymentDeclined))
 	for _, st := range sale.Strategies {
 		c.returned.WithLabelValues(string(st))
-	}
-	for _, loop := range []string{"expire", "settle", "return"} {
-		c.parked.WithLabelValues(loop)
 	}
 	return c
 }

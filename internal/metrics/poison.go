@@ -7,7 +7,7 @@ package metrics
 
 // poisonLoops are the loops whose series exist from the start, at 0: a rate over a series born
 // at its first event misses that event. A loop not listed gets its series when it first parks.
-var poisonLoops = []string{"relay", "event_relay", "consumer", "event_consumer", "persister"}
+var poisonLoops = []string{"relay", "event_relay", "consumer", "event_consumer", "persister", "expire", "settle", "return"}
 
 // registerPoison makes seckill_poison_rows_total.
 func (m *Metrics) registerPoison() {

@@ -4,38 +4,24 @@ import (
 	"context"
 	"errors"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 // RowFault reports whether err is a fault of the rows a statement touched rather than of the way
-// to them: MySQL received the statement and refused it for what it found (a value out of range, a
-// constraint, a trigger's signal), or the domain found the row unusable (an amount out of range).
-// Run again, it fails again. A loop that meets one on one row of a batch parks that row (ParkOrder)
-// and goes on; everything else (MySQL down, a connection lost, a lock conflict, a timeout, the
-// server read-only during a failover) passes with time and is retried as it is.
+// to them: MySQL refused the statement for the values it found (rowErrnos: a value out of range,
+// a constraint, a trigger's SIGNAL), or the domain found the row unusable (an amount out of
+// range). Run again, it fails again. A loop that meets one on one row of a batch parks that row
+// (ParkOrder) and goes on; everything else (MySQL down, a connection lost, a lock conflict, a
+// timeout, a schema that does not match during a deploy) is retried as it is: a wrong guess that
+// way stalls one batch for a while, one the other way would park good rows.
 func RowFault(err error) bool {
-	if err == nil || errors.Is(err, sale.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if errors.Is(err, sale.ErrAmountOutOfRange) {
-		return true
-	}
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
-		return false
-	}
-	switch me.Number {
-	case errTooManyConns, errLockWaitTimeout, errDeadlock,
-		1053,             // the server is shutting down
-		1290, 1792, 1836, // read-only (a replica, or a failover under way)
-		1317, 1927, // the query or the connection was killed
-		1969, 3024: // a statement's time limit (MariaDB, MySQL)
-		return false
-	}
-	return true
+	return errors.Is(err, sale.ErrPoison) || errors.Is(err, sale.ErrAmountOutOfRange) ||
+		rowErrnos[mysqlErrno(err)] || mysqlErrno(err) == errSignal
 }
+
+// errSignal is a SIGNAL's error (SQLSTATE 45000): a trigger or a procedure of the schema refusing
+// the values of a row.
+const errSignal = 1644
 
 // maxParkError is the length of orders.park_error.
 const maxParkError = 255
