@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -76,7 +77,11 @@ func TestCanonicalIDs(t *testing.T) {
 	}
 	for _, id := range bad {
 		q := "product_id=" + url.QueryEscape(id)
-		if status, code := answerOf(t, h, request("GET", "/api/v1/events", q, "", false)); status != 400 || code != string(sale.CodeInvalid) {
+		// Bounded: were the id taken, the stream would go on until its request ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		status, code := answerOf(t, h, request("GET", "/api/v1/events", q, "", false).WithContext(ctx))
+		cancel()
+		if status != 400 || code != string(sale.CodeInvalid) {
 			t.Errorf("GET /api/v1/events?%s: %d %s, want 400 invalid_request", q, status, code)
 		}
 	}
