@@ -472,7 +472,9 @@ func TestMetrics(t *testing.T) {
 }
 
 // TestUnlistedProducts: a product created with "listed": false (the load test's and the bench's)
-// is not on the storefront's list, but the admin list has it and it sells like any other.
+// is not on the storefront's list, but the admin list has it, it is read by id and it sells like
+// any other; an unlisted sale not yet open is read by id as upcoming and sells nothing before it
+// opens (docs/read-path.md, "Who may read what").
 func TestUnlistedProducts(t *testing.T) {
 	s := newStack(t)
 	a := s.start(t, nil)
@@ -500,5 +502,13 @@ func TestUnlistedProducts(t *testing.T) {
 	}
 	if r := a.MustDo(t, "GET", "/api/v1/admin/products", nil, nil); r.Status != http.StatusUnauthorized {
 		t.Fatalf("admin list without the token: %d, want 401", r.Status)
+	}
+	soon := createProduct(t, a, "mysql", 5, map[string]any{"listed": false,
+		"sale_starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	if p := a.MustDo(t, "GET", "/api/v1/products/"+strconv.FormatInt(soon, 10), nil, nil); p.Status != http.StatusOK || p.Str("state") != "upcoming" {
+		t.Fatalf("an unlisted upcoming product by id: %d %s, want 200 upcoming", p.Status, p.Raw)
+	}
+	if r := a.MustDo(t, "POST", purchasePath(soon), map[string]any{"user_id": "early-buyer"}, nil); r.Status != http.StatusForbidden || r.ErrorCode() != "sale_not_started" {
+		t.Fatalf("purchase before the sale opens: %d %s, want 403 sale_not_started", r.Status, r.Raw)
 	}
 }
