@@ -180,9 +180,9 @@ func headSize(r *http.Request) int {
 }
 
 // adminOnly requires `Authorization: Bearer <token>` (bearerToken: the scheme in any case, never
-// a bare token), the token compared in constant time, from a client
-// the throttle is not making wait. A client that is made to wait gets 429 with the wait in
-// Retry-After, whatever token it sends: it cannot go on guessing during the wait.
+// a bare token), the token compared in constant time, from a client the throttle is not making
+// wait. A client that is made to wait gets 429 with the wait in Retry-After, whatever token it
+// sends: it cannot go on guessing during the wait.
 func (h *handlers) adminOnly(token string, throttle AdminThrottle) gin.HandlerFunc {
 	want := []byte(token)
 	return func(c *gin.Context) {

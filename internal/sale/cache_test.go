@@ -311,8 +311,9 @@ func TestKeyedRefusalsStillReplay(t *testing.T) {
 }
 
 // TestImpossibleOrderIDNotFound: an order id no order can have is not found without a store
-// read (memStore has no BuyerOrder: a call would panic). Non-ASCII bytes reached MySQL, whose ASCII
-// column refused to compare them: a 500.
+// read (memStore has no BuyerOrder: a call would panic), and ValidateOrderID, which the HTTP
+// layer asks first, refuses it. Non-ASCII bytes reached MySQL, whose ASCII column refused to
+// compare them: a 500.
 func TestImpossibleOrderIDNotFound(t *testing.T) {
 	f := newFixture(t, time.Hour)
 	for _, id := range []string{"", "é", "o-\xff", "a b", "tab\t", "nul\x00", strings.Repeat("o", sale.MaxOrderIDLen+1)} {
