@@ -384,6 +384,7 @@ func TestNginxCachesOnlyPublicReads(t *testing.T) {
 		{http.MethodPost, "/api/v1/products", false, false},
 		{http.MethodGet, "/api/v1/products/", false, false},
 		{http.MethodGet, "/api/v1/orders/5", false, false},
+		{http.MethodGet, "/api/v1/orders/5?user_id=alice", false, false},
 		{http.MethodGet, "/api/v1/orders?product_id=1", false, false},
 		{http.MethodPost, "/api/v1/orders/5/pay", false, false},
 		{http.MethodPost, "/api/v1/orders/5/cancel", false, false},

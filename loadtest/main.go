@@ -182,11 +182,23 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	o.targets = cli.SplitList(*targets)
 	if *buyerKey != "" {
-		s, err := buyer.NewSigner(buyer.Config{HMACKey: []byte(*buyerKey), Issuer: getenv("SECKILL_BUYER_JWT_ISSUER"), Audience: getenv("SECKILL_BUYER_JWT_AUDIENCE")})
+		c := buyer.Config{HMACKey: []byte(*buyerKey), Issuer: getenv("SECKILL_BUYER_JWT_ISSUER"), Audience: getenv("SECKILL_BUYER_JWT_AUDIENCE"), MaxTTL: buyer.DefaultMaxTTL}
+		if v := getenv("SECKILL_BUYER_JWT_MAX_TTL"); v != "" {
+			var err error
+			if c.MaxTTL, err = time.ParseDuration(v); err != nil || c.MaxTTL <= 0 {
+				return nil, fmt.Errorf("SECKILL_BUYER_JWT_MAX_TTL %q: not a positive duration", v)
+			}
+		}
+		s, err := buyer.NewSigner(c)
 		if err != nil {
 			return nil, fmt.Errorf("-buyer-jwt-key: %w", err)
 		}
 		o.signer, o.tokenTTL = s, 2*o.maxDuration+o.drainTimeout+10*time.Minute
+		// The replicas refuse a token that claims a longer life than their SECKILL_BUYER_JWT_MAX_TTL:
+		// better said now than as 401s halfway through the run.
+		if o.tokenTTL > c.MaxTTL {
+			return nil, fmt.Errorf("-duration and -drain-timeout need buyer tokens valid for %v, over SECKILL_BUYER_JWT_MAX_TTL (%v)", o.tokenTTL, c.MaxTTL)
+		}
 	}
 	o.strategies = cli.SplitList(*strategies)
 	if slices.Equal(o.strategies, []string{"all"}) {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -363,7 +364,7 @@ func readOrders(ctx context.Context, client *http.Client, o *options, ws []winne
 	deadline := time.Now().Add(o.drainTimeout)
 	forEach(ctx, len(ws), o.workers, func(i int) {
 		for try := 0; ; try++ {
-			v, status := getOrder(ctx, client, o.targets[(ws[i].buyer+try)%len(o.targets)], ws[i].orderID)
+			v, status := getOrder(ctx, client, o.targets[(ws[i].buyer+try)%len(o.targets)], ws[i])
 			switch {
 			case status == http.StatusNotFound:
 				v.Status = "missing"
@@ -380,11 +381,16 @@ func readOrders(ctx context.Context, client *http.Client, o *options, ws []winne
 	return out, ctx.Err()
 }
 
-func getOrder(ctx context.Context, client *http.Client, target, orderID string) (orderView, int) {
+// getOrder reads w's order as its buyer: the token when the replicas verify buyers, the user_id
+// of the query otherwise (an order is its buyer's alone: anyone else gets 404).
+func getOrder(ctx context.Context, client *http.Client, target string, w winner) (orderView, int) {
 	var v orderView
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/orders/"+orderID, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/orders/"+w.orderID+"?user_id="+url.QueryEscape(w.user), nil)
 	if err != nil {
 		return v, 0
+	}
+	if w.token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.token)
 	}
 	res, err := client.Do(req)
 	if err != nil {

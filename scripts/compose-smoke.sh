@@ -388,7 +388,7 @@ purchase() {
 	log "purchase of product $id ($strategy): 202, order $order queued"
 	local deadline=$((SECONDS + 30))
 	while ((SECONDS < deadline)); do
-		status=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/orders/$order" | jq -r .status) || status=''
+		status=$(curl -fsS --max-time 5 "$BASE_URL/api/v1/orders/$order?user_id=compose-smoke" | jq -r .status) || status=''
 		[[ $status == confirmed ]] && break
 		sleep 0.2
 	done

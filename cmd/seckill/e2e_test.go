@@ -389,7 +389,11 @@ func TestBadInput(t *testing.T) {
 		{"unknown product get", "GET", "/api/v1/products/999999", nil, nil, 404, "not_found", nil},
 		{"unknown product stats", "GET", "/api/v1/products/999999/stats", nil, nil, 404, "not_found", nil},
 		{"unknown product reset", "POST", "/api/v1/admin/products/999999/reset", `{"stock":1}`, adminHeader, 404, "not_found", nil},
-		{"unknown order", "GET", "/api/v1/orders/no-such-order", nil, nil, 404, "not_found", nil},
+		{"unknown order", "GET", "/api/v1/orders/no-such-order?user_id=case14", nil, nil, 404, "not_found", nil},
+		{"order read without its buyer", "GET", "/api/v1/orders/no-such-order", nil, nil, 400, "invalid_request", nil},
+		{"order id too long", "GET", "/api/v1/orders/" + strings.Repeat("o", 41) + "?user_id=case14", nil, nil, 400, "invalid_request", nil},
+		{"product id with a sign", "GET", "/api/v1/products/+" + strconv.FormatInt(open, 10), nil, nil, 400, "invalid_request", nil},
+		{"product id with a leading zero", "POST", "/api/v1/products/0" + strconv.FormatInt(open, 10) + "/purchase", `{"user_id":"case15"}`, nil, 400, "invalid_request", nil},
 		{"unknown route", "GET", "/api/v2/everything", nil, nil, 404, "not_found", nil},
 		{"no directory listing", "GET", "/static/", nil, nil, 404, "not_found", nil},
 		{"wrong method", "DELETE", p(open), nil, nil, 405, "method_not_allowed", nil},
@@ -468,7 +472,9 @@ func TestMetrics(t *testing.T) {
 }
 
 // TestUnlistedProducts: a product created with "listed": false (the load test's and the bench's)
-// is not on the storefront's list, but the admin list has it and it sells like any other.
+// is not on the storefront's list, but the admin list has it, it is read by id and it sells like
+// any other; an unlisted sale not yet open is read by id as upcoming and sells nothing before it
+// opens (docs/read-path.md, "Who may read what").
 func TestUnlistedProducts(t *testing.T) {
 	s := newStack(t)
 	a := s.start(t, nil)
@@ -496,5 +502,13 @@ func TestUnlistedProducts(t *testing.T) {
 	}
 	if r := a.MustDo(t, "GET", "/api/v1/admin/products", nil, nil); r.Status != http.StatusUnauthorized {
 		t.Fatalf("admin list without the token: %d, want 401", r.Status)
+	}
+	soon := createProduct(t, a, "mysql", 5, map[string]any{"listed": false,
+		"sale_starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	if p := a.MustDo(t, "GET", "/api/v1/products/"+strconv.FormatInt(soon, 10), nil, nil); p.Status != http.StatusOK || p.Str("state") != "upcoming" {
+		t.Fatalf("an unlisted upcoming product by id: %d %s, want 200 upcoming", p.Status, p.Raw)
+	}
+	if r := a.MustDo(t, "POST", purchasePath(soon), map[string]any{"user_id": "early-buyer"}, nil); r.Status != http.StatusForbidden || r.ErrorCode() != "sale_not_started" {
+		t.Fatalf("purchase before the sale opens: %d %s, want 403 sale_not_started", r.Status, r.Raw)
 	}
 }

@@ -403,6 +403,8 @@ func runProcess(ctx context.Context, log *slog.Logger, cfg *config.Config, ln ne
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Above the API's own limit, so that an oversized head gets its JSON 431 (httpapi).
+		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes,
 	}
 	errs := make(chan error, len(p.front)+len(p.back))
 	frontCtx, stopFront := context.WithCancel(ctx)

@@ -33,7 +33,7 @@ func stampedeTokens(c buyer.Config) (func(string) (string, error), error) {
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("seckill token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ttl := fs.Duration("ttl", time.Hour, "how long each token is valid")
+	ttl := fs.Duration("ttl", time.Hour, "how long each token is valid: at most SECKILL_BUYER_JWT_MAX_TTL (24h by default), which the replicas enforce")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: seckill token [-ttl 1h] USER_ID...  (signed with SECKILL_BUYER_JWT_HMAC_KEY; one token per line)")
 		fs.PrintDefaults()

@@ -38,6 +38,20 @@ type Config struct {
 	Issuer, Audience string
 	// Leeway is the clock skew tolerated on exp, nbf and iat.
 	Leeway time.Duration
+	// MaxTTL is the longest lifetime a token may claim: exp − iat, or exp − now for a token
+	// without iat (0: DefaultMaxTTL). A stolen token is good until its exp; a login service
+	// that issues tokens for years, by mistake or by a forger's hand with its key, is refused.
+	MaxTTL time.Duration
+}
+
+// DefaultMaxTTL is Config.MaxTTL's default: a day, longer than any shopping session.
+const DefaultMaxTTL = 24 * time.Hour
+
+func (c Config) maxTTL() time.Duration {
+	if c.MaxTTL <= 0 {
+		return DefaultMaxTTL
+	}
+	return c.MaxTTL
 }
 
 // Enabled reports whether tokens are required.
@@ -47,13 +61,16 @@ func (c Config) Enabled() bool { return len(c.HMACKey) > 0 || len(c.PublicKeyPEM
 var ErrNoToken = errors.New("no buyer token")
 
 // ErrInvalidToken means a token did not verify: bad signature, wrong algorithm, expired, wrong
-// issuer or audience, or a subject that is not a valid user id.
+// issuer or audience, a time claim that is not a JSON number, a lifetime over Config.MaxTTL, or a
+// subject that is not a valid user id.
 var ErrInvalidToken = errors.New("invalid buyer token")
 
 // Verifier checks buyer tokens. It is safe for concurrent use.
 type Verifier struct {
-	key    any
-	parser *jwt.Parser
+	key            any
+	parser         *jwt.Parser
+	maxTTL, leeway time.Duration
+	now            func() time.Time
 }
 
 // NewVerifier builds the verifier c describes. The accepted algorithms follow from the key's type
@@ -93,23 +110,56 @@ func NewVerifier(c Config) (*Verifier, error) {
 	if c.Audience != "" {
 		opts = append(opts, jwt.WithAudience(c.Audience))
 	}
-	return &Verifier{key: key, parser: jwt.NewParser(opts...)}, nil
+	return &Verifier{key: key, parser: jwt.NewParser(opts...), maxTTL: c.maxTTL(), leeway: c.Leeway, now: time.Now}, nil
 }
 
 // UserID verifies token and returns its subject, the buyer's user id. Every failure is
 // ErrInvalidToken, wrapped with what failed (for the log; the client is told less).
+//
+// The claims are read as jwt.MapClaims, whose exp, nbf and iat must be JSON numbers (RFC 7519's
+// NumericDate): jwt.RegisteredClaims also reads a string of digits as a date, so "exp":"9999…"
+// passed. The subject must be a string for the same reason.
 func (v *Verifier) UserID(token string) (string, error) {
 	if token == "" {
 		return "", ErrNoToken
 	}
-	var claims jwt.RegisteredClaims
-	if _, err := v.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return v.key, nil }); err != nil {
+	claims := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.key, nil }); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	if err := sale.ValidateUserID(claims.Subject); err != nil {
+	if err := v.checkLifetime(claims); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	sub, err := claims.GetSubject()
+	if err == nil {
+		err = sale.ValidateUserID(sub)
+	}
+	if err != nil {
 		return "", fmt.Errorf("%w: subject: %w", ErrInvalidToken, err)
 	}
-	return claims.Subject, nil
+	return sub, nil
+}
+
+// checkLifetime refuses a token that claims to be valid for longer than maxTTL: from its iat to
+// its exp, or, without an iat, from now to its exp (give or take the leeway, for the issuer's
+// clock). The parser has checked already that exp is present and both are numbers.
+func (v *Verifier) checkLifetime(claims jwt.MapClaims) error {
+	exp, err := claims.GetExpirationTime()
+	if err != nil || exp == nil {
+		return fmt.Errorf("exp: %w", jwt.ErrTokenRequiredClaimMissing)
+	}
+	iat, err := claims.GetIssuedAt()
+	if err != nil {
+		return err
+	}
+	from, limit := v.now(), v.maxTTL+v.leeway
+	if iat != nil {
+		from, limit = iat.Time, v.maxTTL
+	}
+	if ttl := exp.Sub(from); ttl > limit {
+		return fmt.Errorf("a lifetime of %v is over the longest accepted, %v", ttl.Round(time.Second), v.maxTTL)
+	}
+	return nil
 }
 
 func parsePublicKey(data []byte) (crypto.PublicKey, error) {
@@ -151,6 +201,7 @@ func methodsFor(pub crypto.PublicKey) []string {
 type Signer struct {
 	key              []byte
 	issuer, audience string
+	maxTTL           time.Duration
 	now              func() time.Time
 }
 
@@ -159,13 +210,17 @@ func NewSigner(c Config) (*Signer, error) {
 	if len(c.HMACKey) < MinHMACKey {
 		return nil, fmt.Errorf("buyer tokens: signing needs an HMAC key of at least %d bytes", MinHMACKey)
 	}
-	return &Signer{key: c.HMACKey, issuer: c.Issuer, audience: c.Audience, now: time.Now}, nil
+	return &Signer{key: c.HMACKey, issuer: c.Issuer, audience: c.Audience, maxTTL: c.maxTTL(), now: time.Now}, nil
 }
 
-// Token returns a token saying that userID is the buyer, valid for ttl.
+// Token returns a token saying that userID is the buyer, valid for ttl. A ttl over the config's
+// MaxTTL is refused: the verifiers of that config would refuse the token.
 func (s *Signer) Token(userID string, ttl time.Duration) (string, error) {
 	if err := sale.ValidateUserID(userID); err != nil {
 		return "", err
+	}
+	if ttl > s.maxTTL {
+		return "", fmt.Errorf("buyer tokens: a lifetime of %v is over the longest accepted, %v (SECKILL_BUYER_JWT_MAX_TTL)", ttl, s.maxTTL)
 	}
 	now := s.now()
 	claims := jwt.RegisteredClaims{

@@ -170,6 +170,7 @@ type Config struct {
 		JWTIssuer        string
 		JWTAudience      string
 		JWTLeeway        time.Duration
+		JWTMaxTTL        time.Duration
 		// Tokens is what the settings above give, read once by Load (the public key file
 		// included).
 		Tokens buyer.Config
@@ -218,6 +219,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_BUYER_JWT_ISSUER", flag: "buyer-jwt-issuer", def: "", usage: "required iss of buyer tokens (empty: not checked)", set: str(&c.Buyer.JWTIssuer)},
 		{env: "SECKILL_BUYER_JWT_AUDIENCE", flag: "buyer-jwt-audience", def: "", usage: "required aud of buyer tokens (empty: not checked)", set: str(&c.Buyer.JWTAudience)},
 		{env: "SECKILL_BUYER_JWT_LEEWAY", flag: "buyer-jwt-leeway", def: "30s", usage: "clock skew tolerated on a buyer token's exp, nbf and iat", set: dur(&c.Buyer.JWTLeeway)},
+		{env: "SECKILL_BUYER_JWT_MAX_TTL", flag: "buyer-jwt-max-ttl", def: "24h", usage: "longest lifetime a buyer token may claim (exp - iat, or exp - now without iat); a longer one is refused, and `seckill token` mints none", set: dur(&c.Buyer.JWTMaxTTL)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the unsafe strategies (`none`, which oversells, and the lock zoo's unsafe variants), kept to show how they fail", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
@@ -415,7 +417,7 @@ func loadOnly(getenv func(string) string, prefix string) (*Config, error) {
 // make a verifier.
 func (c *Config) loadBuyerTokens() error {
 	b := &c.Buyer
-	b.Tokens = buyer.Config{HMACKey: []byte(b.JWTHMACKey), Issuer: b.JWTIssuer, Audience: b.JWTAudience, Leeway: b.JWTLeeway}
+	b.Tokens = buyer.Config{HMACKey: []byte(b.JWTHMACKey), Issuer: b.JWTIssuer, Audience: b.JWTAudience, Leeway: b.JWTLeeway, MaxTTL: b.JWTMaxTTL}
 	if b.JWTPublicKeyFile != "" {
 		pem, err := os.ReadFile(b.JWTPublicKeyFile)
 		if err != nil {
@@ -425,6 +427,9 @@ func (c *Config) loadBuyerTokens() error {
 	}
 	if b.JWTLeeway < 0 {
 		return errors.New("SECKILL_BUYER_JWT_LEEWAY must not be negative")
+	}
+	if b.JWTMaxTTL <= 0 {
+		return errors.New("SECKILL_BUYER_JWT_MAX_TTL must be positive")
 	}
 	if !b.Tokens.Enabled() {
 		if b.JWTIssuer != "" || b.JWTAudience != "" {

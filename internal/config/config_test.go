@@ -67,6 +67,8 @@ func TestInvalid(t *testing.T) {
 		{"stampede buyers not a number", map[string]string{"SECKILL_STAMPEDE_MAX_BUYERS": "many"}, "SECKILL_STAMPEDE_MAX_BUYERS"},
 		{"short buyer key", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": "short"}, "SECKILL_BUYER_JWT_"},
 		{"buyer issuer without a key", map[string]string{"SECKILL_BUYER_JWT_ISSUER": "shop"}, "SECKILL_BUYER_JWT_ISSUER"},
+		{"buyer token lifetime zero", map[string]string{"SECKILL_BUYER_JWT_MAX_TTL": "0s"}, "SECKILL_BUYER_JWT_MAX_TTL"},
+		{"buyer token lifetime negative", map[string]string{"SECKILL_BUYER_JWT_MAX_TTL": "-1h"}, "SECKILL_BUYER_JWT_MAX_TTL"},
 		{"buyer public key missing", map[string]string{"SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/nonexistent.pem"}, "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE"},
 		{"unknown Redis mode", map[string]string{"SECKILL_REDIS_MODE": "ring"}, "SECKILL_REDIS_"},
 		{"single Redis with two addresses", map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"}, "SECKILL_REDIS_"},
@@ -173,8 +175,12 @@ func TestBuyerTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Buyer.Tokens.Enabled() || c.Buyer.Tokens.Audience != "seckill" || c.Buyer.Tokens.Leeway != 30*time.Second {
+	if !c.Buyer.Tokens.Enabled() || c.Buyer.Tokens.Audience != "seckill" || c.Buyer.Tokens.Leeway != 30*time.Second || c.Buyer.Tokens.MaxTTL != 24*time.Hour {
 		t.Fatalf("Tokens = %+v", c.Buyer.Tokens)
+	}
+	tokens, err := BuyerTokens(env(map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32), "SECKILL_BUYER_JWT_MAX_TTL": "2h"}))
+	if err != nil || tokens.MaxTTL != 2*time.Hour {
+		t.Fatalf("BuyerTokens with SECKILL_BUYER_JWT_MAX_TTL=2h: %+v, %v", tokens, err)
 	}
 }
 

@@ -177,23 +177,54 @@ func CheckAnswer(tb testing.TB, method, target string, status int, header http.H
 // parameter.
 type ParamRoute struct {
 	Method, Prefix, Suffix string
-	Body                   string // sent as application/json when not empty
-	Admin                  bool   // sent with the admin token
+	Query                  string            // the raw query, if any
+	Body                   string            // sent as application/json when not empty
+	Header                 map[string]string // sent as they are
+	Admin                  bool              // sent with the admin token
+	// ID says what the parameter is: "product" (a product id) or "order" (an order id), whose
+	// malformed values CheckParam holds to a 400; "" for any other.
+	ID string
 }
 
 // ParamRoutes are the routes of every path parameter: product id, order id, stampede id, and the
-// storefront's file.
+// storefront's file. New routes go at the end: the corpora name routes by index.
 var ParamRoutes = []ParamRoute{
-	{Method: "GET", Prefix: "/api/v1/products/"},
-	{Method: "HEAD", Prefix: "/api/v1/products/"},
-	{Method: "GET", Prefix: "/api/v1/products/", Suffix: "/stats"},
-	{Method: "POST", Prefix: "/api/v1/products/", Suffix: "/purchase", Body: `{"user_id":"param-fuzzer","quantity":1}`},
-	{Method: "GET", Prefix: "/api/v1/orders/"},
-	{Method: "HEAD", Prefix: "/api/v1/orders/"},
-	{Method: "POST", Prefix: "/api/v1/admin/products/", Suffix: "/reset", Body: `{"stock":5}`, Admin: true},
-	{Method: "POST", Prefix: "/api/v1/admin/products/", Suffix: "/stampede", Body: `{"buyers":1}`, Admin: true},
+	{Method: "GET", Prefix: "/api/v1/products/", ID: "product"},
+	{Method: "HEAD", Prefix: "/api/v1/products/", ID: "product"},
+	{Method: "GET", Prefix: "/api/v1/products/", Suffix: "/stats", ID: "product"},
+	{Method: "POST", Prefix: "/api/v1/products/", Suffix: "/purchase", Body: `{"user_id":"param-fuzzer","quantity":1}`, ID: "product"},
+	{Method: "GET", Prefix: "/api/v1/orders/", Query: "user_id=param-fuzzer", ID: "order"},
+	{Method: "HEAD", Prefix: "/api/v1/orders/", Query: "user_id=param-fuzzer", ID: "order"},
+	{Method: "POST", Prefix: "/api/v1/admin/products/", Suffix: "/reset", Body: `{"stock":5}`, Admin: true, ID: "product"},
+	{Method: "POST", Prefix: "/api/v1/admin/products/", Suffix: "/stampede", Body: `{"buyers":1}`, Admin: true, ID: "product"},
 	{Method: "GET", Prefix: "/api/v1/admin/stampedes/", Admin: true},
 	{Method: "GET", Prefix: "/static/"},
+	{Method: "POST", Prefix: "/api/v1/orders/", Suffix: "/pay", Body: `{"user_id":"param-fuzzer"}`, Header: map[string]string{"Idempotency-Key": "param-fuzzer"}, ID: "order"},
+	{Method: "POST", Prefix: "/api/v1/orders/", Suffix: "/cancel", Body: `{"user_id":"param-fuzzer"}`, ID: "order"},
+	{Method: "GET", Prefix: "/api/v1/admin/products/", Suffix: "/stats", Admin: true, ID: "product"},
+}
+
+// CheckParam fails tb unless a malformed id in route's path was refused as such (issue #29): a
+// product id not in its one spelling (decimal digits, no sign, no leading zero) or an order id
+// that cannot be one is a 400 (or the 429 of a limit asked first), never read as another id
+// (01 as 1) or as a well-formed one that was not found. A param with a "/" names another route.
+func CheckParam(tb testing.TB, route ParamRoute, param string, status int) {
+	tb.Helper()
+	if param == "" || strings.Contains(param, "/") || status == http.StatusBadRequest || status == http.StatusTooManyRequests {
+		return
+	}
+	switch {
+	case route.ID == "product" && !canonicalProductID(param):
+		tb.Fatalf("%s %q: %d, want 400: %q is no product id in its one spelling", route.Method, route.ParamPath(param), status, param)
+	case route.ID == "order" && sale.ValidateOrderID(param) != nil:
+		tb.Fatalf("%s %q: %d, want 400: %q cannot be an order id", route.Method, route.ParamPath(param), status, param)
+	}
+}
+
+// canonicalProductID is the spec of a product id's spelling, written apart from parseID.
+func canonicalProductID(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n > 0 && strconv.FormatInt(n, 10) == s
 }
 
 // ParamSeeds are values of a path parameter worth trying on every route.
@@ -201,7 +232,7 @@ var ParamSeeds = []string{
 	"1", "2", "0", "-1", "+1", "01", " 1", "1 ", "1e3", "0x10", "9223372036854775807", "9223372036854775808",
 	"é", "\xff", "\xc3", "o-\x80", "%", "%25", "a/b", "", ".", "..", "../index.html", "\x00", "\t",
 	"order-1", "01a20076-796b-7172-9393-d0e8391928db", "0123456789ab", "0123456789AB", "app.js", "index.html",
-	strings.Repeat("9", 100), strings.Repeat("é", 40), "🙂",
+	strings.Repeat("9", 100), strings.Repeat("é", 40), "🙂", "00", "+01", "1\n", "١", strings.Repeat("o", 40), strings.Repeat("o", 41),
 }
 
 // ParamPath is route's path with param, as net/http hands it over: decoded.

@@ -37,7 +37,7 @@ func (f fakeSales) Purchase(_ context.Context, req sale.PurchaseRequest) (sale.R
 	return f.purchase(req)
 }
 
-func (fakeSales) Order(context.Context, string) (sale.Order, error) {
+func (fakeSales) BuyerOrder(context.Context, string, string) (sale.Order, error) {
 	return sale.Order{}, sale.ErrNotFound
 }
 
@@ -211,7 +211,7 @@ func TestErrorContract(t *testing.T) {
 		{name: "panic", purchase: func(sale.PurchaseRequest) (sale.Receipt, error) { panic("boom") },
 			want: response{500, errorJSON(string(sale.CodeInternal), genericInternal), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "invalid id", path: "/api/v1/products/x/purchase",
-			want: response{400, errorJSON(string(sale.CodeInvalid), "id: must be a positive integer"), map[string]string{"Content-Type": jsonContentTypeV}}},
+			want: response{400, errorJSON(string(sale.CodeInvalid), "id: must be a positive integer in decimal digits, without sign or leading zeros"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "unknown field", body: `{"user_id":"alice","USER_ID":"b"}`,
 			want: response{400, errorJSON(string(sale.CodeInvalid), "USER_ID: unknown field"), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "malformed", body: `{"user_id":`,

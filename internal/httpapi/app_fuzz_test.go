@@ -37,20 +37,21 @@ func startFuzzApp(f *testing.F) fuzzApp {
 	return fuzzApp{url: a.URL, onSale: admin.CreateProduct(f, product), toReset: admin.CreateProduct(f, product)}
 }
 
-// do sends method path (decoded; the client escapes it) with body as JSON if not empty, and
-// holds the answer to httpapi.CheckAnswer. A header value the client refuses to send (no server
+// do sends method path (decoded; the client escapes it) and query with body as JSON if not empty,
+// holds the answer to httpapi.CheckAnswer and returns its status. A header value the client refuses to send (no server
 // ever sees it) skips the input.
 //
 // A 503 is the input's fault only while every dependency is up: the chaos run stops them under
 // the tests' feet. So a 503 waits for /readyz to answer 200 (30 s at most) and the request is sent
 // again; the second answer is the one held to the contract.
-func (a fuzzApp) do(t *testing.T, method, path string, body []byte, header map[string]string) {
+func (a fuzzApp) do(t *testing.T, method, path, query string, body []byte, header map[string]string) int {
 	t.Helper()
-	status, h, data := a.send(t, method, path, body, header)
+	status, h, data := a.send(t, method, path, query, body, header)
 	if status == http.StatusServiceUnavailable && a.waitReady() {
-		status, h, data = a.send(t, method, path, body, header)
+		status, h, data = a.send(t, method, path, query, body, header)
 	}
 	httpapi.CheckAnswer(t, method, path, status, h, data)
+	return status
 }
 
 // waitReady waits for the app's /readyz to answer 200, 30 s at most, and reports whether it did.
@@ -68,9 +69,9 @@ func (a fuzzApp) waitReady() bool {
 	return false
 }
 
-func (a fuzzApp) send(t *testing.T, method, path string, body []byte, header map[string]string) (int, http.Header, []byte) {
+func (a fuzzApp) send(t *testing.T, method, path, query string, body []byte, header map[string]string) (int, http.Header, []byte) {
 	t.Helper()
-	u := a.url + (&url.URL{Path: path}).EscapedPath()
+	u := a.url + (&url.URL{Path: path, RawQuery: query}).RequestURI()
 	var rd io.Reader
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
@@ -103,7 +104,8 @@ func (a fuzzApp) send(t *testing.T, method, path string, body []byte, header map
 var adminHeader = map[string]string{"Authorization": "Bearer " + apptest.AdminToken}
 
 // FuzzAppPathParams: any bytes in any path parameter, through the real app to MySQL (this is how
-// non-ASCII bytes in an order id were found: a collation error, a 500).
+// non-ASCII bytes in an order id were found: a collation error, a 500); a malformed id is a 400
+// (httpapi.CheckParam).
 func FuzzAppPathParams(f *testing.F) {
 	for i := range httpapi.ParamRoutes {
 		for _, p := range httpapi.ParamSeeds {
@@ -113,11 +115,14 @@ func FuzzAppPathParams(f *testing.F) {
 	a := startFuzzApp(f)
 	f.Fuzz(func(t *testing.T, route uint8, param string) {
 		r := httpapi.ParamRoutes[int(route)%len(httpapi.ParamRoutes)]
-		var header map[string]string
-		if r.Admin {
-			header = adminHeader
+		header := map[string]string{}
+		for k, v := range r.Header {
+			header[k] = v
 		}
-		a.do(t, r.Method, r.ParamPath(param), []byte(r.Body), header)
+		if r.Admin {
+			header["Authorization"] = adminHeader["Authorization"]
+		}
+		httpapi.CheckParam(t, r, param, a.do(t, r.Method, r.ParamPath(param), r.Query, []byte(r.Body), header))
 	})
 }
 
@@ -160,15 +165,15 @@ func FuzzAppWrites(f *testing.F) {
 				header = map[string]string{"Idempotency-Key": s2}
 			}
 			data, _ := json.Marshal(map[string]any{"user_id": s1, "quantity": n})
-			a.do(t, "POST", "/api/v1/products/"+strconv.FormatInt(a.onSale, 10)+"/purchase", data, header)
+			a.do(t, "POST", "/api/v1/products/"+strconv.FormatInt(a.onSale, 10)+"/purchase", "", data, header)
 		case 1:
 			body["name"], body["price_cents"], body["stock"], body["listed"] = s1, 1, n, false
 			data, _ := json.Marshal(body)
-			a.do(t, "POST", "/api/v1/admin/products", data, adminHeader)
+			a.do(t, "POST", "/api/v1/admin/products", "", data, adminHeader)
 		case 2:
 			body["stock"] = n
 			data, _ := json.Marshal(body)
-			a.do(t, "POST", "/api/v1/admin/products/"+strconv.FormatInt(a.toReset, 10)+"/reset", data, adminHeader)
+			a.do(t, "POST", "/api/v1/admin/products/"+strconv.FormatInt(a.toReset, 10)+"/reset", "", data, adminHeader)
 		}
 	})
 }

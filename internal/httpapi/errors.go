@@ -18,6 +18,7 @@ const (
 	codeUnauthorized     = "unauthorized"
 	codeMethodNotAllowed = "method_not_allowed"
 	codePayloadTooLarge  = "payload_too_large"
+	codeHeaderTooLarge   = "header_too_large"
 	codeUnsupportedMedia = "unsupported_media_type"
 	codeStampedeRunning  = "stampede_running"
 	codeNotFound         = string(sale.CodeNotFound) // no such endpoint or file
@@ -47,6 +48,7 @@ var statusOf = map[sale.Code]int{
 // match wins. Anything not in it is a bug: 500 with a generic message, details in the log.
 var errorTable = withBodies(append(domainErrors(),
 	errorMapping{err: errBodyTooLarge, status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge},
+	errorMapping{err: errHeaderTooLarge, status: http.StatusRequestHeaderFieldsTooLarge, code: codeHeaderTooLarge},
 	errorMapping{err: errNotJSON, status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia},
 	errorMapping{err: errBuyerToken, status: http.StatusUnauthorized, code: codeUnauthorized},
 	errorMapping{err: errUserMismatch, status: http.StatusForbidden, code: codeUserMismatch},

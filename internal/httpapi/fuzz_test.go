@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/seckill-go/seckill-go/internal/buyer"
 )
 
@@ -26,6 +28,7 @@ import (
 type fuzzRequest struct {
 	method string
 	path   string // decoded, as URL.Path
+	query  string // URL.RawQuery
 	body   []byte
 	header http.Header
 	remote string // RemoteAddr; 192.0.2.1:1234 if empty
@@ -34,7 +37,7 @@ type fuzzRequest struct {
 
 func (r fuzzRequest) serve(tb testing.TB, h http.Handler) *httptest.ResponseRecorder {
 	tb.Helper()
-	u := &url.URL{Path: r.path}
+	u := &url.URL{Path: r.path, RawQuery: r.query}
 	if r.header == nil {
 		r.header = http.Header{}
 	}
@@ -45,7 +48,7 @@ func (r fuzzRequest) serve(tb testing.TB, h http.Handler) *httptest.ResponseReco
 		r.length = int64(len(r.body))
 	}
 	req := &http.Request{
-		Method: r.method, URL: u, RequestURI: u.EscapedPath(), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Method: r.method, URL: u, RequestURI: u.RequestURI(), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: r.header, Body: io.NopCloser(bytes.NewReader(r.body)), ContentLength: r.length,
 		Host: "shop.test", RemoteAddr: r.remote,
 	}
@@ -65,7 +68,7 @@ func jsonHeader(admin bool) http.Header {
 }
 
 // FuzzPathParams: any bytes in any path parameter (product id, order id, stampede id, the
-// storefront's file).
+// storefront's file); a malformed id is a 400 (CheckParam).
 func FuzzPathParams(f *testing.F) {
 	for i := range ParamRoutes {
 		for _, p := range ParamSeeds {
@@ -75,29 +78,40 @@ func FuzzPathParams(f *testing.F) {
 	h := memRouter(f)
 	f.Fuzz(func(t *testing.T, route uint8, param string) {
 		r := ParamRoutes[int(route)%len(ParamRoutes)]
-		req := fuzzRequest{method: r.Method, path: r.ParamPath(param), header: jsonHeader(r.Admin)}
+		req := fuzzRequest{method: r.Method, path: r.ParamPath(param), query: r.Query, header: jsonHeader(r.Admin)}
 		if r.Body == "" {
 			req.header = http.Header{"Authorization": req.header["Authorization"]}
 		} else {
 			req.body = []byte(r.Body)
 		}
-		req.serve(t, h)
+		for k, v := range r.Header {
+			req.header.Set(k, v)
+		}
+		rec := req.serve(t, h)
+		CheckParam(t, r, param, rec.Code)
 	})
 }
 
 // headerRoutes are the routes FuzzHeaders sends its headers to, each with a body it accepts.
+// auth says whose credentials the route needs: "admin", "buyer" or none.
 var headerRoutes = []struct {
-	method, path, body string
+	method, path, query, body, auth string
 }{
-	{"POST", "/api/v1/products/1/purchase", `{"user_id":"header-fuzzer"}`},
-	{"POST", "/api/v1/admin/products", `{"name":"n","price_cents":1,"stock":1,"listed":false}`},
-	{"POST", "/api/v1/admin/products/2/reset", `{"stock":0}`},
-	{"POST", "/api/v1/admin/products/2/stampede", `{"buyers":1}`},
-	{"GET", "/api/v1/admin/products", ""},
-	{"GET", "/api/v1/products", ""},
-	{"GET", "/api/v1/orders/order-1", ""},
+	{"POST", "/api/v1/products/1/purchase", "", `{"user_id":"header-fuzzer"}`, ""},
+	{"POST", "/api/v1/admin/products", "", `{"name":"n","price_cents":1,"stock":1,"listed":false}`, "admin"},
+	{"POST", "/api/v1/admin/products/2/reset", "", `{"stock":0}`, "admin"},
+	{"POST", "/api/v1/admin/products/2/stampede", "", `{"buyers":1}`, "admin"},
+	{"GET", "/api/v1/admin/products", "", "", "admin"},
+	{"GET", "/api/v1/products", "", "", ""},
+	{"GET", "/api/v1/orders/order-1", "user_id=header-fuzzer", "", ""},
 	// Sent to a router whose purchases need buyer tokens (FuzzHeaders' last route).
-	{"POST", "/api/v1/products/1/purchase", `{"user_id":"header-fuzzer"}`},
+	{"POST", "/api/v1/products/1/purchase", "", `{"user_id":"header-fuzzer"}`, "buyer"},
+}
+
+// bearerScheme reports whether auth starts with the Bearer scheme, in any case, and a space: what
+// credentials must have to be looked at (issue #29: a bare token was taken as a buyer's).
+func bearerScheme(auth string) bool {
+	return len(auth) > len("bearer ") && strings.EqualFold(auth[:len("bearer ")], "bearer ")
 }
 
 // fuzzBuyerKey signs and verifies the buyer tokens of FuzzHeaders' router with buyer tokens.
@@ -117,10 +131,21 @@ func buyerToken(tb testing.TB, user string, ttl time.Duration) string {
 	return tok
 }
 
+// signedClaims returns claims as a token signed with fuzzBuyerKey, whatever they hold.
+func signedClaims(tb testing.TB, claims jwt.MapClaims) string {
+	tb.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(fuzzBuyerKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
 // FuzzHeaders: every header the API reads (Idempotency-Key; Authorization: the admin token, and
 // a buyer token on the last route, whose router verifies them; X-Request-ID, Content-Type,
 // X-Forwarded-For from the trusted proxy), a declared Content-Length that may be wrong or
-// unknown, and bodies on both sides of the 16 KiB limit. client picks the caller's address among
+// unknown, and bodies on both sides of the 16 KiB limit. Credentials without the Bearer scheme
+// never pass. client picks the caller's address among
 // 256 (0: the trusted proxy, which names the client in X-Forwarded-For), so that the admin
 // throttle and the per-client limit see clients old and new.
 func FuzzHeaders(f *testing.F) {
@@ -134,9 +159,13 @@ func FuzzHeaders(f *testing.F) {
 		f.Add(uint8(i), uint8(4), "\xff", "Bearer", "\r\n", "application/x-www-form-urlencoded", "not an address", int64(3), uint16(17000))
 	}
 	last := uint8(len(headerRoutes) - 1)
+	now := time.Now()
 	for _, auth := range []string{
 		"Bearer " + buyerToken(f, "header-fuzzer", time.Hour), "Bearer " + buyerToken(f, "someone-else", time.Hour),
 		"Bearer " + buyerToken(f, "header-fuzzer", -time.Hour), "Bearer " + buyerToken(f, "header-fuzzer", time.Hour) + "x", "Bearer a.b.c",
+		buyerToken(f, "header-fuzzer", time.Hour), "bearer " + buyerToken(f, "header-fuzzer", time.Hour),
+		"Bearer " + signedClaims(f, jwt.MapClaims{"sub": "header-fuzzer", "iat": now.Unix(), "exp": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)}),
+		"Bearer " + signedClaims(f, jwt.MapClaims{"sub": "header-fuzzer", "iat": now.Unix(), "exp": now.Add(25 * time.Hour).Unix()}),
 	} {
 		f.Add(last, uint8(1), "k-1", auth, "", "application/json", "", int64(0), uint16(0))
 	}
@@ -153,7 +182,7 @@ func FuzzHeaders(f *testing.F) {
 		if i == len(headerRoutes)-1 {
 			h = withBuyers
 		}
-		req := fuzzRequest{method: r.method, path: r.path, header: http.Header{}, remote: "192.0.2." + strconv.Itoa(int(client)) + ":4321"}
+		req := fuzzRequest{method: r.method, path: r.path, query: r.query, header: http.Header{}, remote: "192.0.2." + strconv.Itoa(int(client)) + ":4321"}
 		if client == 0 {
 			req.remote = "10.0.0.1:4321"
 		}
@@ -173,7 +202,10 @@ func FuzzHeaders(f *testing.F) {
 				req.length = -1 // unknown: chunked
 			}
 		}
-		req.serve(t, h)
+		rec := req.serve(t, h)
+		if r.auth != "" && !bearerScheme(auth) && rec.Code < 400 {
+			t.Fatalf("%s %s with Authorization %q: %d, want it refused", r.method, r.path, auth, rec.Code)
+		}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ import (
 type Sales interface {
 	AllProducts(ctx context.Context) ([]sale.Product, error)
 	Purchase(ctx context.Context, req sale.PurchaseRequest) (sale.Receipt, error)
-	Order(ctx context.Context, orderID string) (sale.Order, error)
+	BuyerOrder(ctx context.Context, orderID, userID string) (sale.Order, error)
 	Stats(ctx context.Context, id int64) (sale.Stats, error)
 	CreateProduct(ctx context.Context, np sale.NewProduct) (sale.Product, error)
 	ResetProduct(ctx context.Context, id int64, r sale.Reset) (sale.Product, error)
@@ -60,11 +61,39 @@ type handlers struct {
 // productID parses the :id path parameter; a malformed id is a 400, a well-formed unknown one
 // will be a 404.
 func productID(c *gin.Context) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, &sale.ValidationError{Field: "id", Reason: "must be a positive integer"}
+	id, ok := parseID(c.Param("id"))
+	if !ok {
+		return 0, errProductID("id")
 	}
 	return id, nil
+}
+
+func errProductID(field string) error {
+	return &sale.ValidationError{Field: field, Reason: "must be a positive integer in decimal digits, without sign or leading zeros"}
+}
+
+// parseID parses a positive id in its one spelling: decimal digits, no sign, no leading zero, at
+// most an int64. strconv.ParseInt alone also reads "+1" and "01" as 1, which gave one product
+// many URLs: many entries in every cache keyed by URL, and paths that a filter on "/products/1"
+// does not see.
+func parseID(s string) (int64, bool) {
+	if s == "" || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
+}
+
+// orderID reads the :order_id path parameter: what cannot be an order id (sale.ValidateOrderID)
+// is a 400, so that a 404 says only that the buyer has no order with this id.
+func orderID(c *gin.Context) (string, error) {
+	id := c.Param("order_id")
+	return id, sale.ValidateOrderID(id)
 }
 
 // listAllProducts answers the admin's list: every product, listed or not, read from the store.
@@ -113,7 +142,12 @@ func (h *handlers) purchase(c *gin.Context) {
 		h.respondError(c, err)
 		return
 	}
-	req := parsePurchase(id, body, headerValue(c.Request.Header, "Idempotency-Key"))
+	key, err := onlyHeader(c.Request.Header, "Idempotency-Key")
+	if err != nil {
+		h.respondError(c, err)
+		return
+	}
+	req := parsePurchase(id, body, key)
 	if err := req.Validate(); err != nil {
 		h.respondError(c, err)
 		return
@@ -139,8 +173,31 @@ func parsePurchase(productID int64, body purchaseJSON, idemKey string) sale.Purc
 	return sale.PurchaseRequest{ProductID: productID, UserID: body.UserID, Quantity: qty, IdempotencyKey: idemKey}
 }
 
+// getOrder answers the buyer's own order. A GET has no body, so the buyer a client claims (no
+// buyer tokens) is the query's user_id; with tokens it is the token's subject, and a user_id that
+// names someone else is refused as on a purchase. Anyone else's order is not found, in the very
+// words of an absent one.
 func (h *handlers) getOrder(c *gin.Context) {
-	o, err := h.sales.Order(c.Request.Context(), c.Param("order_id"))
+	id, err := orderID(c)
+	var claimed string
+	if err == nil {
+		claimed, err = onlyQuery(c, "user_id")
+	}
+	var userID string
+	if err == nil {
+		userID, err = h.buyerID(c, claimed)
+	}
+	if err == nil && userID == "" {
+		err = &sale.ValidationError{Field: "user_id", Reason: "is required: an order is read by its buyer (?user_id=…)"}
+	}
+	if err == nil {
+		err = sale.ValidateUserID(userID)
+	}
+	if err != nil {
+		h.respondError(c, err)
+		return
+	}
+	o, err := h.sales.BuyerOrder(c.Request.Context(), id, userID)
 	if err != nil {
 		h.respondError(c, err)
 		return
@@ -155,8 +212,10 @@ func (h *handlers) payOrder(c *gin.Context) {
 	if !ok {
 		return
 	}
-	key := headerValue(c.Request.Header, "Idempotency-Key")
-	err := sale.ValidateIdempotencyKey(key)
+	key, err := onlyHeader(c.Request.Header, "Idempotency-Key")
+	if err == nil {
+		err = sale.ValidateIdempotencyKey(key)
+	}
 	if err == nil && key == "" {
 		err = &sale.ValidationError{Field: "Idempotency-Key", Reason: "is required to pay"}
 	}
@@ -188,9 +247,12 @@ func (h *handlers) cancelOrder(c *gin.Context) {
 
 // orderBuyer reads the order id of the path and the buyer of the body ({"user_id": …}, or the
 // buyer's token): only the buyer may pay or cancel an order, and another's is not found.
-func (h *handlers) orderBuyer(c *gin.Context) (orderID, userID string, ok bool) {
+func (h *handlers) orderBuyer(c *gin.Context) (id, userID string, ok bool) {
 	var body orderBuyerJSON
-	err := decodeJSON(c.Request.Body, &body)
+	id, err := orderID(c)
+	if err == nil {
+		err = decodeJSON(c.Request.Body, &body)
+	}
 	if err == nil {
 		body.UserID, err = h.buyerID(c, body.UserID)
 	}
@@ -201,7 +263,7 @@ func (h *handlers) orderBuyer(c *gin.Context) (orderID, userID string, ok bool) 
 		h.respondError(c, err)
 		return "", "", false
 	}
-	return c.Param("order_id"), body.UserID, true
+	return id, body.UserID, true
 }
 
 // getAudit answers the exact figures of a product's sale (store.Stats: a scan of its reservations
@@ -349,4 +411,33 @@ func headerValue(h http.Header, canonicalKey string) string {
 		return v[0]
 	}
 	return ""
+}
+
+// onlyHeader is headerValue for a header the API acts on: sent twice, it is refused, not read as
+// its first copy. Which copy counts would otherwise depend on who reads it (a proxy may keep the
+// other), and a retry's Idempotency-Key must name one purchase or payment.
+func onlyHeader(h http.Header, canonicalKey string) (string, error) {
+	switch v := h[canonicalKey]; len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return v[0], nil
+	}
+	return "", &sale.ValidationError{Field: canonicalKey, Reason: "must be sent once"}
+}
+
+// onlyQuery returns the query parameter key, "" if absent; a query that does not parse, or that
+// gives key twice, is refused for the reason of onlyHeader.
+func onlyQuery(c *gin.Context, key string) (string, error) {
+	q, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		return "", &sale.ValidationError{Field: "query", Reason: "is malformed"}
+	}
+	switch v := q[key]; len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return v[0], nil
+	}
+	return "", &sale.ValidationError{Field: key, Reason: "must be given once"}
 }

@@ -67,6 +67,8 @@ type memReservation struct {
 	sale.Receipt
 	key   string
 	epoch uint64
+	// status is where the order is: queued until paid or cancelled (memStore has no consumer).
+	status sale.OrderStatus
 }
 
 // memStore is sale.Store in memory.
@@ -182,16 +184,59 @@ func (s *memStore) Stats(_ context.Context, id int64) (sale.Stats, error) {
 	return st, nil
 }
 
-func (s *memStore) Order(_ context.Context, orderID string) (sale.Order, error) {
-	if err := asciiColumn(orderID, 40, true); err != nil {
+func (s *memStore) BuyerOrder(_ context.Context, orderID, userID string) (sale.Order, error) {
+	if err := errors.Join(asciiColumn(orderID, 40, true), asciiColumn(userID, 64, true)); err != nil {
 		return sale.Order{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, rv := range s.resv {
-		if rv.OrderID == orderID {
-			return sale.Order{OrderID: rv.OrderID, Status: sale.StatusQueued, ProductID: rv.ProductID, UserID: rv.UserID, Quantity: rv.Quantity}, nil
+		if rv.OrderID == orderID && rv.UserID == userID {
+			return rv.order(), nil
 		}
+	}
+	return sale.Order{}, sale.ErrNotFound
+}
+
+func (rv *memReservation) order() sale.Order {
+	return sale.Order{OrderID: rv.OrderID, Status: rv.status, ProductID: rv.ProductID, UserID: rv.UserID, Quantity: rv.Quantity}
+}
+
+// memOrders is Orders in memory, with the store's rule: userID's order, or not found.
+type memOrders struct{ s *memStore }
+
+var _ Orders = memOrders{}
+
+func (o memOrders) Pay(_ context.Context, orderID, userID, _ string) (sale.Order, error) {
+	return o.s.change(orderID, userID, sale.StatusPaid)
+}
+
+func (o memOrders) Cancel(_ context.Context, orderID, userID string) (sale.Order, error) {
+	return o.s.change(orderID, userID, sale.StatusCancelled)
+}
+
+// change moves userID's order orderID from queued to status; a repeat answers the same.
+func (s *memStore) change(orderID, userID string, status sale.OrderStatus) (sale.Order, error) {
+	if err := errors.Join(asciiColumn(orderID, 40, true), asciiColumn(userID, 64, true)); err != nil {
+		return sale.Order{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.resv {
+		rv := &s.resv[i]
+		if rv.OrderID != orderID || rv.UserID != userID {
+			continue
+		}
+		switch rv.status {
+		case sale.StatusQueued:
+			rv.status = status
+		case status:
+		case sale.StatusPaid:
+			return sale.Order{}, sale.ErrOrderPaid
+		default:
+			return sale.Order{}, sale.ErrOrderCancelled
+		}
+		return rv.order(), nil
 	}
 	return sale.Order{}, sale.ErrNotFound
 }
@@ -256,7 +301,7 @@ func (s *memStore) Deduct(_ context.Context, r sale.Reservation) error {
 	}
 	p.Stock -= r.Quantity
 	s.products[r.ProductID] = p
-	s.resv = append(s.resv, memReservation{Receipt: r.Receipt, key: r.IdempotencyKey, epoch: r.Epoch})
+	s.resv = append(s.resv, memReservation{Receipt: r.Receipt, key: r.IdempotencyKey, epoch: r.Epoch, status: sale.StatusQueued})
 	return nil
 }
 
@@ -286,7 +331,8 @@ const (
 // fuzzAdminToken is the admin token of memRouter.
 const fuzzAdminToken = "fuzz-admin-token"
 
-// memRouter is the real router over the memory domain, with the production limits (per-user
+// memRouter is the real router over the memory domain (orders paid and cancelled in memory too),
+// with the production limits (per-user
 // rate 5/s, burst 10; 2,000 purchases in flight), an admin throttle in memory, and 10.0.0.1
 // as the one trusted proxy. Its background work stops with the test.
 func memRouter(tb testing.TB) http.Handler { return memRouterBuyers(tb, nil) }
@@ -353,7 +399,7 @@ func memRouterBuyers(tb testing.TB, buyers *buyer.Verifier) http.Handler {
 	// The limits at their defaults, each replica's own (the fuzzers send from a few addresses and
 	// users: the 429s and their Retry-After are fuzzed too).
 	clients := localLimit{ratelimit.NewLocal(ratelimit.Limit{PerSecond: 20, Burst: 40})}
-	h, err := New(Deps{Log: log, Sales: svc, Stampedes: launcher, Board: reads, HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
+	h, err := New(Deps{Log: log, Sales: svc, Orders: memOrders{st}, Stampedes: launcher, Board: reads, HTTPMetrics: m, ClientLimit: clients, Buyers: buyers}, Config{
 		AdminToken:           fuzzAdminToken,
 		MaxInflightPurchases: 2000,
 		Metrics:              m.Handler(),

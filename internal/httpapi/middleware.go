@@ -136,9 +136,53 @@ func (h *handlers) limitBody(n int64) gin.HandlerFunc {
 	}
 }
 
-// adminOnly requires `Authorization: Bearer <token>`, compared in constant time, from a client
-// the throttle is not making wait. A client that is made to wait gets 429 with the wait in
-// Retry-After, whatever token it sends: it cannot go on guessing during the wait.
+// MaxHeaderBytes is the API's limit on the size of a request's head: its request line and header
+// fields. A longer head is answered by limitHeader with the API's JSON 431. It is far above
+// anything a client of the API sends (a buyer token is under 2 KiB), and above what nginx in
+// front lets through by default (large_client_header_buffers 4 8k: 8 KiB a line, 32 KiB in all).
+const MaxHeaderBytes = 64 << 10
+
+// ServerMaxHeaderBytes is the http.Server's MaxHeaderBytes for New's handler (net/http's default,
+// stated): it must be larger than MaxHeaderBytes, so that a head between the two reaches
+// limitHeader. net/http refuses a head beyond it (in fact beyond it plus 4 KiB) itself, before any
+// handler runs, with its own plain-text 431 and no security headers; making the server read more
+// to answer in JSON would let every connection make it buffer more.
+const ServerMaxHeaderBytes = 1 << 20
+
+// errHeaderTooLarge is the refusal of a request whose head is over MaxHeaderBytes.
+var errHeaderTooLarge = fmt.Errorf("the request line and headers must not exceed %d bytes", MaxHeaderBytes)
+
+// limitHeader answers a request whose head is over MaxHeaderBytes with the API's JSON 431 (and
+// closes the connection, as net/http does with its own): net/http would answer only past
+// ServerMaxHeaderBytes, in plain text.
+func (h *handlers) limitHeader(c *gin.Context) {
+	if headSize(c.Request) > MaxHeaderBytes {
+		c.Writer.Header()["Connection"] = connectionClose
+		h.respondError(c, errHeaderTooLarge)
+		return
+	}
+	c.Next()
+}
+
+var connectionClose = []string{"close"}
+
+// headSize is the size of r's head as a client sent it: the request line, the Host field and
+// every other field line with its separators. net/http keeps field names canonical, which does
+// not change their length.
+func headSize(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2 + len("Host: ") + len(r.Host) + 2 + 2
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
+}
+
+// adminOnly requires `Authorization: Bearer <token>` (bearerToken: the scheme in any case, never
+// a bare token), the token compared in constant time, from a client the throttle is not making
+// wait. A client that is made to wait gets 429 with the wait in Retry-After, whatever token it
+// sends: it cannot go on guessing during the wait.
 func (h *handlers) adminOnly(token string, throttle AdminThrottle) gin.HandlerFunc {
 	want := []byte(token)
 	return func(c *gin.Context) {
@@ -153,7 +197,7 @@ func (h *handlers) adminOnly(token string, throttle AdminThrottle) gin.HandlerFu
 			abortJSON(c, http.StatusTooManyRequests, string(sale.CodeRateLimited), "too many wrong admin tokens from this address; wait "+retryAfterSeconds(wait)+" s")
 			return
 		}
-		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		got, ok := bearerToken(c.Request.Header)
 		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			wait, err := throttle.Failed(ctx, client)
 			if err != nil {

@@ -150,7 +150,7 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	}
 	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
 	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.
-	r.Use(requestID(), secureHeaders, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitBody(cfg.MaxBodyBytes))
+	r.Use(requestID(), secureHeaders, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitHeader, h.limitBody(cfg.MaxBodyBytes))
 	r.NoRoute(func(c *gin.Context) { abortJSON(c, http.StatusNotFound, codeNotFound, "no such endpoint") })
 	r.NoMethod(func(c *gin.Context) {
 		abortJSON(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this endpoint")

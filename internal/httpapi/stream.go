@@ -128,9 +128,9 @@ var (
 func (h *handlers) events(c *gin.Context) {
 	var only int64
 	if q, ok := c.GetQuery("product_id"); ok {
-		id, err := strconv.ParseInt(q, 10, 64)
-		if err != nil || id <= 0 {
-			h.respondError(c, &sale.ValidationError{Field: "product_id", Reason: "must be a positive integer"})
+		id, ok := parseID(q)
+		if !ok {
+			h.respondError(c, errProductID("product_id"))
 			return
 		}
 		only = id

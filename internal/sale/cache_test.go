@@ -311,13 +311,22 @@ func TestKeyedRefusalsStillReplay(t *testing.T) {
 }
 
 // TestImpossibleOrderIDNotFound: an order id no order can have is not found without a store
-// read (memStore has no Order: a call would panic). Non-ASCII bytes reached MySQL, whose ASCII
-// column refused to compare them: a 500.
+// read (memStore has no BuyerOrder: a call would panic), and ValidateOrderID, which the HTTP
+// layer asks first, refuses it. Non-ASCII bytes reached MySQL, whose ASCII column refused to
+// compare them: a 500.
 func TestImpossibleOrderIDNotFound(t *testing.T) {
 	f := newFixture(t, time.Hour)
 	for _, id := range []string{"", "é", "o-\xff", "a b", "tab\t", "nul\x00", strings.Repeat("o", sale.MaxOrderIDLen+1)} {
-		if _, err := f.svc.Order(context.Background(), id); !errors.Is(err, sale.ErrNotFound) {
-			t.Errorf("Order(%q) = %v, want ErrNotFound", id, err)
+		if _, err := f.svc.BuyerOrder(context.Background(), id, "alice"); !errors.Is(err, sale.ErrNotFound) {
+			t.Errorf("BuyerOrder(%q) = %v, want ErrNotFound", id, err)
+		}
+		if err := sale.ValidateOrderID(id); !errors.Is(err, sale.ErrInvalid) {
+			t.Errorf("ValidateOrderID(%q) = %v, want a validation error", id, err)
+		}
+	}
+	for _, id := range []string{"order-1", "01a20076-796b-7172-9393-d0e8391928db", strings.Repeat("o", sale.MaxOrderIDLen)} {
+		if err := sale.ValidateOrderID(id); err != nil {
+			t.Errorf("ValidateOrderID(%q) = %v, want nil", id, err)
 		}
 	}
 }

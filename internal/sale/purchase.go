@@ -169,7 +169,9 @@ type Store interface {
 	// sale epoch.
 	ResetProduct(ctx context.Context, id int64, reset Reset, now time.Time) (Product, error)
 	Stats(ctx context.Context, id int64) (Stats, error)
-	Order(ctx context.Context, orderID string) (Order, error)
+	// BuyerOrder returns userID's order orderID; another buyer's order is ErrNotFound, as an
+	// absent one is.
+	BuyerOrder(ctx context.Context, orderID, userID string) (Order, error)
 	// StoredReceipt returns the receipt committed with (userID, key), or ErrNotFound.
 	StoredReceipt(ctx context.Context, userID, key string) (Receipt, error)
 	// KeyedReceipts returns the product's stock and epoch and up to limit receipts of its keyed
@@ -511,13 +513,18 @@ func (s *Service) Stats(ctx context.Context, id int64) (Stats, error) {
 	return s.store.Stats(ctx, id)
 }
 
-// Order returns an accepted purchase by its order id. An id no order can have (see
-// Options.NewOrderID) is not found without asking the store, whose column would refuse it.
-func (s *Service) Order(ctx context.Context, orderID string) (Order, error) {
+// BuyerOrder returns userID's accepted purchase by its order id. Another buyer's order is
+// ErrNotFound, exactly as an absent one: an order id travels in URLs and logs, so having it proves
+// nothing. An id no order can have (see Options.NewOrderID) is not found without asking the
+// store, whose column would refuse it.
+func (s *Service) BuyerOrder(ctx context.Context, orderID, userID string) (Order, error) {
+	if err := ValidateUserID(userID); err != nil {
+		return Order{}, err
+	}
 	if !plausibleOrderID(orderID) {
 		return Order{}, ErrNotFound
 	}
-	return s.store.Order(ctx, orderID)
+	return s.store.BuyerOrder(ctx, orderID, userID)
 }
 
 // MaxOrderIDLen is the longest order id.

@@ -86,11 +86,12 @@ export const purchase = (id, user, key, token) => call(`/api/v1/products/${enc(i
 });
 
 /**
- * order returns an accepted purchase: status "queued", "confirmed" (awaiting payment until
+ * order returns user's accepted purchase: status "queued", "confirmed" (awaiting payment until
  * expires_at), "paying", "paid", "expired" or "cancelled". A server without the payment window
- * answers "queued" or "confirmed" with no expires_at.
+ * answers "queued" or "confirmed" with no expires_at. An order is its buyer's alone: asked as
+ * anyone else (user, or the token's subject where the shop verifies buyers), it is not_found.
  */
-export const order = (orderID) => call(`/api/v1/orders/${enc(orderID)}`);
+export const order = (orderID, user, token) => call(`/api/v1/orders/${enc(orderID)}?user_id=${enc(user)}`, { token });
 
 /**
  * pay pays a confirmed order as its buyer; key is the Idempotency-Key of this payment attempt:

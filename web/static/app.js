@@ -515,7 +515,7 @@ async function checkOrder(orderID) {
   if (!poll || document.hidden) return; // resumed by the visibilitychange handler
   let o = null;
   try {
-    o = await api.order(orderID);
+    o = await api.order(orderID, poll.buyer, tokenOf(poll.buyer) || undefined);
     if (!orderPolls.has(orderID)) return;
     applyOrder(poll.buyer, poll.productID, orderID, o);
     if (closedStatuses.has(o.status) && !poll.closedSeen) poll.closedSeen = Date.now();

@@ -11,6 +11,7 @@ const purchase = {
   not_found: 'This product is no longer on sale.',
   network: 'The shop could not be reached. Check your connection and try again: a retry never buys twice.',
   payload_too_large: 'The request was too large for the shop.',
+  header_too_large: 'The request was too large for the shop.',
   method_not_allowed: 'The shop refused this kind of request.',
   unsupported_media_type: 'The shop refused this kind of request.',
   unauthorized: 'This shop verifies its buyers: choose “Change” and paste your buyer token (a valid, unexpired one). Nothing was bought.',

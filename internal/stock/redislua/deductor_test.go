@@ -96,7 +96,7 @@ func TestDeductorThroughTheService(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, rdb, s, st, p, 2)
-	if o, err := svc.Order(ctx, first.OrderID); err != nil || o.UserID != "alice" {
+	if o, err := svc.BuyerOrder(ctx, first.OrderID, "alice"); err != nil || o.UserID != "alice" {
 		t.Fatalf("order in MySQL: %+v %v", o, err)
 	}
 }
