@@ -154,7 +154,7 @@ compose-check: ## validate docker-compose.yml with the compose tool and promethe
 compose-smoke: ## docker-compose.yml for real: images built here (stand-ins for the registry's), up, a purchase, the load test with app2 killed, down -v
 	scripts/compose-smoke.sh
 
-screenshots: ## run the browser test and copy its screenshots to docs/ for the README
+screenshots: ## run the browser test and copy its screenshots to docs/ for docs/storefront.md
 	scripts/services.sh up
 	scripts/chromium.sh
 	$(GO) test -count=1 -run TestStorefront ./web/

@@ -18,10 +18,10 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// readmeErrors returns the README's error table ("Every error is {"error":…}"): the codes
+// readmeErrors returns the error table of docs/api.md ("Every error is {"error":…}"): the codes
 // documented for each status.
 var readmeErrors = sync.OnceValues(func() (map[int][]string, error) {
-	f, err := os.Open("../../README.md")
+	f, err := os.Open("../../docs/api.md")
 	if err != nil {
 		return nil, err
 	}
@@ -50,13 +50,13 @@ var readmeErrors = sync.OnceValues(func() (map[int][]string, error) {
 	return table, sc.Err()
 })
 
-// ReadmeErrors is readmeErrors for the tests of other packages; it fails tb if the README cannot
+// ReadmeErrors is readmeErrors for the tests of other packages; it fails tb if docs/api.md cannot
 // be read.
 func ReadmeErrors(tb testing.TB) map[int][]string {
 	tb.Helper()
 	t, err := readmeErrors()
 	if err != nil || len(t) == 0 {
-		tb.Fatalf("README.md's error table: %v (%d rows)", err, len(t))
+		tb.Fatalf("docs/api.md's error table: %v (%d rows)", err, len(t))
 	}
 	return t
 }
@@ -83,21 +83,21 @@ func apiCodes() map[int][]string {
 	return out
 }
 
-// TestREADMEErrorTable: the README's error table lists every 4xx and 5xx status and code the API
+// TestAPIDocErrorTable: the error table of docs/api.md lists every 4xx and 5xx status and code the API
 // answers with, and nothing else (500 internal aside: a bug is not documented as an answer).
-func TestREADMEErrorTable(t *testing.T) {
+func TestAPIDocErrorTable(t *testing.T) {
 	got := ReadmeErrors(t)
 	for s := range got {
 		slices.Sort(got[s])
 	}
 	want := apiCodes()
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("README error table (-from the code +in the README):\n%s", diff)
+		t.Errorf("docs/api.md error table (-from the code +in docs/api.md):\n%s", diff)
 	}
 }
 
 // CheckAnswer fails tb unless the answer to method target keeps the API's promises: never a 5xx;
-// a refusal is a status and code of the README's error table, with the API's JSON error body;
+// a refusal is a status and code of the error table in docs/api.md, with the API's JSON error body;
 // every answer has the security headers and a request id; a redirect stays on this origin.
 func CheckAnswer(tb testing.TB, method, target string, status int, header http.Header, body []byte) {
 	tb.Helper()
@@ -135,7 +135,7 @@ func CheckAnswer(tb testing.TB, method, target string, status int, header http.H
 	table := ReadmeErrors(tb)
 	codes, ok := table[status]
 	if !ok {
-		fail("a status the README does not document")
+		fail("a status docs/api.md does not document")
 	}
 	if ct := header.Get("Content-Type"); ct != jsonContentType[0] {
 		fail("Content-Type %q", ct)

@@ -1,7 +1,8 @@
 // Package lock states what seckill-go's distributed locks promise, whatever they are built on
-// (internal/lock/redislock, internal/lock/zklock): the errors they return and the Lease they hand
-// out. The lock packages know nothing of products or sales; locktest checks every implementation
-// against the same contract.
+// (redislock and zklock, the fenced locks of the redis and zk strategies; mysqllock,
+// redisreentrant, redlock, redisnaive and memlock, the lock zoo's): the errors they return and the
+// Lease they hand out. The lock packages know nothing of products or sales; locktest checks every
+// implementation against the same contract.
 //
 // A lock is advisory: a holder that pauses (GC, swap, a slow network) beyond its lease may still
 // believe it holds the lock after someone else got it. That is why every grant carries a fencing
