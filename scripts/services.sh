@@ -62,7 +62,7 @@
 # SECKILL_REDIS_APPENDFSYNC says (default always: Redis answers a write only once
 # it is on disk): the redis-lua strategy keeps accepted purchases in Redis until its
 # persister has written them to MySQL, and they must survive a crash of Redis
-# (README, Failure modes). "up" turns it on in a Redis that was already running too,
+# (docs/strategies.md, "What an accepted purchase survives"). "up" turns it on in a Redis that was already running too,
 # with CONFIG SET (see redis_ensure_aof).
 set -euo pipefail
 
@@ -543,7 +543,7 @@ redis_start() {
 # own directory in the background and appends from then on. Nothing is written to
 # its configuration file (no CONFIG REWRITE): restarted by its owner, it runs as its
 # owner set it again, and the next "up" turns the file on again. What it costs
-# everyone sharing it is an fsync per batch of writes (README: Failure modes).
+# everyone sharing it is an fsync per batch of writes (docs/strategies.md).
 redis_ensure_aof() {
 	local on fsync
 	redis_answers || return 0

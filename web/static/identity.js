@@ -1,6 +1,6 @@
 // The buyer's identity: a user id made up on the first visit and kept in localStorage, editable.
 // Also remembers, per buyer, the orders this browser placed, so that a reload still shows them, and
-// the buyer token pasted in place of a name when the shop verifies its buyers (README: buyer identity).
+// the buyer token pasted in place of a name when the shop verifies its buyers (docs/api.md: buyer identity).
 
 const BUYER_KEY = 'seckill.buyer';
 const ORDERS_KEY = 'seckill.orders';

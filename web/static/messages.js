@@ -1,5 +1,5 @@
 // What each error code of the API means to a person, in words. The codes are the API's stable
-// error codes (README: "Every error is {"error":{"code","message"}}"), plus "network" for no answer.
+// error codes (docs/api.md, "Errors"), plus "network" for no answer.
 
 const purchase = {
   sold_out: 'Sold out: every unit of this sale has been taken.',
