@@ -62,8 +62,8 @@
 # SECKILL_REDIS_APPENDFSYNC says (default always: Redis answers a write only once
 # it is on disk): the redis-lua strategy keeps accepted purchases in Redis until its
 # persister has written them to MySQL, and they must survive a crash of Redis
-# (docs/strategies.md, "What an accepted purchase survives"). "up" turns it on in a Redis that was already running too,
-# with CONFIG SET (see redis_ensure_aof).
+# (docs/strategies.md, "What an accepted purchase survives"). "up" turns it on in a
+# Redis that was already running too, with CONFIG SET (see redis_ensure_aof).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
