@@ -1,7 +1,8 @@
 // Package docs holds no code: its test keeps README.md and docs/*.md honest against the tree.
 // Every relative link resolves (the file exists, and an #anchor names a heading of the target by
-// GitHub's rules), every `make <target>` named exists in the Makefile, and the settings table of
-// docs/configuration.md lists exactly the SECKILL_* settings internal/config reads. The error
+// GitHub's rules), every `make <target>` named exists in the Makefile, the settings table of
+// docs/configuration.md lists exactly the SECKILL_* settings internal/config reads, and the README
+// stays a front page that links every page of docs/. The error
 // table of docs/api.md is checked against the code by internal/httpapi (TestAPIDocErrorTable).
 package docs
 
@@ -306,5 +307,22 @@ func TestConfigurationTable(t *testing.T) {
 	documented = slices.Compact(documented)
 	if diff := cmp.Diff(configSettings(t), documented); diff != "" {
 		t.Errorf("settings (-internal/config reads +docs/configuration.md documents):\n%s", diff)
+	}
+}
+
+// TestREADMEIsAFrontPage: README.md stays a front page (at most 400 lines) and its index links
+// every page of docs/, so that a newcomer finds each topic from it.
+func TestREADMEIsAFrontPage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n > 400 {
+		t.Errorf("README.md has %d lines, want at most 400: move the topic to docs/", n)
+	}
+	for _, rel := range pages(t) {
+		if strings.HasPrefix(rel, "docs/") && !bytes.Contains(b, []byte("]("+rel+")")) {
+			t.Errorf("README.md does not link %s", rel)
+		}
 	}
 }
