@@ -2,7 +2,8 @@
 // Every relative link resolves (the file exists, and an #anchor names a heading of the target by
 // GitHub's rules), every `make <target>` named exists in the Makefile, the settings table of
 // docs/configuration.md lists exactly the SECKILL_* settings internal/config reads, and the README
-// stays a front page that links every page of docs/. The error
+// stays a front page that links every page of docs/. A SECKILL_* variable named in prose exists
+// in the tree. The error
 // table of docs/api.md is checked against the code by internal/httpapi (TestAPIDocErrorTable).
 package docs
 
@@ -93,6 +94,7 @@ var (
 	settingRow = regexp.MustCompile(`^\|\s*([^|]*SECKILL_[^|]*)\|`)
 	settingVar = regexp.MustCompile(`SECKILL_[A-Z0-9_]+`)
 	envInUsage = regexp.MustCompile(`\(env (SECKILL_[A-Z0-9_]+)\)`)
+	namedVar   = regexp.MustCompile(`SECKILL_[A-Z0-9_]*[A-Z0-9]\b`)
 	makeTarget = regexp.MustCompile(`^([A-Za-z0-9_.-]+(?:\s+[A-Za-z0-9_.-]+)*)\s*:([^=]|$)`)
 )
 
@@ -324,5 +326,60 @@ func TestREADMEIsAFrontPage(t *testing.T) {
 		if strings.HasPrefix(rel, "docs/") && !bytes.Contains(b, []byte("]("+rel+")")) {
 			t.Errorf("README.md does not link %s", rel)
 		}
+	}
+}
+
+// TestNamedVariablesExist: every SECKILL_* variable the pages name is read by internal/config or
+// named somewhere in the tree outside the docs (a script, the Makefile, a compose file, a test),
+// so that a renamed or removed variable does not live on in prose.
+func TestNamedVariablesExist(t *testing.T) {
+	known := map[string]bool{}
+	for _, v := range configSettings(t) {
+		known[v] = true
+	}
+	named := map[string]string{} // variable → first page:line naming it
+	for _, rel := range pages(t) {
+		p := readPage(t, rel)
+		for _, l := range append(p.prose, p.code...) {
+			for _, v := range namedVar.FindAllString(l.text, -1) {
+				if _, ok := named[v]; !ok && !known[v] {
+					named[v] = rel + ":" + itoa(l.n)
+				}
+			}
+		}
+	}
+	if len(named) == 0 {
+		return
+	}
+	skip := map[string]bool{".git": true, ".run": true, "bin": true, "results": true, "node_modules": true}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if skip[d.Name()] {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".md") || strings.HasSuffix(path, ".png") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for v := range named {
+			if bytes.Contains(b, []byte(v)) {
+				delete(named, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, where := range named {
+		t.Errorf("%s: %s is neither a setting of internal/config nor named anywhere in the tree", where, v)
 	}
 }
