@@ -42,7 +42,7 @@ func (r *resources) admission() (sale.Admission, error) {
 		Name: r.cfg.DatabaseName() + ":user",
 		Log:  r.log.With("component", "ratelimit", "limit", "user"),
 		// A buyer's first attempt on a replica is not asked of Redis: most buyers of a flash
-		// sale try once, and a round trip each cost the accept path dearly (README, Abuse limits).
+		// sale try once, and a round trip each cost the accept path dearly (docs/api.md, Abuse limits).
 		FirstLocal: true,
 	})
 	if s == nil || err != nil {

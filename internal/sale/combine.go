@@ -33,7 +33,7 @@ type CombinerOptions struct {
 	// Inflight is how many batches of one product may run at once in this replica [1]. With 2,
 	// a batch inserts its reservations while the previous one waits for its commit; but the
 	// queue is then split between smaller batches, and on a machine whose CPU is the limit that
-	// costs more than the overlap gains (see the README's measurements).
+	// costs more than the overlap gains (docs/performance.md).
 	Inflight int
 	// Queue is the most purchases of one product waiting here; beyond it a purchase gets ErrBusy
 	// at once (back-pressure rather than a queue without end) [16 × Max].
