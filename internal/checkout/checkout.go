@@ -28,7 +28,6 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/sale"
-	"github.com/seckill-go/seckill-go/internal/store"
 )
 
 // Store is the part of *store.Store checkout uses.
@@ -38,12 +37,12 @@ type Store interface {
 	CompletePayment(ctx context.Context, orderID, key, paymentID string) (sale.Order, error)
 	ReleasePayment(ctx context.Context, orderID, key string) error
 	CancelOrder(ctx context.Context, orderID, userID string) (sale.Order, error)
-	ExpireDue(ctx context.Context, limit int) ([]store.ReturnDue, error)
+	ExpireDue(ctx context.Context, limit int) ([]sale.ReturnDue, error)
 	DueOrders(ctx context.Context, limit int) ([]string, error)
-	ExpireOrder(ctx context.Context, orderID string) ([]store.ReturnDue, error)
-	StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]store.StuckPayment, error)
-	Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]store.ReturnDue, error)
-	ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]store.ReturnDue, error)
+	ExpireOrder(ctx context.Context, orderID string) ([]sale.ReturnDue, error)
+	StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]sale.StuckPayment, error)
+	Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]sale.ReturnDue, error)
+	ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]sale.ReturnDue, error)
 	ParkOrder(ctx context.Context, orderID, loop string, cause error) (bool, error)
 }
 
@@ -217,7 +216,7 @@ func (s *Service) Run(ctx context.Context, every time.Duration) error {
 func (s *Service) Round(ctx context.Context) (expired, returned int) {
 	for ctx.Err() == nil {
 		batch, full := s.expireBatch(ctx)
-		n := store.OrdersIn(batch)
+		n := sale.OrdersIn(batch)
 		expired += n
 		s.o.Metrics.OrdersExpired(n)
 		if n > 0 && s.afterExpire != nil {
@@ -243,12 +242,12 @@ func (s *Service) Round(ctx context.Context) (expired, returned int) {
 // expireBatch expires a batch of the orders due, and reports whether it was full (more may be
 // due). A batch that fails for one of its rows is done order by order, and the row that fails
 // alone is parked.
-func (s *Service) expireBatch(ctx context.Context) ([]store.ReturnDue, bool) {
+func (s *Service) expireBatch(ctx context.Context) ([]sale.ReturnDue, bool) {
 	batch, err := s.store.ExpireDue(ctx, s.o.Batch)
 	if err == nil {
-		return batch, store.OrdersIn(batch) == s.o.Batch
+		return batch, sale.OrdersIn(batch) == s.o.Batch
 	}
-	if !store.RowFault(err) {
+	if !sale.RowFault(err) {
 		s.o.Log.Warn("checkout: expire orders", "err", err)
 		return nil, false
 	}
@@ -257,13 +256,13 @@ func (s *Service) expireBatch(ctx context.Context) ([]store.ReturnDue, bool) {
 		s.o.Log.Warn("checkout: expire orders", "err", err)
 		return nil, false
 	}
-	var out []store.ReturnDue
+	var out []sale.ReturnDue
 	for _, id := range ids {
 		one, err := s.store.ExpireOrder(ctx, id)
 		switch {
 		case err == nil:
 			out = append(out, one...)
-		case store.RowFault(err):
+		case sale.RowFault(err):
 			s.park(ctx, "expire", id, err)
 		default:
 			s.o.Log.Warn("checkout: expire an order", "order_id", id, "err", err)
@@ -305,7 +304,7 @@ func (s *Service) settleStuck(ctx context.Context) {
 		}
 		switch {
 		case err == nil, errors.Is(err, sale.ErrPaymentDeclined):
-		case store.RowFault(err):
+		case sale.RowFault(err):
 			s.park(ctx, "settle", p.OrderID, err)
 		default:
 			s.o.Log.Warn("checkout: settle a stuck payment", "order_id", p.OrderID, "err", err)
@@ -336,7 +335,7 @@ func (s *Service) returnSweep(ctx context.Context) (int, bool) {
 // the units returned and the orders done (returned now or before). A product whose return fails
 // for what one of its orders holds is returned order by order, and the order that fails alone is
 // parked; one that fails otherwise (its lock service down, say) is left for the next round.
-func (s *Service) returnAll(ctx context.Context, due []store.ReturnDue) (units, done int) {
+func (s *Service) returnAll(ctx context.Context, due []sale.ReturnDue) (units, done int) {
 	for _, d := range due {
 		r, ok := s.returners[d.Strategy]
 		if !ok {
@@ -344,11 +343,11 @@ func (s *Service) returnAll(ctx context.Context, due []store.ReturnDue) (units, 
 		}
 		n, err := r.Return(ctx, d.ReturnBatch)
 		returned := len(d.Orders)
-		if err != nil && store.RowFault(err) && len(d.Orders) > 1 {
+		if err != nil && sale.RowFault(err) && len(d.Orders) > 1 {
 			n, returned, err = s.returnOneByOne(ctx, r, d)
 		}
 		if err != nil {
-			if store.RowFault(err) {
+			if sale.RowFault(err) {
 				s.park(ctx, "return", d.Orders[0].OrderID, err)
 			} else {
 				s.o.Log.Warn("checkout: return units", "product_id", d.ProductID, "strategy", d.Strategy, "orders", len(d.Orders), "err", err)
@@ -368,7 +367,7 @@ func (s *Service) returnAll(ctx context.Context, due []store.ReturnDue) (units, 
 // returnOneByOne returns d's orders one at a time, parking those that fail for what they hold;
 // it reports the units and the orders returned. It stops at the first other failure, which it
 // returns.
-func (s *Service) returnOneByOne(ctx context.Context, r sale.Returner, d store.ReturnDue) (units, done int, err error) {
+func (s *Service) returnOneByOne(ctx context.Context, r sale.Returner, d sale.ReturnDue) (units, done int, err error) {
 	for _, o := range d.Orders {
 		one := d.ReturnBatch
 		one.Orders = []sale.ClosedOrder{o}
@@ -376,7 +375,7 @@ func (s *Service) returnOneByOne(ctx context.Context, r sale.Returner, d store.R
 		switch {
 		case err == nil:
 			units, done = units+n, done+1
-		case store.RowFault(err):
+		case sale.RowFault(err):
 			s.park(ctx, "return", o.OrderID, err)
 		default:
 			return units, done, err
@@ -385,7 +384,7 @@ func (s *Service) returnOneByOne(ctx context.Context, r sale.Returner, d store.R
 	return units, done, nil
 }
 
-func closedOrders(due []store.ReturnDue) []sale.ClosedOrder {
+func closedOrders(due []sale.ReturnDue) []sale.ClosedOrder {
 	var out []sale.ClosedOrder
 	for _, d := range due {
 		out = append(out, d.Orders...)

@@ -151,8 +151,8 @@ func closeOrders(t *testing.T, st *store.Store, p sale.Product, n int) store.Eve
 		}
 	}
 	expired, err := st.ExpireDue(ctx, n)
-	if err != nil || store.OrdersIn(expired) != len(due) {
-		t.Fatalf("expired %d, %v; want %d", store.OrdersIn(expired), err, len(due))
+	if err != nil || sale.OrdersIn(expired) != len(due) {
+		t.Fatalf("expired %d, %v; want %d", sale.OrdersIn(expired), err, len(due))
 	}
 	want.ExpiredUnits = int64(len(due))
 	return want

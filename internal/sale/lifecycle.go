@@ -89,6 +89,43 @@ type ReturnBatch struct {
 	Orders    []ClosedOrder
 }
 
+// ReturnDue is a batch of closed orders of one product whose units are to go back, with the
+// product's strategy: the Returner that takes it.
+type ReturnDue struct {
+	ReturnBatch
+	Strategy Strategy
+}
+
+// OrdersIn counts the orders of batches.
+func OrdersIn(due []ReturnDue) int {
+	n := 0
+	for _, d := range due {
+		n += len(d.Orders)
+	}
+	return n
+}
+
+// StuckPayment is an order left in `paying` longer than a payment can take: its payer died
+// between its claim and its outcome.
+type StuckPayment struct {
+	OrderID   string
+	ProductID int64
+	UserID    string
+	Quantity  int
+	// AmountCents is what the order costs; 0, with AmountErr set, when it is out of range.
+	AmountCents int64
+	AmountErr   error
+	PayKey      string
+}
+
+// RowFault reports whether err is a fault of the row an operation touched (ErrPoison: the store
+// refused the values it holds; ErrAmountOutOfRange) rather than of the way to it: run again, it
+// fails again, so a background loop parks that row and goes on. Anything else (a dependency
+// down, a conflict, a timeout) passes with time and is retried.
+func RowFault(err error) bool {
+	return errors.Is(err, ErrPoison) || errors.Is(err, ErrAmountOutOfRange)
+}
+
 // Returner is the strategy operation that undoes a deduction: it gives the units of closed orders
 // back to their product's stock, exactly once per order, the way the strategy deducts (mysql:
 // one conditional increment; a lock strategy: under its lock, with its fence; redis-lua: in its

@@ -224,13 +224,13 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, userID string) (sale.O
 // round takes the orders). Parked orders are skipped. It returns the orders it expired, by
 // product, with what their return needs (the product's strategy and epoch), so that the caller
 // can give their units back at once.
-func (s *Store) ExpireDue(ctx context.Context, limit int) ([]ReturnDue, error) {
+func (s *Store) ExpireDue(ctx context.Context, limit int) ([]sale.ReturnDue, error) {
 	return s.expire(ctx, "expire orders", limit, "")
 }
 
 // ExpireOrder expires orderID alone if its window has run out (nothing, if not): what an expirer
 // does order by order when a batch fails for one of its rows, to find that row.
-func (s *Store) ExpireOrder(ctx context.Context, orderID string) ([]ReturnDue, error) {
+func (s *Store) ExpireOrder(ctx context.Context, orderID string) ([]sale.ReturnDue, error) {
 	return s.expire(ctx, "expire order", 1, orderID)
 }
 
@@ -243,8 +243,8 @@ func (s *Store) DueOrders(ctx context.Context, limit int) ([]string, error) {
 	return ids, classify("due orders", err)
 }
 
-func (s *Store) expire(ctx context.Context, op string, limit int, orderID string) ([]ReturnDue, error) {
-	var out []ReturnDue
+func (s *Store) expire(ctx context.Context, op string, limit int, orderID string) ([]sale.ReturnDue, error) {
+	var out []sale.ReturnDue
 	err := s.inTx(ctx, op, func(tx *gorm.DB) error {
 		out = nil
 		var expired []sale.ClosedOrder
@@ -288,15 +288,15 @@ type returnTarget struct {
 // byProduct groups closed orders by product, in the order of their first appearance, with each
 // product's strategy and epoch (a plain read of the product rows: no lock on them, which every
 // purchase of a mysql sale takes).
-func byProduct(ctx context.Context, db *gorm.DB, orders []sale.ClosedOrder) ([]ReturnDue, error) {
-	var out []ReturnDue
+func byProduct(ctx context.Context, db *gorm.DB, orders []sale.ClosedOrder) ([]sale.ReturnDue, error) {
+	var out []sale.ReturnDue
 	at := map[int64]int{}
 	for _, o := range orders {
 		i, ok := at[o.ProductID]
 		if !ok {
 			i = len(out)
 			at[o.ProductID] = i
-			out = append(out, ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: o.ProductID}})
+			out = append(out, sale.ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: o.ProductID}})
 		}
 		out[i].Orders = append(out[i].Orders, o)
 	}
@@ -319,7 +319,7 @@ func byProduct(ctx context.Context, db *gorm.DB, orders []sale.ClosedOrder) ([]R
 
 // ReturnsOf groups closed orders by product with what their return needs (see ReturnDue): a
 // cancel's one order, returned at once.
-func (s *Store) ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]ReturnDue, error) {
+func (s *Store) ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]sale.ReturnDue, error) {
 	out, err := byProduct(ctx, s.db, orders)
 	return out, classify("returns of orders", err)
 }
@@ -350,52 +350,34 @@ func valuesNow(rows int) string {
 	return string(b)
 }
 
-// StuckPayment is an order left in `paying` longer than a payment can take: its payer died
-// between its claim and its outcome.
-type StuckPayment struct {
+// stuckRow is a stuck payment as StuckPayments reads it: its amount is computed here, never by
+// MySQL (see orderState).
+type stuckRow struct {
 	OrderID    string
 	ProductID  int64
 	UserID     string
 	Quantity   int
 	PriceCents int64
-	// AmountCents is Quantity at PriceCents, computed here (see orderState); 0 with AmountErr
-	// set when it is out of range.
-	AmountCents int64 `gorm:"-"`
-	AmountErr   error `gorm:"-"`
-	PayKey      string
+	PayKey     string
 }
 
 // StuckPayments returns up to limit orders in `paying` whose claim is older than olderThan,
 // parked ones aside. A row whose amount cannot be computed comes with its AmountErr: it fails
 // alone, not the read of every other.
-func (s *Store) StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]StuckPayment, error) {
-	var out []StuckPayment
+func (s *Store) StuckPayments(ctx context.Context, olderThan time.Duration, limit int) ([]sale.StuckPayment, error) {
+	var rows []stuckRow
 	err := s.db.WithContext(ctx).Raw(`
 		SELECT o.order_id, o.product_id, o.user_id, o.quantity, p.price_cents, o.pay_key
 		FROM orders o JOIN products p ON p.id = o.product_id
 		WHERE o.status = 'paying' AND o.pay_started_at < NOW(6) - INTERVAL ? MICROSECOND AND o.parked_at IS NULL
 		LIMIT ?`,
-		olderThan.Microseconds(), limit).Scan(&out).Error
-	for i := range out {
-		out[i].AmountCents, out[i].AmountErr = sale.AmountCents(out[i].Quantity, out[i].PriceCents)
+		olderThan.Microseconds(), limit).Scan(&rows).Error
+	out := make([]sale.StuckPayment, len(rows))
+	for i, r := range rows {
+		out[i] = sale.StuckPayment{OrderID: r.OrderID, ProductID: r.ProductID, UserID: r.UserID, Quantity: r.Quantity, PayKey: r.PayKey}
+		out[i].AmountCents, out[i].AmountErr = sale.AmountCents(r.Quantity, r.PriceCents)
 	}
 	return out, classify("stuck payments", err)
-}
-
-// ReturnDue is a batch of closed orders whose units are not back in stock yet, with the
-// strategy and epoch of their product.
-type ReturnDue struct {
-	sale.ReturnBatch
-	Strategy sale.Strategy
-}
-
-// OrdersIn counts the orders of batches.
-func OrdersIn(due []ReturnDue) int {
-	n := 0
-	for _, d := range due {
-		n += len(d.Orders)
-	}
-	return n
 }
 
 // Unreturned returns expired or cancelled orders whose units are not back in stock yet, parked
@@ -403,7 +385,7 @@ func OrdersIn(due []ReturnDue) int {
 // products, starting at the from-th (modulo their number) of the products that have some. A
 // product with a crowd of due orders takes one batch's turn like any other, so that a fresh
 // cancel on another waits for no one; from lets replicas start on different products.
-func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]ReturnDue, error) {
+func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]sale.ReturnDue, error) {
 	var products []returnTarget
 	db := s.db.WithContext(ctx)
 	// One probe of ix_orders_return_due per product: the cost grows with the products, not with
@@ -430,17 +412,17 @@ func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from in
 	if err := db.Raw(strings.Join(parts, " UNION ALL "), args...).Scan(&rows).Error; err != nil {
 		return nil, classify("unreturned orders", err)
 	}
-	out := make([]ReturnDue, 0, len(products))
+	out := make([]sale.ReturnDue, 0, len(products))
 	at := map[int64]int{}
 	for _, p := range products {
 		at[p.ID] = len(out)
-		out = append(out, ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: p.ID, Epoch: p.SaleEpoch}, Strategy: sale.Strategy(p.Strategy)})
+		out = append(out, sale.ReturnDue{ReturnBatch: sale.ReturnBatch{ProductID: p.ID, Epoch: p.SaleEpoch}, Strategy: sale.Strategy(p.Strategy)})
 	}
 	for _, r := range rows {
 		i := at[r.ProductID]
 		out[i].Orders = append(out[i].Orders, r)
 	}
-	return slices.DeleteFunc(out, func(d ReturnDue) bool { return len(d.Orders) == 0 }), nil
+	return slices.DeleteFunc(out, func(d sale.ReturnDue) bool { return len(d.Orders) == 0 }), nil
 }
 
 // MarkReturned locks those of orderIDs (of productID) that are closed and not returned yet, marks

@@ -1,27 +1,6 @@
 package store
 
-import (
-	"context"
-	"errors"
-
-	"github.com/seckill-go/seckill-go/internal/sale"
-)
-
-// RowFault reports whether err is a fault of the rows a statement touched rather than of the way
-// to them: MySQL refused the statement for the values it found (rowErrnos: a value out of range,
-// a constraint, a trigger's SIGNAL), or the domain found the row unusable (an amount out of
-// range). Run again, it fails again. A loop that meets one on one row of a batch parks that row
-// (ParkOrder) and goes on; everything else (MySQL down, a connection lost, a lock conflict, a
-// timeout, a schema that does not match during a deploy) is retried as it is: a wrong guess that
-// way stalls one batch for a while, one the other way would park good rows.
-func RowFault(err error) bool {
-	return errors.Is(err, sale.ErrPoison) || errors.Is(err, sale.ErrAmountOutOfRange) ||
-		rowErrnos[mysqlErrno(err)] || mysqlErrno(err) == errSignal
-}
-
-// errSignal is a SIGNAL's error (SQLSTATE 45000): a trigger or a procedure of the schema refusing
-// the values of a row.
-const errSignal = 1644
+import "context"
 
 // maxParkError is the length of orders.park_error.
 const maxParkError = 255

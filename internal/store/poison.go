@@ -35,6 +35,7 @@ var rowErrnos = map[uint16]bool{
 	1406: true, // data too long for a column
 	1451: true, // a foreign key still refers to the row
 	1452: true, // a foreign key names no row
+	1644: true, // a SIGNAL (SQLSTATE 45000): a trigger or procedure of the schema refusing the values
 	1690: true, // value out of range in an expression
 	3819: true, // CHECK constraint violated (MySQL)
 	4025: true, // CHECK constraint violated (MariaDB)

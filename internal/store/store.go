@@ -228,6 +228,9 @@ func classify(op string, err error) error {
 		errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
 		return fmt.Errorf("%s: %w: %w", op, sale.ErrUnavailable, err)
 	}
+	if rowErrnos[mysqlErrno(err)] { // the values were refused: no retry will do (sale.RowFault)
+		return fmt.Errorf("%s: %w: %w", op, sale.ErrPoison, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
 }
 

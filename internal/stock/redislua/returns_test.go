@@ -80,8 +80,8 @@ func (e *luaReturns) expire(t *testing.T, buyers ...string) {
 			t.Fatal(err)
 		}
 	}
-	if closed, err := e.st.ExpireDue(t.Context(), 100); err != nil || store.OrdersIn(closed) != len(buyers) {
-		t.Fatalf("expired %d, %v; want %d", store.OrdersIn(closed), err, len(buyers))
+	if closed, err := e.st.ExpireDue(t.Context(), 100); err != nil || sale.OrdersIn(closed) != len(buyers) {
+		t.Fatalf("expired %d, %v; want %d", sale.OrdersIn(closed), err, len(buyers))
 	}
 }
 
