@@ -239,9 +239,18 @@ func ParseStrategy(s string) (Strategy, error) {
 	if _, ok := Strategy(s).Info(); ok {
 		return Strategy(s), nil
 	}
-	names := make([]string, len(Strategies))
-	for i, known := range Strategies {
-		names[i] = string(known)
-	}
-	return "", invalid("strategy", "must be one of %s", strings.Join(names, ", "))
+	return "", invalid("strategy", "must be one of %s", JoinStrategies(Strategies, ", "))
 }
+
+// JoinStrategies joins the names of sts with sep.
+func JoinStrategies(sts []Strategy, sep string) string {
+	names := make([]string, len(sts))
+	for i, st := range sts {
+		names[i] = string(st)
+	}
+	return strings.Join(names, sep)
+}
+
+// OwnSafe keeps the project's own safe strategies (mysql, redis, zk, redis-lua): the load test's
+// and the bench's default set, the report's fixed colours.
+func OwnSafe(c StrategyInfo) bool { return c.Own && c.Safe }
