@@ -201,7 +201,16 @@ func stockOf(r *Report, s *StrategyReport) int {
 const warnColor = "#D55E00"
 
 var (
-	fixedColors = map[string]string{"mysql": "#0072B2", "redis": "#CC79A7", "zk": "#009E73", "redis-lua": "#E69F00", unsafeStrategy: warnColor}
+	// ownColors go to the project's own safe strategies, in registry order (mysql, redis, zk,
+	// redis-lua).
+	ownColors   = []string{"#0072B2", "#CC79A7", "#009E73", "#E69F00"}
+	fixedColors = func() map[string]string {
+		out := map[string]string{unsafeStrategy: warnColor}
+		for i, st := range sale.StrategiesWhere(sale.OwnSafe) {
+			out[string(st)] = ownColors[i%len(ownColors)]
+		}
+		return out
+	}()
 	spareColors = []string{"#56B4E9", "#882255", "#44AA99", "#999933", "#332288", "#AA4499"}
 )
 

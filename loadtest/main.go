@@ -126,7 +126,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	targets := fs.String("targets", "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083", "replica base URLs, comma-separated; buyers are spread over them round-robin")
-	strategies := fs.String("strategies", "mysql,redis,zk,redis-lua", "strategies to attack, in order; add none for the negative control")
+	strategies := fs.String("strategies", sale.JoinStrategies(sale.StrategiesWhere(sale.OwnSafe), ","), "strategies to attack, in order; add none for the negative control")
 	fs.IntVar(&o.stock, "stock", 500, "units on sale per strategy")
 	fs.IntVar(&o.buyers, "buyers", 0, "distinct buyers per strategy (default 20 × stock)")
 	fs.IntVar(&o.attempts, "attempts", 3, "requests per buyer: 1 first try, 2 + a retry with the same Idempotency-Key, 3 + a second purchase with a new key")

@@ -48,24 +48,37 @@ import (
 // The restart needs the lock's servers from scripts/services.sh (it stops and starts them by
 // name), which is what make up and make zoo run against.
 
-// zooFaults are the faults of the matrix, in its column order.
-var zooFaults = []string{"pause", "kill", "restart"}
+// zooFaults are the faults of the matrix, in its column order (the registry's).
+var zooFaults = func() []string {
+	out := make([]string, len(sale.Faults))
+	for i, f := range sale.Faults {
+		out[i] = string(f)
+	}
+	return out
+}()
 
 // The outcomes a matrix cell can show.
 const (
-	outcomePass      = "PASS"      // no unit oversold or left unsold, the sale went on
-	outcomeOversold  = "OVERSOLD"  // more units sold than the sale had
-	outcomeUndersold = "UNDERSOLD" // buyers refused (sold_out) while units remained
-	outcomeStall     = "STALL"     // the sale stopped and did not go on by itself
-	outcomeFail      = "FAIL"      // an invariant broke in another way (the violations say which)
+	outcomePass      = string(sale.OutcomePass)      // no unit oversold or left unsold, the sale went on
+	outcomeOversold  = string(sale.OutcomeOversold)  // more units sold than the sale had
+	outcomeUndersold = string(sale.OutcomeUndersold) // buyers refused (sold_out) while units remained
+	outcomeStall     = string(sale.OutcomeStall)     // the sale stopped and did not go on by itself
+	outcomeFail      = "FAIL"                        // an invariant broke in another way (the violations say which)
 )
 
-// zooSpec is what the matrix expects of a strategy: the outcome of its load and of each fault.
-// A fault it has no entry for does not apply (the strategy has no lock to hold: mysql's
-// conditional UPDATE, redis-lua's script, the optimistic writes, none).
+// zooSpec is what the matrix expects of a strategy (the outcome of its load and of each fault,
+// from the strategy registry, sale.Catalog) and what the harness does for it. A fault it has no
+// entry for does not apply (the strategy has no lock to hold: mysql's conditional UPDATE,
+// redis-lua's script, the optimistic writes, none).
 type zooSpec struct {
 	load   string
 	faults map[string]string
+	zooHarness
+}
+
+// zooHarness is what the zoo does for a strategy beyond a load and a fault: the harness's side,
+// not the domain's.
+type zooHarness struct {
 	// unstall, for a strategy whose fault is meant to stall it, is what an operator does to let
 	// the sale go on (the naive lock table: delete the dead holder's row).
 	unstall func(ctx context.Context, z *zooEnv, productID int64) (string, error)
@@ -80,53 +93,34 @@ type serverRestart struct {
 	down, restart []string
 }
 
-// lockFaults are the expectations of a lock whose lease ends by itself and whose writes are
-// fenced: the pause and the kill both leave every invariant whole.
-var lockFaults = map[string]string{"pause": outcomePass, "kill": outcomePass}
-
-// zooSpecs are the expectations, by strategy. A strategy of the catalog missing here is run with
-// the load alone, expected to PASS when safe.
-var zooSpecs = map[sale.Strategy]zooSpec{
-	sale.StrategyRedis:              {load: outcomePass, faults: lockFaults},
-	sale.StrategyZK:                 {load: outcomePass, faults: lockFaults},
-	sale.StrategyMySQLForUpdate:     {load: outcomePass, faults: lockFaults},
-	sale.StrategyMySQLLockTable:     {load: outcomePass, faults: lockFaults},
-	sale.StrategyZKHerd:             {load: outcomePass, faults: lockFaults},
-	sale.StrategyZKReentrant:        {load: outcomePass, faults: lockFaults},
-	sale.StrategyMySQLVersionCapped: {load: outcomeUndersold},
-	sale.StrategyNone:               {load: outcomeOversold},
-	// No expiry: a paused holder only makes everyone wait, a dead one holds the lock for ever.
-	sale.StrategyMySQLLockTableNaive: {load: outcomePass, faults: map[string]string{"pause": outcomePass, "kill": outcomeStall},
-		unstall: deleteLockRow},
-	// The pause stops the holder's process past its TTL: its lock expires (setnx) or its deadline
-	// passes (getset), another replica takes it, and the paused holder resumes and writes
-	// unfenced. redis-setnx's kill fires between SETNX and EXPIRE (the app's holder-kill
-	// failpoint runs there first): the key never expires and the sale stalls until deleted.
-	sale.StrategyRedisSetnx: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomeStall},
-		unstall: deleteSetnxKey},
-	// A killed holder's deadline passes and the next GETSET takes over: PASS.
-	sale.StrategyRedisGetset: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass}},
-	// The watchdog stops with the paused process, the hash expires, another owner takes it, and
-	// the fence refuses the paused holder's write: PASS.
-	sale.StrategyRedisReentrant: {load: outcomePass, faults: lockFaults},
-	// Unfenced, as Redlock is: a holder paused past the validity writes after the next holder;
-	// and Kleppmann's scenario: the holder has the lock on servers 1, 2 and 3 (4 and 5 are
-	// down), 2 and 3 restart empty and 4 and 5 come back, and another replica wins 2, 3, 4, 5.
-	sale.StrategyRedlock: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass, "restart": outcomeOversold},
-		restart: serverRestart{down: []string{"redlock4", "redlock5"}, restart: []string{"redlock2", "redlock3"}}},
-	// Unfenced: the add's expiry frees a paused holder's lock; a restart forgets a live one.
-	sale.StrategyMemcached: {load: outcomePass, faults: map[string]string{"pause": outcomeOversold, "kill": outcomePass, "restart": outcomeOversold},
-		restart: serverRestart{restart: []string{"memcached"}}},
+// zooHarnesses are the harness's pieces, by strategy; every key is a strategy of the registry
+// whose expectations need it (a STALL needs an unstall, a restart fault its servers).
+var zooHarnesses = map[sale.Strategy]zooHarness{
+	sale.StrategyMySQLLockTableNaive: {unstall: deleteLockRow},
+	// redis-setnx's kill fires between SETNX and EXPIRE (the app's holder-kill failpoint runs
+	// there first): the key never expires and the sale stalls until deleted.
+	sale.StrategyRedisSetnx: {unstall: deleteSetnxKey},
+	// Kleppmann's scenario: the holder has the lock on servers 1, 2 and 3 (4 and 5 are down), 2
+	// and 3 restart empty and 4 and 5 come back, and another replica wins 2, 3, 4, 5.
+	sale.StrategyRedlock:   {restart: serverRestart{down: []string{"redlock4", "redlock5"}, restart: []string{"redlock2", "redlock3"}}},
+	sale.StrategyMemcached: {restart: serverRestart{restart: []string{"memcached"}}},
 }
 
+// specOf is what the matrix expects of st: the registry's expectations, the harness's pieces. A
+// strategy the registry lacks is expected to FAIL.
 func specOf(st sale.Strategy) zooSpec {
-	if s, ok := zooSpecs[st]; ok {
-		return s
+	info, ok := st.Info()
+	if !ok {
+		return zooSpec{load: outcomeFail}
 	}
-	if st.Safe() {
-		return zooSpec{load: outcomePass}
+	spec := zooSpec{load: string(info.Load), zooHarness: zooHarnesses[st]}
+	if len(info.Faults) > 0 {
+		spec.faults = make(map[string]string, len(info.Faults))
+		for f, o := range info.Faults {
+			spec.faults[string(f)] = string(o)
+		}
 	}
-	return zooSpec{load: outcomeFail}
+	return spec
 }
 
 // ZooReport is the matrix and the runs behind it.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 // TestNoSale: a step's stall is measured by the answers' arrival: the longest time between two
@@ -92,5 +94,30 @@ func TestZooCells(t *testing.T) {
 	step.Violations, step.PerStrategy[0].LeftAfterLoad = nil, 0
 	if cell := stepCell(step, outcomePass); cell.Outcome != outcomePass {
 		t.Errorf("sold out after the fault: %s (%s), want PASS", cell.Outcome, cell.Detail)
+	}
+}
+
+// TestZooHarnessesKeyedByRegistry: the harness's pieces are for strategies of the registry, each
+// where the registry's expectations need it: an unstall for a fault expected to STALL, servers
+// for a restart fault.
+func TestZooHarnessesKeyedByRegistry(t *testing.T) {
+	for st := range zooHarnesses {
+		if _, ok := st.Info(); !ok {
+			t.Errorf("zooHarnesses names %q, which the registry (sale.Catalog) lacks", st)
+		}
+	}
+	for _, c := range sale.Catalog {
+		h := zooHarnesses[c.Strategy]
+		stalls := false
+		for _, o := range c.Faults {
+			stalls = stalls || o == sale.OutcomeStall
+		}
+		if stalls != (h.unstall != nil) {
+			t.Errorf("%s: a fault expected to stall: %t; an unstall: %t", c.Strategy, stalls, h.unstall != nil)
+		}
+		_, restarts := c.Faults[sale.FaultRestart]
+		if restarts != (len(h.restart.restart) > 0) {
+			t.Errorf("%s: a restart fault expected: %t; servers to restart: %v", c.Strategy, restarts, h.restart.restart)
+		}
 	}
 }

@@ -255,10 +255,10 @@ var strategyTable = []strategyDef{
 		return stock.NewMySQL(r.store)
 	}},
 	{strategy: sale.StrategyRedis, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyRedis, r.redisLocks.Locker(), r.cfg.Sale.LockWait, r.metrics)
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyRedis, Locker: r.redisLocks.Locker()})
 	}},
 	{strategy: sale.StrategyZK, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyZK, r.zk.Mutex(r.zkCounted(sale.StrategyZK, false)).Locker(), r.cfg.Sale.LockWait, r.metrics)
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyZK, Locker: r.zk.Mutex(r.zkCounted(sale.StrategyZK, false)).Locker()})
 	}},
 	// One script run decides a batch: one Redis round trip for the purchases that queued up.
 	{strategy: sale.StrategyRedisLua, batch: func(r *resources) (sale.BatchDeductor, error) {
@@ -282,15 +282,15 @@ var strategyTable = []strategyDef{
 		return stock.NewOptimistic(r.store, r.cfg.Sale.LockWait, r.metrics)
 	}},
 	{strategy: sale.StrategyMySQLLockTable, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyMySQLLockTable, r.lockTable.Locker(), r.cfg.Sale.LockWait, r.metrics)
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyMySQLLockTable, Locker: r.lockTable.Locker()})
 	}},
 	// The zk lock's session, with the naive wait: every waiter watches every lock node.
 	{strategy: sale.StrategyZKHerd, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyZKHerd, r.zk.Mutex(r.zkCounted(sale.StrategyZKHerd, true)).Locker(), r.cfg.Sale.LockWait, r.metrics)
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyZKHerd, Locker: r.zk.Mutex(r.zkCounted(sale.StrategyZKHerd, true)).Locker()})
 	}},
 	// A batch and its write step each take the lock, for one owner: the write step re-enters.
 	{strategy: sale.StrategyZKReentrant, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyZKReentrant, r.zk.Reentrant(r.zkCounted(sale.StrategyZKReentrant, false)).Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyZKReentrant, Locker: r.zk.Reentrant(r.zkCounted(sale.StrategyZKReentrant, false)).Locker(), Reentrant: true})
 	}},
 	// mysql-version giving up after three lost writes with a false sold out: undersells. One buyer
 	// per try, as in the write-ups: combined, a replica's tries collide only with the other
@@ -302,7 +302,7 @@ var strategyTable = []strategyDef{
 	}},
 	// The write-ups' lock table: no expiry, no owner, no fence.
 	{strategy: sale.StrategyMySQLLockTableNaive, batch: func(r *resources) (sale.BatchDeductor, error) {
-		return stock.NewLocked(r.store, sale.StrategyMySQLLockTableNaive, r.naiveLockTable.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyMySQLLockTableNaive, Locker: r.naiveLockTable.Locker(), Unfenced: true})
 	}},
 	// The write-ups' Redis locks, unfenced as they are there: SETNX then EXPIRE, and the
 	// timestamp lock with GETSET on this replica's clock (SECKILL_TEST_CLOCK_OFFSET skews it).
@@ -311,14 +311,14 @@ var strategyTable = []strategyDef{
 		if err != nil {
 			return nil, err
 		}
-		return stock.NewLocked(r.store, sale.StrategyRedisSetnx, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyRedisSetnx, Locker: l.Locker(), Unfenced: true})
 	}},
 	{strategy: sale.StrategyRedisGetset, batch: func(r *resources) (sale.BatchDeductor, error) {
 		l, err := redisnaive.NewGetSet(r.rdb, r.naiveOptions(sale.StrategyRedisGetset))
 		if err != nil {
 			return nil, err
 		}
-		return stock.NewLocked(r.store, sale.StrategyRedisGetset, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyRedisGetset, Locker: l.Locker(), Unfenced: true})
 	}},
 	// Redisson's RLock: the batch and its write step each take the lock, for one owner; the
 	// watchdog renews it every third of SECKILL_LOCK_TTL.
@@ -331,7 +331,7 @@ var strategyTable = []strategyDef{
 		if err != nil {
 			return nil, err
 		}
-		return stock.NewLocked(r.store, sale.StrategyRedisReentrant, c.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Reentrant())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyRedisReentrant, Locker: c.Locker(), Reentrant: true})
 	}},
 	// Redlock over SECKILL_REDLOCK_ADDRS, unfenced as Redlock is: a lease of SECKILL_LOCK_TTL,
 	// never renewed.
@@ -344,7 +344,7 @@ var strategyTable = []strategyDef{
 		if err != nil {
 			return nil, err
 		}
-		return stock.NewLocked(r.store, sale.StrategyRedlock, c.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyRedlock, Locker: c.Locker(), Unfenced: true})
 	}},
 	// Memcached's add, unfenced as in the write-ups; its item lives at least SECKILL_LOCK_TTL
 	// (memcachedTTL).
@@ -357,13 +357,20 @@ var strategyTable = []strategyDef{
 		if err != nil {
 			return nil, err
 		}
-		return stock.NewLocked(r.store, sale.StrategyMemcached, l.Locker(), r.cfg.Sale.LockWait, r.metrics, stock.Unfenced())
+		return r.locked(stock.LockedOptions{Strategy: sale.StrategyMemcached, Locker: l.Locker(), Unfenced: true})
 	}},
 	// The negative control keeps its textbook one-buyer read-check-write: combined, one replica
 	// would serialise it.
 	{strategy: sale.StrategyNone, single: func(r *resources) (sale.Deductor, error) {
 		return stock.NewNone(r.store)
 	}},
+}
+
+// locked is a lock strategy (o: its name, locker, and fence and re-entry), over the store, with
+// the configured lock wait and the metrics.
+func (r *resources) locked(o stock.LockedOptions) (*stock.Locked, error) {
+	o.Store, o.Wait, o.Observer = r.store, r.cfg.Sale.LockWait, r.metrics
+	return stock.NewLocked(o)
 }
 
 // zkCounted are the options of a ZooKeeper strategy's locks: herd or predecessor watch, with its

@@ -78,7 +78,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(rl.Close)
-	rd, err := stock.NewLocked(st, sale.StrategyRedis, rl.Locker(), 10*time.Second, nopObserver{})
+	rd, err := stock.NewLocked(stock.LockedOptions{Store: st, Strategy: sale.StrategyRedis, Locker: rl.Locker(), Wait: 10 * time.Second, Observer: nopObserver{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("zookeeper: %v", err)
 	}
 	t.Cleanup(zc.Close)
-	zd, err := stock.NewLocked(st, sale.StrategyZK, zc.Locker(), 10*time.Second, nopObserver{})
+	zd, err := stock.NewLocked(stock.LockedOptions{Store: st, Strategy: sale.StrategyZK, Locker: zc.Locker(), Wait: 10 * time.Second, Observer: nopObserver{}})
 	if err != nil {
 		t.Fatal(err)
 	}

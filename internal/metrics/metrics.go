@@ -62,9 +62,10 @@ type purchaseObservers struct {
 	duration prometheus.Observer
 }
 
-// lockStrategies get their lost-lock series at 0 from the start, so that a dashboard shows 0
-// rather than "no data" and increase() counts the first loss.
-var lockStrategies = []sale.Strategy{sale.StrategyRedis, sale.StrategyZK, sale.StrategyMySQLLockTable, sale.StrategyMySQLLockTableNaive, sale.StrategyRedisSetnx, sale.StrategyRedisGetset, sale.StrategyRedisReentrant, sale.StrategyRedlock, sale.StrategyMemcached}
+// lockStrategies, the registry's strategies with a lease of their own (the ones that report lost
+// locks), get their lost-lock series at 0 from the start, so that a dashboard shows 0 rather than
+// "no data" and increase() counts the first loss.
+var lockStrategies = sale.StrategiesWhere(func(c sale.StrategyInfo) bool { return c.Lock == sale.LockLease })
 
 // latencyBuckets spans 0.5 ms to 10 s: a conditional UPDATE is a millisecond, a lock wait under a
 // stampede can be seconds.

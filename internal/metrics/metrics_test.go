@@ -147,3 +147,38 @@ func TestCountRedisLuaRefused(t *testing.T) {
 	}
 	t.Fatal("seckill_redislua_refused_total not registered")
 }
+
+// TestLostLockSeriesFromRegistry: every strategy of the registry with a lease of its own (and no
+// other) has its lost-lock series from the start, at 0; zk-herd and zk-reentrant among them.
+func TestLostLockSeriesFromRegistry(t *testing.T) {
+	m := New()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "seckill_locks_lost_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "strategy" {
+					got[l.GetValue()] = s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	want := map[string]float64{}
+	for _, c := range sale.Catalog {
+		if c.Lock == sale.LockLease {
+			want[string(c.Strategy)] = 0
+		}
+	}
+	if _, ok := want[string(sale.StrategyZKHerd)]; !ok {
+		t.Errorf("zk-herd takes no lease in the registry")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("seckill_locks_lost_total series (-want +got):\n%s", diff)
+	}
+}

@@ -71,48 +71,151 @@ const (
 	StrategyMemcached Strategy = "memcached"
 )
 
-// StrategyInfo describes a strategy for people: the storefront's drawer, the load-test report,
-// the zoo matrix.
+// Lock says what a strategy holds while it reads, checks and writes a product's stock.
+type Lock int
+
+const (
+	// LockNone: no lock is held across round trips (a conditional UPDATE, a Lua script, versioned
+	// writes, or nothing at all).
+	LockNone Lock = iota
+	// LockRow: a database row lock held across round trips (SELECT … FOR UPDATE). Its holder
+	// waits for it, but it has no lease that could be lost while held.
+	LockRow
+	// LockLease: a lock of its own with a lease (a lock row, a Redis key, a ZooKeeper node, a
+	// Memcached item). Its holder waits for it and reports it lost when the lease can no longer
+	// be trusted.
+	LockLease
+)
+
+// Fault is a fault the lock zoo plays inside a strategy's critical section.
+type Fault string
+
+// The faults, in the order the zoo's matrix shows them.
+const (
+	// FaultPause stops the lock's holder for longer than its lease (the fencing argument's
+	// stop-the-world pause).
+	FaultPause Fault = "pause"
+	// FaultKill kills the lock's holder while it holds the lock.
+	FaultKill Fault = "kill"
+	// FaultRestart restarts the lock's servers empty while a holder holds the lock.
+	FaultRestart Fault = "restart"
+)
+
+// Faults lists the faults in matrix order.
+var Faults = []Fault{FaultPause, FaultKill, FaultRestart}
+
+// Outcome is what a load or a fault does to a sale, as the write-ups tell it.
+type Outcome string
+
+// The outcomes a strategy can be expected to show.
+const (
+	// OutcomePass: no unit oversold or left unsold, the sale went on.
+	OutcomePass Outcome = "PASS"
+	// OutcomeOversold: more units sold than the sale had.
+	OutcomeOversold Outcome = "OVERSOLD"
+	// OutcomeUndersold: buyers refused (sold_out) while units remained.
+	OutcomeUndersold Outcome = "UNDERSOLD"
+	// OutcomeStall: the sale stopped and did not go on by itself.
+	OutcomeStall Outcome = "STALL"
+)
+
+// StrategyInfo is one strategy's entry in the registry: what it is (for people: the storefront's
+// drawer, the load-test report, the zoo matrix) and what the rest of the program and its harness
+// derive from it (the metrics' label sets, the zoo's expectations).
 type StrategyInfo struct {
 	Strategy Strategy
 	// Family is what guards the stock: "mysql", "redis", "zookeeper", "memcached" or "control".
 	Family string
 	// Safe is false for the strategies kept to show a failure (see Strategy.Safe).
 	Safe bool
+	// Own is true for the project's own strategies, false for the lock zoo's.
+	Own bool
+	// Lock is what the strategy holds across its read-check-write.
+	Lock Lock
 	// Summary says in one line how it works and, for the zoo's, what breaks it.
 	Summary string
+	// Load is the outcome the write-ups expect of the strategy under a plain stampede.
+	Load Outcome
+	// Faults are the outcomes expected of the faults played inside its critical section; a fault
+	// with no entry does not apply (there is no lock to hold, or no server to restart).
+	Faults map[Fault]Outcome
 }
 
-// Catalog lists every strategy the code knows, in the order they are shown: the project's own
-// first, then the zoo by family, the unsafe ones after the safe ones of their family.
+// leaseEnds are the expectations of a lock whose lease ends by itself and whose writes are
+// fenced (or which the database holds): a paused holder and a dead one both leave the sale whole.
+var leaseEnds = map[Fault]Outcome{FaultPause: OutcomePass, FaultKill: OutcomePass}
+
+// Catalog is the strategy registry: every strategy the code knows, in the order they are shown
+// (the project's own first, then the zoo by family, the unsafe ones after the safe ones of their
+// family). Every list of strategies in the program is derived from it.
 var Catalog = []StrategyInfo{
-	{StrategyMySQL, "mysql", true, "One conditional UPDATE on the product’s MySQL row: the row lock is the mutual exclusion."},
-	{StrategyRedis, "redis", true, "Read-check-write under a Redis lock, fenced by a token."},
-	{StrategyZK, "zookeeper", true, "Read-check-write under a ZooKeeper lock (predecessor watch), fenced by a token."},
-	{StrategyRedisLua, "redis", true, "Stock pre-deducted in Redis by one Lua script; written to MySQL right after."},
-	{StrategyMySQLForUpdate, "mysql", true, "SELECT … FOR UPDATE, check, UPDATE: a stalled holder blocks every buyer until the lock wait times out."},
-	{StrategyMySQLVersion, "mysql", true, "Optimistic: write only if the version is unchanged, try again on conflict; most attempts lose under contention."},
-	{StrategyMySQLLockTable, "mysql", true, "A lock row under a unique index, with owner, expiry, reaper and its id as fencing token."},
-	{StrategyZKHerd, "zookeeper", true, "Every waiter watches every lock node: each release wakes them all (the herd effect)."},
-	{StrategyZKReentrant, "zookeeper", true, "The zk lock with the holder in its node: the same owner re-enters at once."},
-	{StrategyRedisReentrant, "redis", true, "Redisson’s RLock: owner → count in a hash, a watchdog renews it, the same owner re-enters at once; fenced."},
-	{StrategyMySQLVersionCapped, "mysql", false, "Optimistic with capped retries: says sold out while stock remains (undersells)."},
-	{StrategyMySQLLockTableNaive, "mysql", false, "Lock row with no expiry and no fence: a holder that dies stalls the sale until a human deletes it."},
-	{StrategyRedisSetnx, "redis", false, "SETNX then EXPIRE, DEL to unlock, no fence: a paused holder deletes the next one’s lock and sells the same units again."},
-	{StrategyRedisGetset, "redis", false, "A deadline by the client’s clock, taken over by GETSET, no fence: a skewed clock or a paused holder makes two holders."},
-	{StrategyRedlock, "redis", false, "Redlock: a majority of five Redis servers, no fence: servers restarted empty forget the lock and a second client wins it."},
-	{StrategyMemcached, "memcached", false, "Memcached add with an expiry, delete to unlock, no fence: a restart forgets the lock while its holder still works."},
-	{StrategyNone, "control", false, "No lock and no condition: oversells under load, on purpose."},
+	{Strategy: StrategyMySQL, Family: "mysql", Safe: true, Own: true, Lock: LockNone, Load: OutcomePass,
+		Summary: "One conditional UPDATE on the product’s MySQL row: the row lock is the mutual exclusion."},
+	{Strategy: StrategyRedis, Family: "redis", Safe: true, Own: true, Lock: LockLease, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "Read-check-write under a Redis lock, fenced by a token."},
+	{Strategy: StrategyZK, Family: "zookeeper", Safe: true, Own: true, Lock: LockLease, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "Read-check-write under a ZooKeeper lock (predecessor watch), fenced by a token."},
+	{Strategy: StrategyRedisLua, Family: "redis", Safe: true, Own: true, Lock: LockNone, Load: OutcomePass,
+		Summary: "Stock pre-deducted in Redis by one Lua script; written to MySQL right after."},
+	// The row lock ends with the holder's transaction: a paused holder makes everyone wait, a
+	// dead one's connection closes and rolls back.
+	{Strategy: StrategyMySQLForUpdate, Family: "mysql", Safe: true, Lock: LockRow, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "SELECT … FOR UPDATE, check, UPDATE: a stalled holder blocks every buyer until the lock wait times out."},
+	{Strategy: StrategyMySQLVersion, Family: "mysql", Safe: true, Lock: LockNone, Load: OutcomePass,
+		Summary: "Optimistic: write only if the version is unchanged, try again on conflict; most attempts lose under contention."},
+	{Strategy: StrategyMySQLLockTable, Family: "mysql", Safe: true, Lock: LockLease, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "A lock row under a unique index, with owner, expiry, reaper and its id as fencing token."},
+	{Strategy: StrategyZKHerd, Family: "zookeeper", Safe: true, Lock: LockLease, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "Every waiter watches every lock node: each release wakes them all (the herd effect)."},
+	{Strategy: StrategyZKReentrant, Family: "zookeeper", Safe: true, Lock: LockLease, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "The zk lock with the holder in its node: the same owner re-enters at once."},
+	// The watchdog stops with a paused process, the hash expires, another owner takes it, and
+	// the fence refuses the paused holder's write.
+	{Strategy: StrategyRedisReentrant, Family: "redis", Safe: true, Lock: LockLease, Load: OutcomePass, Faults: leaseEnds,
+		Summary: "Redisson’s RLock: owner → count in a hash, a watchdog renews it, the same owner re-enters at once; fenced."},
+	{Strategy: StrategyMySQLVersionCapped, Family: "mysql", Safe: false, Lock: LockNone, Load: OutcomeUndersold,
+		Summary: "Optimistic with capped retries: says sold out while stock remains (undersells)."},
+	// No expiry: a paused holder only makes everyone wait, a dead one holds the lock for ever.
+	{Strategy: StrategyMySQLLockTableNaive, Family: "mysql", Safe: false, Lock: LockLease, Load: OutcomePass,
+		Faults:  map[Fault]Outcome{FaultPause: OutcomePass, FaultKill: OutcomeStall},
+		Summary: "Lock row with no expiry and no fence: a holder that dies stalls the sale until a human deletes it."},
+	// A holder paused past its TTL loses the key to another replica and, resumed, writes
+	// unfenced. One that dies between SETNX and EXPIRE leaves a key that never expires.
+	{Strategy: StrategyRedisSetnx, Family: "redis", Safe: false, Lock: LockLease, Load: OutcomePass,
+		Faults:  map[Fault]Outcome{FaultPause: OutcomeOversold, FaultKill: OutcomeStall},
+		Summary: "SETNX then EXPIRE, DEL to unlock, no fence: a paused holder deletes the next one’s lock and sells the same units again."},
+	// A holder paused past its deadline is taken over and writes unfenced; a dead one's deadline
+	// passes and the next GETSET takes over.
+	{Strategy: StrategyRedisGetset, Family: "redis", Safe: false, Lock: LockLease, Load: OutcomePass,
+		Faults:  map[Fault]Outcome{FaultPause: OutcomeOversold, FaultKill: OutcomePass},
+		Summary: "A deadline by the client’s clock, taken over by GETSET, no fence: a skewed clock or a paused holder makes two holders."},
+	// Unfenced, as Redlock is: a holder paused past the validity writes after the next holder;
+	// and Kleppmann's scenario: servers restarted empty forget the lock and another client wins
+	// a majority.
+	{Strategy: StrategyRedlock, Family: "redis", Safe: false, Lock: LockLease, Load: OutcomePass,
+		Faults:  map[Fault]Outcome{FaultPause: OutcomeOversold, FaultKill: OutcomePass, FaultRestart: OutcomeOversold},
+		Summary: "Redlock: a majority of five Redis servers, no fence: servers restarted empty forget the lock and a second client wins it."},
+	// Unfenced: the add's expiry frees a paused holder's lock; a restart forgets a live one.
+	{Strategy: StrategyMemcached, Family: "memcached", Safe: false, Lock: LockLease, Load: OutcomePass,
+		Faults:  map[Fault]Outcome{FaultPause: OutcomeOversold, FaultKill: OutcomePass, FaultRestart: OutcomeOversold},
+		Summary: "Memcached add with an expiry, delete to unlock, no fence: a restart forgets the lock while its holder still works."},
+	{Strategy: StrategyNone, Family: "control", Safe: false, Own: true, Lock: LockNone, Load: OutcomeOversold,
+		Summary: "No lock and no condition: oversells under load, on purpose."},
 }
 
 // Strategies lists every strategy the code knows, in Catalog order.
-var Strategies = func() []Strategy {
-	out := make([]Strategy, len(Catalog))
-	for i, c := range Catalog {
-		out[i] = c.Strategy
+var Strategies = StrategiesWhere(func(StrategyInfo) bool { return true })
+
+// StrategiesWhere lists, in Catalog order, the strategies whose entry keep accepts.
+func StrategiesWhere(keep func(StrategyInfo) bool) []Strategy {
+	var out []Strategy
+	for _, c := range Catalog {
+		if keep(c) {
+			out = append(out, c.Strategy)
+		}
 	}
 	return out
-}()
+}
 
 // Info returns the catalog entry of s, and false for an unknown strategy.
 func (s Strategy) Info() (StrategyInfo, bool) {
@@ -136,9 +239,18 @@ func ParseStrategy(s string) (Strategy, error) {
 	if _, ok := Strategy(s).Info(); ok {
 		return Strategy(s), nil
 	}
-	names := make([]string, len(Strategies))
-	for i, known := range Strategies {
-		names[i] = string(known)
-	}
-	return "", invalid("strategy", "must be one of %s", strings.Join(names, ", "))
+	return "", invalid("strategy", "must be one of %s", JoinStrategies(Strategies, ", "))
 }
+
+// JoinStrategies joins the names of sts with sep.
+func JoinStrategies(sts []Strategy, sep string) string {
+	names := make([]string, len(sts))
+	for i, st := range sts {
+		names[i] = string(st)
+	}
+	return strings.Join(names, sep)
+}
+
+// OwnSafe keeps the project's own safe strategies (mysql, redis, zk, redis-lua): the load test's
+// and the bench's default set, the report's fixed colours.
+func OwnSafe(c StrategyInfo) bool { return c.Own && c.Safe }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/lock/mysqllock"
@@ -85,10 +88,10 @@ func deductorCases() []deductorCase {
 		// Unsafe only under faults too: a holder that dies between SETNX and EXPIRE, pauses past
 		// the TTL, or runs on a skewed clock (redisnaive_test.go).
 		{sale.StrategyRedisSetnx, true, func(tb testing.TB, st *store.Store) sale.Deductor {
-			return newLocked(tb, st, sale.StrategyRedisSetnx, setnxLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), pollingWait, stock.Unfenced())
+			return newLocked(tb, st, sale.StrategyRedisSetnx, setnxLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), pollingWait, unfenced)
 		}, false},
 		{sale.StrategyRedisGetset, true, func(tb testing.TB, st *store.Store) sale.Deductor {
-			return newLocked(tb, st, sale.StrategyRedisGetset, getsetLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), pollingWait, stock.Unfenced())
+			return newLocked(tb, st, sale.StrategyRedisGetset, getsetLock(tb, naiveRDB(tb), redisnaive.Options{TTL: 10 * time.Second}).Locker(), pollingWait, unfenced)
 		}, false},
 		{sale.StrategyRedisReentrant, true, func(tb testing.TB, st *store.Store) sale.Deductor {
 			return redisReentrantLocked(tb, st, 30*time.Second)
@@ -100,7 +103,7 @@ func deductorCases() []deductorCase {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			return newLocked(tb, st, sale.StrategyMemcached, memLock(tb, itest.Memcached(tb).Addr(), tk).Locker(), pollingWait, stock.Unfenced())
+			return newLocked(tb, st, sale.StrategyMemcached, memLock(tb, itest.Memcached(tb).Addr(), tk).Locker(), pollingWait, unfenced)
 		}, false},
 		// Unsafe only under faults: servers restarted empty during a hold, a holder paused past
 		// the validity (redlock_test.go). On five Redis servers of the test's own. Its waiters
@@ -117,7 +120,7 @@ func deductorCases() []deductorCase {
 				servers[i] = itest.RedisServer(tb)
 			}
 			l := redlockClient(tb, servers, tk, func(o *redlock.Options) { o.MaxBackoff = time.Second })
-			return newLocked(tb, st, sale.StrategyRedlock, l.Locker(), pollingWait, stock.Unfenced())
+			return newLocked(tb, st, sale.StrategyRedlock, l.Locker(), pollingWait, unfenced)
 		}, false},
 		{sale.StrategyNone, false, func(tb testing.TB, st *store.Store) sale.Deductor {
 			d, err := stock.NewNone(st)
@@ -126,6 +129,18 @@ func deductorCases() []deductorCase {
 			}
 			return d
 		}, false},
+	}
+}
+
+// TestDeductorCasesCoverRegistry: the contract suite runs every strategy of the registry
+// (sale.Catalog), once, and none it lacks.
+func TestDeductorCasesCoverRegistry(t *testing.T) {
+	var got []sale.Strategy
+	for _, dc := range deductorCases() {
+		got = append(got, dc.strategy)
+	}
+	if diff := cmp.Diff(sale.Strategies, got, cmpopts.SortSlices(func(a, b sale.Strategy) bool { return a < b })); diff != "" {
+		t.Errorf("the contract's strategies (-registry +cases):\n%s", diff)
 	}
 }
 

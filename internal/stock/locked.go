@@ -49,45 +49,46 @@ type Locked struct {
 	// hold, when set (a test, a failpoint of the chaos runs), runs inside the critical section,
 	// between the read and the write: a holder that stalls or dies there.
 	hold func(ctx context.Context)
-	// unfenced skips the fence: the fence's negative-control test, and the zoo's unsafe variants
-	// that the write-ups describe without one.
+	// unfenced skips the fence (LockedOptions.Unfenced): the fence's negative-control test, and
+	// the zoo's unsafe variants that the write-ups describe without one.
 	unfenced bool
 	// reentrant makes the write step take the lock again, nested, for the batch's owner
-	// (Reentrant); ownerPrefix and owners name those owners.
+	// (LockedOptions.Reentrant); ownerPrefix and owners name those owners.
 	reentrant   bool
 	ownerPrefix string
 	owners      atomic.Uint64
 }
 
-// LockedOption changes how a Locked strategy works.
-type LockedOption func(*Locked)
-
-// Unfenced makes the strategy write without claiming or checking the fence, and without looking
-// at its lease's Lost() first, as the code of the write-ups does (lock, work, unlock): a holder
-// whose lease ran out writes over the next holder's sale. Unsafe. (Looking at Lost() just before
-// the write would narrow the window, not close it: the pause can fall between the look and the
-// write. Redlock's validity time is such a look; only the fence closes the window.)
-func Unfenced() LockedOption { return func(l *Locked) { l.unfenced = true } }
-
-// Reentrant makes the fenced write step take the product's lock itself, nested inside the
-// batch's acquisition and for the same owner (one lock.WithOwner per batch): the zk-reentrant
-// strategy, over a re-entrant locker.
-//
-// Why: code composed of steps that each guard themselves, as a write step that may also be
-// called alone must, takes a lock its caller already holds. With a lock that knows its holder
-// (Curator's InterProcessMutex), the nested acquisition returns at once with the caller's grant
-// and token. With one that does not, it queues behind its own caller and waits for itself, here
-// inside the purchase transaction, until the lock wait runs out: over a plain locker this option
-// sells nothing, which its test shows.
-func Reentrant() LockedOption {
-	return func(l *Locked) {
-		host, err := os.Hostname()
-		if err != nil {
-			host = "unknown-host"
-		}
-		l.reentrant = true
-		l.ownerPrefix = host + "/" + strconv.Itoa(os.Getpid())
-	}
+// LockedOptions are what a Locked strategy is made of.
+type LockedOptions struct {
+	// Store runs the critical section's transaction. Required.
+	Store *store.Store
+	// Strategy is the strategy's name, one of the registry (sale.Catalog). Required.
+	Strategy sale.Strategy
+	// Locker hands out the product's lock. Required.
+	Locker lock.Locker
+	// Wait bounds the lock wait: a purchase that waits longer gets sale.ErrLockTimeout. Required.
+	Wait time.Duration
+	// Observer is told of lock waits and lost leases. Required.
+	Observer LockObserver
+	// Unfenced makes the strategy write without claiming or checking the fence, and without
+	// looking at its lease's Lost() first, as the code of the write-ups does (lock, work,
+	// unlock): a holder whose lease ran out writes over the next holder's sale. Unsafe. (Looking
+	// at Lost() just before the write would narrow the window, not close it: the pause can fall
+	// between the look and the write. Redlock's validity time is such a look; only the fence
+	// closes the window.)
+	Unfenced bool
+	// Reentrant makes the fenced write step take the product's lock itself, nested inside the
+	// batch's acquisition and for the same owner (one lock.WithOwner per batch): the
+	// zk-reentrant and redis-reentrant strategies, over a re-entrant locker.
+	//
+	// Why: code composed of steps that each guard themselves, as a write step that may also be
+	// called alone must, takes a lock its caller already holds. With a lock that knows its
+	// holder (Curator's InterProcessMutex), the nested acquisition returns at once with the
+	// caller's grant and token. With one that does not, it queues behind its own caller and
+	// waits for itself, here inside the purchase transaction, until the lock wait runs out: over
+	// a plain locker this option sells nothing, which its test shows.
+	Reentrant bool
 }
 
 // SetHold installs f to run inside the critical section of every deduction, between the read
@@ -100,21 +101,25 @@ var (
 	_ sale.BatchDeductor = (*Locked)(nil)
 )
 
-// NewLocked returns the lock strategy named strategy over locker. wait bounds the lock wait; a
-// purchase that waits longer gets sale.ErrLockTimeout.
-func NewLocked(st *store.Store, strategy sale.Strategy, locker lock.Locker, wait time.Duration, obs LockObserver, opts ...LockedOption) (*Locked, error) {
+// NewLocked returns the lock strategy o.Strategy over o.Locker.
+func NewLocked(o LockedOptions) (*Locked, error) {
 	switch {
-	case st == nil || locker == nil || obs == nil:
+	case o.Store == nil || o.Locker == nil || o.Observer == nil:
 		return nil, errors.New("stock: locked strategy needs a store, a locker and an observer")
-	case wait <= 0:
+	case o.Wait <= 0:
 		return nil, errors.New("stock: lock wait must be positive")
 	}
-	if _, ok := strategy.Info(); !ok {
-		return nil, fmt.Errorf("stock: unknown strategy %q", strategy)
+	if _, ok := o.Strategy.Info(); !ok {
+		return nil, fmt.Errorf("stock: unknown strategy %q", o.Strategy)
 	}
-	l := &Locked{store: st, strategy: strategy, locker: locker, wait: wait, observer: obs}
-	for _, o := range opts {
-		o(l)
+	l := &Locked{store: o.Store, strategy: o.Strategy, locker: o.Locker, wait: o.Wait, observer: o.Observer, unfenced: o.Unfenced}
+	if o.Reentrant {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "unknown-host"
+		}
+		l.reentrant = true
+		l.ownerPrefix = host + "/" + strconv.Itoa(os.Getpid())
 	}
 	return l, nil
 }

@@ -70,15 +70,28 @@ func zkLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, wait time.
 	case sale.StrategyZKHerd:
 		return newLocked(tb, st, strategy, c.Mutex(zklock.MutexOptions{Herd: true}).Locker(), wait)
 	case sale.StrategyZKReentrant:
-		return newLocked(tb, st, strategy, c.Reentrant(zklock.MutexOptions{}).Locker(), wait, stock.Reentrant())
+		return newLocked(tb, st, strategy, c.Reentrant(zklock.MutexOptions{}).Locker(), wait, reentrant)
 	}
 	tb.Fatalf("zkLocked: %s is no ZooKeeper strategy", strategy)
 	return nil
 }
 
-func newLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, l lock.Locker, wait time.Duration, opts ...stock.LockedOption) *stock.Locked {
+// lockedOpt sets one of a test's LockedOptions beyond its store, strategy, locker and wait.
+type lockedOpt func(*stock.LockedOptions)
+
+// unfenced and reentrant set LockedOptions.Unfenced and LockedOptions.Reentrant.
+var (
+	unfenced  lockedOpt = func(o *stock.LockedOptions) { o.Unfenced = true }
+	reentrant lockedOpt = func(o *stock.LockedOptions) { o.Reentrant = true }
+)
+
+func newLocked(tb testing.TB, st *store.Store, strategy sale.Strategy, l lock.Locker, wait time.Duration, opts ...lockedOpt) *stock.Locked {
 	tb.Helper()
-	d, err := stock.NewLocked(st, strategy, l, wait, nopObserver{}, opts...)
+	o := stock.LockedOptions{Store: st, Strategy: strategy, Locker: l, Wait: wait, Observer: nopObserver{}}
+	for _, set := range opts {
+		set(&o)
+	}
+	d, err := stock.NewLocked(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -277,7 +290,7 @@ func TestReentrantWriteStep(t *testing.T) {
 	t.Run("re-entrant lock", func(t *testing.T) {
 		t.Parallel()
 		rec := &recording{Locker: zkClient(t, itest.ZKServers).Reentrant(zklock.MutexOptions{}).Locker()}
-		d := newLocked(t, st, sale.StrategyZKReentrant, rec, 30*time.Second, stock.Reentrant())
+		d := newLocked(t, st, sale.StrategyZKReentrant, rec, 30*time.Second, reentrant)
 		p := newProduct(t, st, sale.StrategyZKReentrant, 5)
 		mustDeduct(t, d, reservation(p, "u1", 2, ""))
 		mustDeduct(t, d, reservation(p, "u2", 1, ""))
@@ -290,7 +303,7 @@ func TestReentrantWriteStep(t *testing.T) {
 	})
 	t.Run("control: the plain zk lock waits for itself", func(t *testing.T) {
 		t.Parallel()
-		d := newLocked(t, st, sale.StrategyZKReentrant, zkLocker(t, itest.ZKServers), 500*time.Millisecond, stock.Reentrant())
+		d := newLocked(t, st, sale.StrategyZKReentrant, zkLocker(t, itest.ZKServers), 500*time.Millisecond, reentrant)
 		p := newProduct(t, st, sale.StrategyZKReentrant, 5)
 		assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 1, "")), sale.ErrLockTimeout)
 		assertStock(t, st, p.ID, 5)

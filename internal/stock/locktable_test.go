@@ -42,7 +42,7 @@ func lockTable(tb testing.TB, db *sql.DB, opts mysqllock.Options) *mysqllock.Cli
 func newNaiveLockTable(tb testing.TB, st *store.Store, wait time.Duration) *stock.Locked {
 	tb.Helper()
 	c := lockTable(tb, st.DB(), mysqllock.Options{Naive: true})
-	d, err := stock.NewLocked(st, sale.StrategyMySQLLockTableNaive, c.Locker(), wait, nopObserver{}, stock.Unfenced())
+	d, err := stock.NewLocked(stock.LockedOptions{Store: st, Strategy: sale.StrategyMySQLLockTableNaive, Locker: c.Locker(), Wait: wait, Observer: nopObserver{}, Unfenced: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -44,11 +44,11 @@ func getsetLock(tb testing.TB, rdb redis.UniversalClient, opts redisnaive.Option
 
 // naiveOpts are the options of the strategies built on a redisnaive lock: unfenced, as the app
 // builds them, or fenced, the positive half of a pair.
-func naiveOpts(fenced bool) []stock.LockedOption {
+func naiveOpts(fenced bool) []lockedOpt {
 	if fenced {
 		return nil
 	}
-	return []stock.LockedOption{stock.Unfenced()}
+	return []lockedOpt{unfenced}
 }
 
 func fencedName(fenced bool) string {
@@ -70,8 +70,8 @@ func TestRedisSetnxDiesBeforeExpire(t *testing.T) {
 	dying := setnxLock(t, rdb, redisnaive.Options{TTL: 200 * time.Millisecond, BetweenSetnxAndExpire: func() bool {
 		return died.Swap(true) // the first grant dies before its EXPIRE; later ones go on
 	}})
-	a := newLocked(t, st, sale.StrategyRedisSetnx, dying.Locker(), 30*time.Second, stock.Unfenced())
-	b := newLocked(t, st, sale.StrategyRedisSetnx, setnxLock(t, rdb, redisnaive.Options{TTL: 200 * time.Millisecond}).Locker(), 300*time.Millisecond, stock.Unfenced())
+	a := newLocked(t, st, sale.StrategyRedisSetnx, dying.Locker(), 30*time.Second, unfenced)
+	b := newLocked(t, st, sale.StrategyRedisSetnx, setnxLock(t, rdb, redisnaive.Options{TTL: 200 * time.Millisecond}).Locker(), 300*time.Millisecond, unfenced)
 
 	if err := a.Deduct(t.Context(), reservation(p, "dies", 1, "")); !errors.Is(err, redisnaive.ErrAbandoned) {
 		t.Fatalf("the holder that dies = %v, want %v", err, redisnaive.ErrAbandoned)

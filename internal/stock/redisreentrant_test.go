@@ -34,7 +34,7 @@ func rlockClient(tb testing.TB, ttl time.Duration) *redisreentrant.Client {
 // its write step take the product's lock for one owner (stock.Reentrant), fenced.
 func redisReentrantLocked(tb testing.TB, st *store.Store, wait time.Duration) sale.Deductor {
 	tb.Helper()
-	return newLocked(tb, st, sale.StrategyRedisReentrant, rlockClient(tb, 30*time.Second).Locker(), wait, stock.Reentrant())
+	return newLocked(tb, st, sale.StrategyRedisReentrant, rlockClient(tb, 30*time.Second).Locker(), wait, reentrant)
 }
 
 // TestRedisReentrantConcurrentBuyers: 200 buyers for 50 units, each purchase a batch whose write
@@ -46,7 +46,7 @@ func TestRedisReentrantConcurrentBuyers(t *testing.T) {
 	st, _ := itest.Store(t)
 	const buyers, stockN = 200, 50
 	rec := &recording{Locker: rlockClient(t, 30*time.Second).Locker()}
-	d := newLocked(t, st, sale.StrategyRedisReentrant, rec, 30*time.Second, stock.Reentrant())
+	d := newLocked(t, st, sale.StrategyRedisReentrant, rec, 30*time.Second, reentrant)
 	p := newProduct(t, st, sale.StrategyRedisReentrant, stockN)
 	var accepted, soldOut atomic.Int64
 	var wg sync.WaitGroup
@@ -122,9 +122,9 @@ func TestRedisReentrantForcedExpiry(t *testing.T) {
 			t.Parallel()
 			p := newProduct(t, st, sale.StrategyRedisReentrant, 1)
 			la, lb := rlockClient(t, 300*time.Millisecond), rlockClient(t, 30*time.Second)
-			opts := []stock.LockedOption{stock.Reentrant()}
+			opts := []lockedOpt{reentrant}
 			if !fenced {
-				opts = append(opts, stock.Unfenced())
+				opts = append(opts, unfenced)
 			}
 			a := newLocked(t, st, sale.StrategyRedisReentrant, unaware{la.Locker()}, 30*time.Second, opts...)
 			b := newLocked(t, st, sale.StrategyRedisReentrant, lb.Locker(), 30*time.Second, opts...)
@@ -185,7 +185,7 @@ func TestRedisReentrantWriteStep(t *testing.T) {
 	})
 	t.Run("control: the plain redis lock waits for itself", func(t *testing.T) {
 		t.Parallel()
-		d := newLocked(t, st, sale.StrategyRedisReentrant, redisLocker(t, itest.RedisAddr, 5*time.Second), 500*time.Millisecond, stock.Reentrant())
+		d := newLocked(t, st, sale.StrategyRedisReentrant, redisLocker(t, itest.RedisAddr, 5*time.Second), 500*time.Millisecond, reentrant)
 		p := newProduct(t, st, sale.StrategyRedisReentrant, 5)
 		assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 1, "")), sale.ErrLockTimeout)
 		assertStock(t, st, p.ID, 5)

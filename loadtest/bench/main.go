@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
 
@@ -115,7 +116,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.acceptFor, "accept-duration", 5*time.Second, "measured time of each accept phase")
 	fs.DurationVar(&o.rFor, "r-duration", 5*time.Second, "measured time of R")
 	fs.IntVar(&o.rGoroutines, "r-goroutines", 16, "goroutines of R")
-	strategies := fs.String("strategies", "mysql,redis,zk,redis-lua", "strategies of the accept phases, in order")
+	strategies := fs.String("strategies", sale.JoinStrategies(sale.StrategiesWhere(sale.OwnSafe), ","), "strategies of the accept phases, in order")
 	fs.StringVar(&o.soldOutWith, "soldout-strategy", "mysql", "strategy of the sold-out product (and of the read path's)")
 	fs.IntVar(&o.subscribers, "subscribers", 1000, "subscribers of the fan-out phase, holding GET /api/v1/events?product_id=N spread over the replicas")
 	fs.StringVar(&o.fanoutWith, "fanout-strategy", "mysql", "strategy of the fan-out phase's product")

@@ -1,20 +1,15 @@
-// The stock strategies as GET /api/v1/strategies describes them (the server's catalog): what the
-// drawer offers, and what a card says about its sale's strategy. Read once per page; until it has
-// been read, or when it cannot be, the page knows the project's own five strategies, without their
-// summaries, and tries again later.
+// The stock strategies as GET /api/v1/strategies describes them (the server's catalog, read from
+// its strategy registry): what the drawer offers, and what a card says about its sale's strategy.
+// Read once per page; until it has been read, or when it cannot be, the page knows no strategy (a
+// list of its own would go stale: the registry is the only one), shows a sale's strategy by its
+// name alone, and tries again later.
 
 import * as api from './api.js';
 
 const RETRY_MS = 10000;
 
-/** FALLBACK is what the page offers when the catalog cannot be read. */
-const FALLBACK = Object.freeze([
-  { name: 'mysql', family: 'mysql', safe: true, served: true, summary: '' },
-  { name: 'redis', family: 'redis', safe: true, served: true, summary: '' },
-  { name: 'zk', family: 'zookeeper', safe: true, served: true, summary: '' },
-  { name: 'redis-lua', family: 'redis', safe: true, served: true, summary: '' },
-  { name: 'none', family: 'control', safe: false, served: true, summary: '' },
-]);
+/** FALLBACK is what the page offers when the catalog cannot be read: nothing. */
+const FALLBACK = Object.freeze([]);
 
 // A name or family is used in a class name and a data attribute: the API's are all like this.
 const WORD = /^[a-z0-9][a-z0-9-]{0,63}$/;
