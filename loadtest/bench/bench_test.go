@@ -30,7 +30,7 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"gin", "soldout", "r", "read", "fanout", "accept"}, o.phases); diff != "" {
+	if diff := cmp.Diff([]string{"gin", "soldout", "r", "read", "fanout", "returns", "accept"}, o.phases); diff != "" {
 		t.Errorf("default phases (-want +got):\n%s", diff)
 	}
 	if o.subscribers != 1000 || o.fanoutWith != "mysql" || o.fanoutBuyers != 16 {
