@@ -185,7 +185,9 @@ func TestRedisReentrantWriteStep(t *testing.T) {
 	})
 	t.Run("control: the plain redis lock waits for itself", func(t *testing.T) {
 		t.Parallel()
-		d := newLocked(t, st, sale.StrategyRedisReentrant, redisLocker(t, itest.RedisAddr, 5*time.Second), 500*time.Millisecond, reentrant)
+		// A wait long enough that a busy machine's Redis round trips fit in it: the lock waits
+		// for itself whatever the wait, and a wait spent on slow calls reads as unreachable.
+		d := newLocked(t, st, sale.StrategyRedisReentrant, redisLocker(t, itest.RedisAddr, 5*time.Second), 2*time.Second, reentrant)
 		p := newProduct(t, st, sale.StrategyRedisReentrant, 5)
 		assertErr(t, d.Deduct(t.Context(), reservation(p, "u1", 1, "")), sale.ErrLockTimeout)
 		assertStock(t, st, p.ID, 5)
