@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -151,7 +152,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	if w != nil {
 		rates, cpu, programs = w.attackEnded(ctx, db)
 	}
-	settled, unknown := settle(ctx, o, pid, answers)
+	settled, stuck := settle(ctx, o, pid, answers)
 	say("%s: %d answers, %d settled after the attack; waiting for the order queue", label, len(answers), len(settled))
 	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events, nil)
 	if err != nil {
@@ -168,7 +169,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 			return nil, err
 		}
 	}
-	sr.account(len(plan), unknown)
+	sr.account(len(plan), stuck)
 	return sr, nil
 }
 
@@ -186,12 +187,12 @@ func buyerTag(strategy string, crowd crowdRun) string {
 
 // account adds to sr's verdict that every planned request was answered and every unknown outcome
 // settled: planned requests, and unknown purchases that settle gave up on.
-func (sr *StrategyReport) account(planned, unknown int) {
+func (sr *StrategyReport) account(planned int, stuck []answer) {
 	if sr.Requests != planned {
 		sr.Violations = append(sr.Violations, fmt.Sprintf("%d requests planned, %d answered", planned, sr.Requests))
 	}
-	if unknown > 0 {
-		sr.Violations = append(sr.Violations, fmt.Sprintf("%d purchases still of unknown outcome after %d retries each", unknown, settleTries))
+	if v := stuckViolation(stuck); v != "" {
+		sr.Violations = append(sr.Violations, v)
 	}
 	sr.Verdict, sr.Violations = verdict(sr.Strategy, sr.Oversold, sr.Violations)
 }
@@ -331,8 +332,8 @@ const settleTries = 30
 // settle re-sends, with the same Idempotency-Key, every attempt whose answer left it unknown
 // whether the purchase committed (no answer, 5xx, 429), until a replica gives a definitive one:
 // the buyers a real client would retry. Their answers complete what the buyers were told;
-// unknown counts the purchases it gave up on after settleTries.
-func settle(ctx context.Context, o *options, productID int64, answers []answer) (settled []answer, unknown int) {
+// stuck holds the last answer of each purchase it gave up on after settleTries.
+func settle(ctx context.Context, o *options, productID int64, answers []answer) (settled, stuck []answer) {
 	decided := map[string]bool{} // buyer/key pairs with a definitive answer
 	for _, a := range answers {
 		if a.definitive() {
@@ -349,22 +350,42 @@ func settle(ctx context.Context, o *options, productID int64, answers []answer) 
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	for _, at := range open {
-		done := false
+		var a answer
 		for try := range settleTries {
 			target := o.targets[(at.buyer+try)%len(o.targets)]
-			a := post(ctx, client, target, productID, at)
-			if a.definitive() || ctx.Err() != nil {
+			if a = post(ctx, client, target, productID, at); a.definitive() || ctx.Err() != nil {
 				settled = append(settled, a)
-				done = true
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if !done {
-			unknown++
+		if !a.definitive() && ctx.Err() == nil {
+			stuck = append(stuck, a)
 		}
 	}
-	return settled, unknown
+	return settled, stuck
+}
+
+// stuckViolation says how many purchases settle gave up on and what their last answers were
+// (status, code or transport error, counted), or "" if none.
+func stuckViolation(stuck []answer) string {
+	if len(stuck) == 0 {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, a := range stuck {
+		why := fmt.Sprintf("%d %s", a.status, a.code)
+		if a.status == 0 {
+			why = "no answer: " + a.err
+		}
+		counts[strings.TrimSpace(why)]++
+	}
+	whys := make([]string, 0, len(counts))
+	for why, n := range counts {
+		whys = append(whys, fmt.Sprintf("%s ×%d", why, n))
+	}
+	slices.Sort(whys)
+	return fmt.Sprintf("%d purchases still of unknown outcome after %d retries each (last answers: %s)", len(stuck), settleTries, strings.Join(whys, "; "))
 }
 
 func post(ctx context.Context, client *http.Client, target string, productID int64, at attempt) answer {

@@ -583,13 +583,13 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	}
 	var all []answer
 	for i, strategy := range o.strategies {
-		settled, unknown := settle(ctx, st, products[strategy], results[i].answers)
+		settled, stuck := settle(ctx, st, products[strategy], results[i].answers)
 		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", f.name, strategy, len(results[i].answers), len(settled))
 		sr, err := judge(ctx, db, st, strategy, products[strategy], results[i].answers, settled, nil, env.lostMay[strategy])
 		if err != nil {
 			return nil, err
 		}
-		sr.account(results[i].planned, unknown)
+		sr.account(results[i].planned, stuck)
 		step.Strategies = append(step.Strategies, *sr)
 		ss := step.judgeStrategy(sr, results[i].answers, times)
 		if lostMay, ok := env.lostMay[strategy]; ok {

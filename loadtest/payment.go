@@ -204,7 +204,7 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 	if err != nil {
 		return err
 	}
-	settled2, unknown2 := settle(ctx, &o2, pid, answers2)
+	settled2, stuck2 := settle(ctx, &o2, pid, answers2)
 	t2, accepted2 := tallyAnswers(answers2, settled2, w.Units, nil)
 	w.Requests, w.Accepted, w.Outcomes = t2.Requests, t2.Accepted, t2.Outcomes
 	w2 := winnersOf(answers2, settled2)
@@ -243,8 +243,8 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 	if t2.Requests != len(plan) {
 		sr.Violations = append(sr.Violations, fmt.Sprintf("second wave: %d requests planned, %d answered", len(plan), t2.Requests))
 	}
-	if unknown2 > 0 {
-		sr.Violations = append(sr.Violations, fmt.Sprintf("second wave: %d purchases still of unknown outcome after %d retries each", unknown2, settleTries))
+	if v := stuckViolation(stuck2); v != "" {
+		sr.Violations = append(sr.Violations, "second wave: "+v)
 	}
 	e := paymentEvidence{
 		winners1: len(w1), paid1: p.First.Paid, afterWindow: f1, backOK: backOK,
