@@ -27,13 +27,11 @@ var forbidden = []string{
 	module + "redisconn", module + "changefeed", module + "livestats", module + "payment", module + "ratelimit",
 }
 
-// pending are the violations known today, each to be removed with its fix (issue #30, item 3:
-// order's domain types apart from its Kafka adapter; checkout with the payment provider's types
-// of its own): the test
-// fails when one of them is gone, so that its entry goes with it.
+// pending are the violations known today, each to be removed with its fix (order's domain types
+// apart from its Kafka adapter): the test fails when one of them is gone, so that its entry goes
+// with it.
 var pending = map[string][]string{
-	"checkout": {module + "payment"},
-	"order":    {"github.com/segmentio/kafka-go"},
+	"order": {"github.com/segmentio/kafka-go"},
 }
 
 // TestDomainImportsNoAdapter: no domain package imports an adapter, a storage or transport

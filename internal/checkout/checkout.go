@@ -26,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -48,8 +47,8 @@ type Store interface {
 
 // Provider is the payment provider (*payment.Provider).
 type Provider interface {
-	Charge(ctx context.Context, r payment.ChargeRequest) (payment.Charge, error)
-	Void(ctx context.Context, key, orderID string, productID, amountCents int64) (payment.Charge, error)
+	Charge(ctx context.Context, r ChargeRequest) (Charge, error)
+	Void(ctx context.Context, key, orderID string, productID, amountCents int64) (Charge, error)
 }
 
 // Options tunes the service.
@@ -153,7 +152,7 @@ func (s *Service) Pay(ctx context.Context, orderID, userID, key string) (o sale.
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.o.ChargeTimeout)
 	defer cancel()
-	ch, err := s.provider.Charge(cctx, payment.ChargeRequest{Key: chargeKey(orderID, key), OrderID: orderID,
+	ch, err := s.provider.Charge(cctx, ChargeRequest{Key: chargeKey(orderID, key), OrderID: orderID,
 		ProductID: o.ProductID, AmountCents: o.AmountCents})
 	if err != nil {
 		return sale.Order{}, fmt.Errorf("%w: payment of order %s: %w", sale.ErrUnavailable, orderID, err)
@@ -162,7 +161,7 @@ func (s *Service) Pay(ctx context.Context, orderID, userID, key string) (o sale.
 }
 
 // settle records a charge's outcome for the payment key that claimed o.
-func (s *Service) settle(ctx context.Context, o sale.Order, key string, ch payment.Charge) (sale.Order, error) {
+func (s *Service) settle(ctx context.Context, o sale.Order, key string, ch Charge) (sale.Order, error) {
 	if ch.Succeeded() {
 		return s.store.CompletePayment(ctx, o.OrderID, key, ch.ID)
 	}
@@ -297,7 +296,7 @@ func (s *Service) settleStuck(ctx context.Context) {
 		err := p.AmountErr
 		if err == nil {
 			o := sale.Order{OrderID: p.OrderID, ProductID: p.ProductID, UserID: p.UserID, Quantity: p.Quantity}
-			var ch payment.Charge
+			var ch Charge
 			if ch, err = s.provider.Void(ctx, chargeKey(p.OrderID, p.PayKey), p.OrderID, p.ProductID, p.AmountCents); err == nil {
 				_, err = s.settle(ctx, o, p.PayKey, ch)
 			}

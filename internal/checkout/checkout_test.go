@@ -448,7 +448,7 @@ func TestStuckPaymentIsSettled(t *testing.T) {
 		}
 	}
 	// The first payer's charge reached the provider; the second died before it did.
-	if _, err := prov.Charge(ctx, payment.ChargeRequest{Key: charged + "/k", OrderID: charged, ProductID: p.ID, AmountCents: 250}); err != nil {
+	if _, err := prov.Charge(ctx, checkout.ChargeRequest{Key: charged + "/k", OrderID: charged, ProductID: p.ID, AmountCents: 250}); err != nil {
 		t.Fatal(err)
 	}
 	svc := e.service(t, 0, 0, checkout.Options{StuckAfter: time.Millisecond, ChargeTimeout: time.Millisecond})
@@ -461,8 +461,8 @@ func TestStuckPaymentIsSettled(t *testing.T) {
 	if o := e.order(t, lost); o.Status != sale.StatusConfirmed {
 		t.Fatalf("the uncharged order is %s, want confirmed again", o.Status)
 	}
-	late, err := prov.Charge(ctx, payment.ChargeRequest{Key: lost + "/k", OrderID: lost, ProductID: p.ID, AmountCents: 250})
-	if err != nil || late.Outcome != payment.Voided {
+	late, err := prov.Charge(ctx, checkout.ChargeRequest{Key: lost + "/k", OrderID: lost, ProductID: p.ID, AmountCents: 250})
+	if err != nil || late.Outcome != checkout.Voided {
 		t.Fatalf("a late charge of the voided key = %+v, %v; want voided, nothing charged", late, err)
 	}
 	svc.Round(ctx)

@@ -18,49 +18,13 @@ import (
 	"fmt"
 	randv2 "math/rand/v2"
 	"time"
+
+	"github.com/seckill-go/seckill-go/internal/checkout"
 )
 
 // ErrKeyMismatch means the idempotency key is already recorded for another order, product or
 // amount: a key names one charge, so reusing it for a different one is a caller's bug.
 var ErrKeyMismatch = errors.New("idempotency key reused for a different charge")
-
-// Outcome is what became of a charge.
-type Outcome string
-
-// The outcomes a key can have. Once recorded, a key's outcome never changes.
-const (
-	// Succeeded: the buyer was charged.
-	Succeeded Outcome = "succeeded"
-	// Declined: the provider refused the charge; nothing was charged. A new attempt needs a new key.
-	Declined Outcome = "declined"
-	// Voided: the key was voided before any charge was recorded under it (see Provider.Void);
-	// nothing was charged and nothing will be under this key.
-	Voided Outcome = "voided"
-)
-
-// Charge is the provider's record of one key.
-type Charge struct {
-	ID          string // the provider's id, "ch_" and 24 hex digits; what the shop stores as payment_id
-	Key         string
-	OrderID     string
-	ProductID   int64
-	AmountCents int64
-	Outcome     Outcome
-	CreatedAt   time.Time // UTC, microseconds
-}
-
-// Succeeded reports whether the buyer was charged.
-func (c Charge) Succeeded() bool { return c.Outcome == Succeeded }
-
-// ChargeRequest asks for one charge.
-type ChargeRequest struct {
-	// Key is the provider's idempotency key: at most MaxKeyLen printable ASCII characters. The
-	// shop passes "<order_id>/<Idempotency-Key of the pay request>".
-	Key         string
-	OrderID     string // at most MaxOrderIDLen printable ASCII characters
-	ProductID   int64  // > 0
-	AmountCents int64  // >= 0
-}
 
 // Limits of the payment_charges columns. Longer values are refused rather than truncated: a
 // truncated key could collide with another.
@@ -127,45 +91,45 @@ func New(db *sql.DB, o Options) (*Provider, error) {
 // request means the outcome is unknown to the caller: if ctx ends during the wait, nothing is recorded and ctx's error is returned; an error
 // after that (ctx ending during the INSERT, a database failure) may or may not have recorded the
 // charge, so the caller retries with the same key, or calls Void, to learn it.
-func (p *Provider) Charge(ctx context.Context, r ChargeRequest) (Charge, error) {
+func (p *Provider) Charge(ctx context.Context, r checkout.ChargeRequest) (checkout.Charge, error) {
 	if err := validate(r); err != nil {
-		return Charge{}, err
+		return checkout.Charge{}, err
 	}
 	c, ok, err := p.Lookup(ctx, r.Key)
 	if err != nil {
-		return Charge{}, err
+		return checkout.Charge{}, err
 	}
 	if ok {
 		if err := checkSame(c, r); err != nil {
-			return Charge{}, err
+			return checkout.Charge{}, err
 		}
 		return c, nil
 	}
 
 	if err := p.wait(ctx); err != nil {
-		return Charge{}, err
+		return checkout.Charge{}, err
 	}
-	outcome := Succeeded
+	outcome := checkout.Succeeded
 	if p.rand() < p.failureRate {
-		outcome = Declined
+		outcome = checkout.Declined
 	}
 	return p.record(ctx, r, outcome)
 }
 
 // Lookup returns the charge recorded under key, if any.
-func (p *Provider) Lookup(ctx context.Context, key string) (Charge, bool, error) {
-	var c Charge
+func (p *Provider) Lookup(ctx context.Context, key string) (checkout.Charge, bool, error) {
+	var c checkout.Charge
 	var outcome string
 	err := p.db.QueryRowContext(ctx, `SELECT charge_id, charge_key, order_id, product_id, amount_cents, outcome, created_at
 		FROM payment_charges WHERE charge_key = ?`, key).
 		Scan(&c.ID, &c.Key, &c.OrderID, &c.ProductID, &c.AmountCents, &outcome, &c.CreatedAt)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return Charge{}, false, nil
+		return checkout.Charge{}, false, nil
 	case err != nil:
-		return Charge{}, false, fmt.Errorf("payment: look up key %q: %w", key, err)
+		return checkout.Charge{}, false, fmt.Errorf("payment: look up key %q: %w", key, err)
 	}
-	c.Outcome = Outcome(outcome)
+	c.Outcome = checkout.Outcome(outcome)
 	c.CreatedAt = c.CreatedAt.UTC()
 	return c, true, nil
 }
@@ -176,35 +140,35 @@ func (p *Provider) Lookup(ctx context.Context, key string) (Charge, bool, error)
 // key's record as it now stands: Succeeded if the charge got there first (the order is paid),
 // otherwise Declined or Voided (nothing was charged). A record for a different order, product
 // or amount is ErrKeyMismatch.
-func (p *Provider) Void(ctx context.Context, key, orderID string, productID, amountCents int64) (Charge, error) {
-	r := ChargeRequest{Key: key, OrderID: orderID, ProductID: productID, AmountCents: amountCents}
+func (p *Provider) Void(ctx context.Context, key, orderID string, productID, amountCents int64) (checkout.Charge, error) {
+	r := checkout.ChargeRequest{Key: key, OrderID: orderID, ProductID: productID, AmountCents: amountCents}
 	if err := validate(r); err != nil {
-		return Charge{}, err
+		return checkout.Charge{}, err
 	}
-	return p.record(ctx, r, Voided)
+	return p.record(ctx, r, checkout.Voided)
 }
 
 // record inserts r with outcome unless its key has a row already, and returns the key's row.
 // INSERT IGNORE, not ON DUPLICATE KEY UPDATE: callers that find the key taken only read it, so
 // concurrent ones take shared locks and never deadlock upgrading them. IGNORE would also turn a
 // bad value into a warning and a mangled row; validate refuses those values beforehand.
-func (p *Provider) record(ctx context.Context, r ChargeRequest, outcome Outcome) (Charge, error) {
+func (p *Provider) record(ctx context.Context, r checkout.ChargeRequest, outcome checkout.Outcome) (checkout.Charge, error) {
 	now := p.now().UTC().Truncate(time.Microsecond)
 	if _, err := p.db.ExecContext(ctx, `INSERT IGNORE INTO payment_charges
 		(charge_key, charge_id, order_id, product_id, amount_cents, outcome, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		r.Key, newChargeID(), r.OrderID, r.ProductID, r.AmountCents, string(outcome), now); err != nil {
-		return Charge{}, fmt.Errorf("payment: record key %q: %w", r.Key, err)
+		return checkout.Charge{}, fmt.Errorf("payment: record key %q: %w", r.Key, err)
 	}
 	c, ok, err := p.Lookup(ctx, r.Key)
 	if err != nil {
-		return Charge{}, err
+		return checkout.Charge{}, err
 	}
 	if !ok { // only a charge_id collision, 96 random bits, could leave no row
-		return Charge{}, fmt.Errorf("payment: record key %q: no row after insert", r.Key)
+		return checkout.Charge{}, fmt.Errorf("payment: record key %q: no row after insert", r.Key)
 	}
 	if err := checkSame(c, r); err != nil {
-		return Charge{}, err
+		return checkout.Charge{}, err
 	}
 	return c, nil
 }
@@ -225,7 +189,7 @@ func (p *Provider) wait(ctx context.Context) error {
 	}
 }
 
-func checkSame(c Charge, r ChargeRequest) error {
+func checkSame(c checkout.Charge, r checkout.ChargeRequest) error {
 	if c.OrderID != r.OrderID || c.ProductID != r.ProductID || c.AmountCents != r.AmountCents {
 		return fmt.Errorf("payment: key %q is order %s, product %d, %d cents; asked for order %s, product %d, %d cents: %w",
 			r.Key, c.OrderID, c.ProductID, c.AmountCents, r.OrderID, r.ProductID, r.AmountCents, ErrKeyMismatch)
@@ -233,7 +197,7 @@ func checkSame(c Charge, r ChargeRequest) error {
 	return nil
 }
 
-func validate(r ChargeRequest) error {
+func validate(r checkout.ChargeRequest) error {
 	switch {
 	case !printable(r.Key, MaxKeyLen):
 		return fmt.Errorf("payment: key %q: must be 1 to %d printable ASCII characters", r.Key, MaxKeyLen)

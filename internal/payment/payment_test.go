@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/seckill-go/seckill-go/internal/checkout"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/payment"
 )
@@ -63,17 +64,17 @@ func rows(tb testing.TB, db *sql.DB, key string) int {
 	return n
 }
 
-func request(key string) payment.ChargeRequest {
-	return payment.ChargeRequest{Key: key, OrderID: "o-" + key, ProductID: 7, AmountCents: 1999}
+func request(key string) checkout.ChargeRequest {
+	return checkout.ChargeRequest{Key: key, OrderID: "o-" + key, ProductID: 7, AmountCents: 1999}
 }
 
 // want is the charge r should have recorded with outcome; its ID is compared apart (random).
-func want(r payment.ChargeRequest, outcome payment.Outcome) payment.Charge {
-	return payment.Charge{Key: r.Key, OrderID: r.OrderID, ProductID: r.ProductID, AmountCents: r.AmountCents,
+func want(r checkout.ChargeRequest, outcome checkout.Outcome) checkout.Charge {
+	return checkout.Charge{Key: r.Key, OrderID: r.OrderID, ProductID: r.ProductID, AmountCents: r.AmountCents,
 		Outcome: outcome, CreatedAt: t0.Truncate(time.Microsecond)}
 }
 
-var ignoreID = cmpopts.IgnoreFields(payment.Charge{}, "ID")
+var ignoreID = cmpopts.IgnoreFields(checkout.Charge{}, "ID")
 
 func TestChargeOutcome(t *testing.T) {
 	t.Parallel()
@@ -82,13 +83,13 @@ func TestChargeOutcome(t *testing.T) {
 		name        string
 		failureRate float64
 		draw        float64
-		want        payment.Outcome
+		want        checkout.Outcome
 	}{
-		{"draw above rate", 0.5, 0.7, payment.Succeeded},
-		{"draw below rate", 0.5, 0.3, payment.Declined},
-		{"draw equals rate", 0.5, 0.5, payment.Succeeded},
-		{"rate 0", 0, 0, payment.Succeeded},
-		{"rate 1", 1, 0.999999, payment.Declined},
+		{"draw above rate", 0.5, 0.7, checkout.Succeeded},
+		{"draw below rate", 0.5, 0.3, checkout.Declined},
+		{"draw equals rate", 0.5, 0.5, checkout.Succeeded},
+		{"rate 0", 0, 0, checkout.Succeeded},
+		{"rate 1", 1, 0.999999, checkout.Declined},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProvider(t, db, payment.Options{Latency: time.Millisecond, FailureRate: tc.failureRate, Rand: newRand(tc.draw).Float64})
@@ -103,7 +104,7 @@ func TestChargeOutcome(t *testing.T) {
 			if !strings.HasPrefix(got.ID, "ch_") || len(got.ID) != 27 {
 				t.Errorf("ID = %q, want ch_ and 24 hex digits", got.ID)
 			}
-			if got.Succeeded() != (tc.want == payment.Succeeded) {
+			if got.Succeeded() != (tc.want == checkout.Succeeded) {
 				t.Errorf("Succeeded() = %v for outcome %s", got.Succeeded(), got.Outcome)
 			}
 			looked, ok, err := p.Lookup(t.Context(), r.Key)
@@ -122,10 +123,10 @@ func TestChargeOutcome(t *testing.T) {
 func TestChargeReplay(t *testing.T) {
 	t.Parallel()
 	db := testDB(t)
-	for _, first := range []payment.Outcome{payment.Succeeded, payment.Declined} {
+	for _, first := range []checkout.Outcome{checkout.Succeeded, checkout.Declined} {
 		t.Run(string(first), func(t *testing.T) {
 			rnd := newRand(0.9)
-			if first == payment.Declined {
+			if first == checkout.Declined {
 				rnd.set(0.1)
 			}
 			p := newProvider(t, db, payment.Options{FailureRate: 0.5, Rand: rnd.Float64})
@@ -164,7 +165,7 @@ func TestChargeConcurrent(t *testing.T) {
 	for k := range 5 {
 		r := request("race-" + string(rune('a'+k)))
 		draws.Store(0)
-		got := make([]payment.Charge, callers)
+		got := make([]checkout.Charge, callers)
 		var wg sync.WaitGroup
 		for i := range callers {
 			wg.Go(func() {
@@ -230,7 +231,7 @@ func TestVoid(t *testing.T) {
 	db := testDB(t)
 	rnd := newRand(0.9)
 	p := newProvider(t, db, payment.Options{FailureRate: 0.5, Rand: rnd.Float64})
-	void := func(t *testing.T, r payment.ChargeRequest) payment.Charge {
+	void := func(t *testing.T, r checkout.ChargeRequest) checkout.Charge {
 		t.Helper()
 		c, err := p.Void(t.Context(), r.Key, r.OrderID, r.ProductID, r.AmountCents)
 		if err != nil {
@@ -238,7 +239,7 @@ func TestVoid(t *testing.T) {
 		}
 		return c
 	}
-	charge := func(t *testing.T, r payment.ChargeRequest) payment.Charge {
+	charge := func(t *testing.T, r checkout.ChargeRequest) checkout.Charge {
 		t.Helper()
 		c, err := p.Charge(t.Context(), r)
 		if err != nil {
@@ -250,7 +251,7 @@ func TestVoid(t *testing.T) {
 	t.Run("before charge", func(t *testing.T) {
 		r := request("void-first")
 		v := void(t, r)
-		if diff := cmp.Diff(want(r, payment.Voided), v, ignoreID); diff != "" {
+		if diff := cmp.Diff(want(r, checkout.Voided), v, ignoreID); diff != "" {
 			t.Errorf("Void (-want +got):\n%s", diff)
 		}
 		if c := charge(t, r); c != v {
@@ -278,7 +279,7 @@ func TestVoid(t *testing.T) {
 		rnd.set(0.1)
 		defer rnd.set(0.9)
 		c := charge(t, r)
-		if c.Outcome != payment.Declined {
+		if c.Outcome != checkout.Declined {
 			t.Fatalf("charge %s, want declined", c.Outcome)
 		}
 		if v := void(t, r); v != c {
@@ -295,7 +296,7 @@ func TestVoidDuringCharge(t *testing.T) {
 	// Draws 0.9: the charge waits 1.4 × 500 ms, and would succeed.
 	p := newProvider(t, db, payment.Options{Latency: 500 * time.Millisecond, FailureRate: 0.5, Rand: newRand(0.9).Float64})
 	r := request("void-during")
-	done := make(chan payment.Charge, 1)
+	done := make(chan checkout.Charge, 1)
 	go func() {
 		c, err := p.Charge(t.Context(), r)
 		if err != nil {
@@ -308,7 +309,7 @@ func TestVoidDuringCharge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Outcome != payment.Voided {
+	if v.Outcome != checkout.Voided {
 		t.Fatalf("Void = %s, want voided (did the charge finish within 100 ms?)", v.Outcome)
 	}
 	if c := <-done; c != v {
@@ -326,11 +327,11 @@ func TestKeyMismatch(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		change func(*payment.ChargeRequest)
+		change func(*checkout.ChargeRequest)
 	}{
-		{"order", func(r *payment.ChargeRequest) { r.OrderID = "another" }},
-		{"product", func(r *payment.ChargeRequest) { r.ProductID++ }},
-		{"amount", func(r *payment.ChargeRequest) { r.AmountCents++ }},
+		{"order", func(r *checkout.ChargeRequest) { r.OrderID = "another" }},
+		{"product", func(r *checkout.ChargeRequest) { r.ProductID++ }},
+		{"amount", func(r *checkout.ChargeRequest) { r.AmountCents++ }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			other := r
@@ -390,16 +391,16 @@ func TestChargeRefuses(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		change func(*payment.ChargeRequest)
+		change func(*checkout.ChargeRequest)
 	}{
-		{"empty key", func(r *payment.ChargeRequest) { r.Key = "" }},
-		{"long key", func(r *payment.ChargeRequest) { r.Key = strings.Repeat("k", payment.MaxKeyLen+1) }},
-		{"key with space", func(r *payment.ChargeRequest) { r.Key = "a b" }},
-		{"non-ASCII key", func(r *payment.ChargeRequest) { r.Key = "clé" }},
-		{"empty order", func(r *payment.ChargeRequest) { r.OrderID = "" }},
-		{"long order", func(r *payment.ChargeRequest) { r.OrderID = strings.Repeat("o", payment.MaxOrderIDLen+1) }},
-		{"product 0", func(r *payment.ChargeRequest) { r.ProductID = 0 }},
-		{"negative amount", func(r *payment.ChargeRequest) { r.AmountCents = -1 }},
+		{"empty key", func(r *checkout.ChargeRequest) { r.Key = "" }},
+		{"long key", func(r *checkout.ChargeRequest) { r.Key = strings.Repeat("k", payment.MaxKeyLen+1) }},
+		{"key with space", func(r *checkout.ChargeRequest) { r.Key = "a b" }},
+		{"non-ASCII key", func(r *checkout.ChargeRequest) { r.Key = "clé" }},
+		{"empty order", func(r *checkout.ChargeRequest) { r.OrderID = "" }},
+		{"long order", func(r *checkout.ChargeRequest) { r.OrderID = strings.Repeat("o", payment.MaxOrderIDLen+1) }},
+		{"product 0", func(r *checkout.ChargeRequest) { r.ProductID = 0 }},
+		{"negative amount", func(r *checkout.ChargeRequest) { r.AmountCents = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := request("k")
