@@ -18,6 +18,8 @@ import (
 	"fmt"
 	randv2 "math/rand/v2"
 	"time"
+
+	"github.com/seckill-go/seckill-go/internal/pause"
 )
 
 // ErrKeyMismatch means the idempotency key is already recorded for another order, product or
@@ -214,15 +216,7 @@ func (p *Provider) wait(ctx context.Context) error {
 	if p.latency == 0 {
 		return ctx.Err()
 	}
-	d := time.Duration(float64(p.latency) * (0.5 + p.rand()))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause.For(ctx, time.Duration(float64(p.latency)*(0.5+p.rand())))
 }
 
 func checkSame(c Charge, r ChargeRequest) error {
