@@ -9,7 +9,7 @@ import (
 
 // MarkPublishedOnce is MarkPublished without its retry on a lock conflict.
 func (s *Store) MarkPublishedOnce(ctx context.Context, ids []int64) error {
-	return s.markPublished(ctx, ids)
+	return s.markOutboxOnce(ctx, reservationsOutbox, ids)
 }
 
 // ConfirmOrdersOnce is ConfirmOrders without its retry on a lock conflict.
