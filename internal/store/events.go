@@ -104,7 +104,7 @@ func (s *Store) TallyEvents(ctx context.Context, eventIDs []int64) (int64, error
 			    events = events + VALUES(events), updated_at = VALUES(updated_at)`,
 			EventPaid, EventExpired, EventCancelled, eventIDs, token).Error
 	})
-	return counted, poisonous(err)
+	return counted, err
 }
 
 // EventTally is what the event consumer has counted for a product: units by the kind of event

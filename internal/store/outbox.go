@@ -248,7 +248,7 @@ func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, er
 		created, err = confirmOrders(tx, orderIDs, s.window)
 		return err
 	})
-	return created, poisonous(err)
+	return created, err
 }
 
 // confirmOrders is one attempt of ConfirmOrders, in tx; each order waits for payment for window

@@ -23,5 +23,5 @@ func (s *Store) ConfirmOrdersOnce(ctx context.Context, orderIDs []string) (int64
 	return n, err
 }
 
-// Poisonous is poisonous, for the table test of what MySQL refuses for its values.
-var Poisonous = poisonous
+// Classify is classify, for the table test of what MySQL refuses for its values.
+var Classify = classify

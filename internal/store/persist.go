@@ -52,7 +52,7 @@ func (s *Store) PersistReservations(ctx context.Context, productID int64, st sal
 		err = fmt.Errorf("%w: %w", sale.ErrPoison, err)
 	}
 	if err != nil {
-		return 0, nil, poisonous(err)
+		return 0, nil, err
 	}
 	return out.inserted, out.refused, nil
 }

@@ -36,7 +36,7 @@ func (s *Store) PersistReturns(ctx context.Context, productID int64, st sale.Str
 		}
 		return tx.Give(ctx, productID, st, epoch, units)
 	})
-	return units, poisonous(err)
+	return units, err
 }
 
 // ReturnedOrders returns the ids of the product's orders whose units are back in its stock
