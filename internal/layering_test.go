@@ -13,9 +13,13 @@ import (
 
 const module = "github.com/seckill-go/seckill-go/internal/"
 
-// domain are the domain packages (internal/<name>): what they may import besides each other and
-// the standard library is nothing.
+// domain are the domain packages (internal/<name>): what they may import besides each other, the
+// standard library and the leaves is nothing.
 var domain = []string{"sale", "board", "checkout", "order"}
+
+// leaves are the packages (internal/<name>) that import nothing but the standard library, so that
+// every package may use them, a domain package included.
+var leaves = []string{"pause"}
 
 // forbidden are the imports no domain package may have: the adapters' libraries, the HTTP
 // framework, the database/sql layer, and this module's adapters.
@@ -54,6 +58,17 @@ func TestDomainImportsNoAdapter(t *testing.T) {
 		for _, imp := range want {
 			if !slices.Contains(got, imp) {
 				t.Errorf("internal/%s no longer imports %s: remove it from pending", name, imp)
+			}
+		}
+	}
+}
+
+// TestLeavesImportOnlyTheStandardLibrary: a leaf stays one.
+func TestLeavesImportOnlyTheStandardLibrary(t *testing.T) {
+	for _, name := range leaves {
+		for _, imp := range importsOf(t, name) {
+			if first, _, _ := strings.Cut(imp, "/"); strings.Contains(first, ".") {
+				t.Errorf("internal/%s imports %s: a leaf imports nothing but the standard library", name, imp)
 			}
 		}
 	}

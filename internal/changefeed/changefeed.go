@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-retry"
 
+	"github.com/seckill-go/seckill-go/internal/pause"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -109,10 +110,8 @@ func (f *Feed) subscribe(ctx context.Context, apply func(sale.Change)) {
 				backoff = retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
 			}
 			wait, _ := backoff.Next()
-			select {
-			case <-ctx.Done():
+			if pause.For(ctx, wait) != nil {
 				return
-			case <-time.After(wait):
 			}
 			continue
 		}

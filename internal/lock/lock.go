@@ -1,8 +1,9 @@
 // Package lock states what seckill-go's distributed locks promise, whatever they are built on
 // (redislock and zklock, the fenced locks of the redis and zk strategies; mysqllock,
 // redisreentrant, redlock, redisnaive and memlock, the lock zoo's): the errors they return and the
-// Lease they hand out. The lock packages know nothing of products or sales; locktest checks every
-// implementation against the same contract.
+// Lease they hand out, and what the locks that poll share (Backoff, NeverLost). The lock packages
+// know nothing of products or sales; locktest checks every implementation against the same
+// contract. This package imports nothing but the standard library and pause.
 //
 // A lock is advisory: a holder that pauses (GC, swap, a slow network) beyond its lease may still
 // believe it holds the lock after someone else got it. That is why every grant carries a fencing
@@ -14,6 +15,11 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/pause"
 )
 
 var (
@@ -88,3 +94,73 @@ func (a adapter[L]) TryAcquire(ctx context.Context, name string) (Lease, error) 
 	}
 	return l, nil
 }
+
+// LeaseTTL returns the TTL a lock's Options ask for: ttl cut to whole units (the lock service's
+// resolution), def when ttl is zero, or an error when it is shorter than least.
+func LeaseTTL(ttl, unit, def, least time.Duration) (time.Duration, error) {
+	t := ttl.Truncate(unit)
+	switch {
+	case ttl == 0:
+		return def, nil
+	case t < least:
+		return 0, fmt.Errorf("TTL %s is shorter than %s", ttl, least)
+	}
+	return t, nil
+}
+
+// NeverLost returns the Lost of a lease that nothing watches (the lock zoo's naive locks, the
+// lock table in naive mode): a channel that is never closed, shared by all of them. Its holder is
+// never told that its lock expired or was taken.
+func NeverLost() <-chan struct{} { return neverLost }
+
+var neverLost = make(chan struct{})
+
+// NoAttempts is the attempt observer of a lock whose Options.OnAttempt was left nil: it observes
+// nothing.
+func NoAttempts(won bool) {}
+
+// Bounds of a Backoff whose Min or Max is left zero.
+const (
+	DefaultMinBackoff = 2 * time.Millisecond
+	DefaultMaxBackoff = 100 * time.Millisecond
+)
+
+// Backoff is how a lock that cannot wake its waiters (they poll) spaces their tries: the sleep
+// between two tries starts at Min and doubles after each lost try up to Max, each drawn from the
+// upper half of its step, so that waiters that lost together do not try again in step.
+type Backoff struct{ Min, Max time.Duration }
+
+// Checked returns b with a zero Min set to DefaultMinBackoff and a zero Max to the larger of
+// DefaultMaxBackoff and Min, or an error if the bounds are negative or crossed.
+func (b Backoff) Checked() (Backoff, error) {
+	if b.Min == 0 {
+		b.Min = DefaultMinBackoff
+	}
+	if b.Max == 0 {
+		b.Max = max(DefaultMaxBackoff, b.Min)
+	}
+	if b.Min < 0 || b.Max < b.Min {
+		return Backoff{}, fmt.Errorf("back-off bounds %s..%s", b.Min, b.Max)
+	}
+	return b, nil
+}
+
+// Start returns the sleeps of one wait, the first one Min's.
+func (b Backoff) Start() Backoffs { return Backoffs{b: b, step: b.Min} }
+
+// Backoffs are the sleeps of one wait through a Backoff. Not safe for concurrent use.
+type Backoffs struct {
+	b    Backoff
+	step time.Duration
+}
+
+// Next returns the next sleep, a draw from the upper half of the current step, and doubles the
+// step up to Max.
+func (w *Backoffs) Next() time.Duration {
+	d := w.step/2 + mrand.N(w.step/2+1)
+	w.step = min(2*w.step, w.b.Max)
+	return d
+}
+
+// Sleep sleeps Next, or until ctx ends: then it returns ctx's error.
+func (w *Backoffs) Sleep(ctx context.Context) error { return pause.For(ctx, w.Next()) }

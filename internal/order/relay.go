@@ -13,6 +13,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/sethvargo/go-retry"
+
+	"github.com/seckill-go/seckill-go/internal/pause"
 )
 
 // Outbox is the reservation table as the relay sees it. ClaimOutboxFrom claims only entries
@@ -277,7 +279,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			wait, _ := backoff.Next()
 			r.log.Warn("relay: publish failed; will retry", "err", err, "backoff", wait)
-			if !sleep(ctx, wait) {
+			if pause.For(ctx, wait) != nil {
 				return nil
 			}
 			continue
@@ -302,7 +304,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.requeue(ctx)
 		}
 		// The outbox was drained a moment ago: let what woke the relay gather with what follows.
-		if !sleep(ctx, time.Until(claimed.Add(r.cfg.ClaimInterval))) {
+		if pause.For(ctx, time.Until(claimed.Add(r.cfg.ClaimInterval))) != nil {
 			return nil
 		}
 	}
@@ -489,19 +491,4 @@ func (r *Relay) requeueUnconfirmed(ctx context.Context, outbox Outbox, m RelayMe
 // most, without jitter. Each call starts a new sequence.
 func outageBackoff() retry.Backoff {
 	return retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
-}
-
-// sleep waits for d or until ctx ends, and reports whether it waited the full d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

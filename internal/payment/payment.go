@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/checkout"
+	"github.com/seckill-go/seckill-go/internal/pause"
 )
 
 // ErrKeyMismatch means the idempotency key is already recorded for another order, product or
@@ -178,15 +179,7 @@ func (p *Provider) wait(ctx context.Context) error {
 	if p.latency == 0 {
 		return ctx.Err()
 	}
-	d := time.Duration(float64(p.latency) * (0.5 + p.rand()))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause.For(ctx, time.Duration(float64(p.latency)*(0.5+p.rand())))
 }
 
 func checkSame(c checkout.Charge, r checkout.ChargeRequest) error {

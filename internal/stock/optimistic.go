@@ -33,6 +33,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/seckill-go/seckill-go/internal/pause"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
@@ -223,12 +224,5 @@ func backOff(ctx context.Context, lost int, deadline time.Time) error {
 	if !deadline.IsZero() {
 		d = min(d, max(0, time.Until(deadline)))
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause.For(ctx, d)
 }

@@ -17,6 +17,11 @@ import (
 // claim, mark and release are the reservation outbox's (outbox.go), over order_events: the same
 // leases, SKIP LOCKED claims and writes by id in ascending order.
 
+// eventsOutbox is the order events' outbox, drained by the event relay.
+var eventsOutbox = newOutbox("order_events", "ix_order_events_outbox",
+	"id, kind, order_id, product_id, user_id, quantity, created_at",
+	"claim order events", "mark order events published", "release order event claims")
+
 var (
 	_ order.EventOutbox  = (*Store)(nil)
 	_ order.EventTallier = (*Store)(nil)
@@ -25,63 +30,30 @@ var (
 // ClaimEvents leases up to limit unpublished order events whose id is at least fromID to owner
 // for lease, oldest first: ClaimOutboxFrom for order_events.
 func (s *Store) ClaimEvents(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]order.LifecycleEvent, error) {
-	var out []order.LifecycleEvent
-	err := s.inTx(ctx, "claim order events", func(tx *gorm.DB) error {
-		out = make([]order.LifecycleEvent, 0, min(limit, 256))
-		rows, err := tx.Raw(`
-			SELECT id, kind, order_id, product_id, user_id, quantity, created_at
-			FROM order_events FORCE INDEX (ix_order_events_outbox)
-			WHERE published_at IS NULL AND parked_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
-			ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, fromID, limit).Rows()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var e order.LifecycleEvent
-			var productID uint64 // see scanOutbox
-			if err := rows.Scan(&e.ID, &e.Kind, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.At); err != nil {
-				return err
-			}
-			e.ProductID, e.Invalid = eventProductID(productID)
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil || len(out) == 0 {
-			return err
-		}
-		ids := make([]int64, len(out))
-		for i, e := range out {
-			ids[i] = e.ID
-		}
-		return tx.Exec(`UPDATE order_events FORCE INDEX (PRIMARY)
-			SET claim_owner = ?, claim_until = NOW(6) + INTERVAL ? MICROSECOND
-			WHERE id IN ?`, owner, lease.Microseconds(), ids).Error
-	})
-	return out, err
+	return claimOutbox(ctx, s, eventsOutbox, owner, lease, limit, fromID, scanEvent,
+		func(e order.LifecycleEvent) int64 { return e.ID })
+}
+
+// scanEvent reads a row of eventsOutbox's columns; a product id beyond an event's range comes
+// back Invalid (see scanOutboxEntry).
+func scanEvent(rows *sql.Rows) (order.LifecycleEvent, error) {
+	var e order.LifecycleEvent
+	var productID uint64
+	if err := rows.Scan(&e.ID, &e.Kind, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.At); err != nil {
+		return order.LifecycleEvent{}, err
+	}
+	e.ProductID, e.Invalid = eventProductID(productID)
+	return e, nil
 }
 
 // MarkEventsPublished records that the broker acknowledged the order events.
 func (s *Store) MarkEventsPublished(ctx context.Context, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.retryLocks(ctx, "mark order events published", func() error {
-		return s.db.WithContext(ctx).Exec(`UPDATE order_events FORCE INDEX (PRIMARY)
-			SET published_at = NOW(6), claim_owner = NULL, claim_until = NULL
-			WHERE id IN ? AND published_at IS NULL`, ids).Error
-	})
+	return s.markOutbox(ctx, eventsOutbox, ids)
 }
 
 // ReleaseEventClaims gives owner's unpublished claims of order events back at once.
 func (s *Store) ReleaseEventClaims(ctx context.Context, owner string, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.retryLocks(ctx, "release order event claims", func() error {
-		return s.db.WithContext(ctx).Exec(`UPDATE order_events FORCE INDEX (PRIMARY)
-			SET claim_owner = NULL, claim_until = NULL
-			WHERE id IN ? AND claim_owner = ? AND published_at IS NULL`, ids, owner).Error
-	})
+	return s.releaseOutbox(ctx, eventsOutbox, owner, ids)
 }
 
 // EventBacklog counts order events waiting to be published (not the parked ones).
@@ -132,7 +104,7 @@ func (s *Store) TallyEvents(ctx context.Context, eventIDs []int64) (int64, error
 			    events = events + VALUES(events), updated_at = VALUES(updated_at)`,
 			EventPaid, EventExpired, EventCancelled, eventIDs, token).Error
 	})
-	return counted, poisonous(err)
+	return counted, err
 }
 
 // EventTally is what the event consumer has counted for a product: units by the kind of event

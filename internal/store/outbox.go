@@ -31,6 +31,96 @@ var (
 	_ order.OrderStore = (*Store)(nil)
 )
 
+// outbox is one outbox table as the relays drain it (reservations, order_events): its rows carry
+// published_at, parked_at, claim_owner and claim_until, and the claims walk an index on
+// (published_at, parked_at, id). Its statements are made once, with its names in them; the ops
+// name its claim, mark and release in errors and logs.
+type outbox struct {
+	claimOp, markOp, releaseOp  string
+	claim, lease, mark, release string
+}
+
+// newOutbox returns the outbox of table, whose claims walk index and read columns.
+func newOutbox(table, index, columns, claimOp, markOp, releaseOp string) *outbox {
+	return &outbox{
+		claimOp: claimOp, markOp: markOp, releaseOp: releaseOp,
+		claim: `SELECT ` + columns + `
+			FROM ` + table + ` FORCE INDEX (` + index + `)
+			WHERE published_at IS NULL AND parked_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
+			ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+		lease: `UPDATE ` + table + ` FORCE INDEX (PRIMARY)
+			SET claim_owner = ?, claim_until = NOW(6) + INTERVAL ? MICROSECOND
+			WHERE id IN ?`,
+		mark: `UPDATE ` + table + ` FORCE INDEX (PRIMARY)
+			SET published_at = NOW(6), claim_owner = NULL, claim_until = NULL
+			WHERE id IN ? AND published_at IS NULL`,
+		release: `UPDATE ` + table + ` FORCE INDEX (PRIMARY)
+			SET claim_owner = NULL, claim_until = NULL
+			WHERE id IN ? AND claim_owner = ? AND published_at IS NULL`,
+	}
+}
+
+// reservationsOutbox is the reservations' outbox, drained by the order relay.
+var reservationsOutbox = newOutbox("reservations", "ix_reservations_outbox",
+	"id, order_id, product_id, user_id, quantity, strategy, created_at",
+	"claim outbox", "mark published", "release claims")
+
+// claimOutbox leases to owner for lease up to limit unpublished, unparked rows of o whose id is at
+// least fromID and whose claim is free or has run out, oldest first, and returns them as scan
+// reads them (a row of o's columns); id is a row's id.
+func claimOutbox[T any](ctx context.Context, s *Store, o *outbox, owner string, lease time.Duration, limit int, fromID int64,
+	scan func(*sql.Rows) (T, error), id func(T) int64) ([]T, error) {
+	var out []T
+	err := s.inTx(ctx, o.claimOp, func(tx *gorm.DB) error {
+		// A locking read returns the latest committed row, so the columns can be read here at
+		// once rather than by a second SELECT after the UPDATE. The index hint keeps the walk on
+		// the unpublished entries: when this SELECT asks for whole rows the optimizer, misled by
+		// statistics taken while the table was young, may read the table in id order from its
+		// first row instead, locking and skipping every published one.
+		out = nil
+		rows, err := tx.Raw(o.claim, fromID, limit).Rows()
+		if err != nil {
+			return err
+		}
+		out, err = scanRows(rows, limit, scan)
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		ids := make([]int64, len(out))
+		for i, e := range out {
+			ids[i] = id(e)
+		}
+		return tx.Exec(o.lease, owner, lease.Microseconds(), ids).Error
+	})
+	return out, err
+}
+
+// markOutbox records that the broker acknowledged the rows of o named by ids.
+func (s *Store) markOutbox(ctx context.Context, o *outbox, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.retryLocks(ctx, o.markOp, func() error {
+		return s.markOutboxOnce(ctx, o, ids)
+	})
+}
+
+// markOutboxOnce is one attempt of markOutbox. The IN list is walked in ascending id order
+// whatever order ids are in.
+func (s *Store) markOutboxOnce(ctx context.Context, o *outbox, ids []int64) error {
+	return s.db.WithContext(ctx).Exec(o.mark, ids).Error
+}
+
+// releaseOutbox gives owner's unpublished claims of the rows of o named by ids back at once.
+func (s *Store) releaseOutbox(ctx context.Context, o *outbox, owner string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.retryLocks(ctx, o.releaseOp, func() error {
+		return s.db.WithContext(ctx).Exec(o.release, ids, owner).Error
+	})
+}
+
 // ClaimOutbox leases up to limit unpublished reservations to owner for lease, oldest first.
 // Relays in several processes may call it at once: SKIP LOCKED hands each of them different rows
 // and never waits for a purchase still inserting, and a claim whose owner died expires after
@@ -43,54 +133,37 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, lease time.Durati
 // on the outbox index, so the claim does not walk the entries published before it, which linger
 // as delete-marked records until InnoDB purges them.
 func (s *Store) ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]order.OutboxEntry, error) {
-	var out []order.OutboxEntry
-	err := s.inTx(ctx, "claim outbox", func(tx *gorm.DB) error {
-		// A locking read returns the latest committed row, so the columns can be read here at
-		// once rather than by a second SELECT after the UPDATE. The index hint keeps the walk on
-		// the unpublished entries: when this SELECT asks for whole rows the optimizer, misled by
-		// statistics taken while the table was young, may read the table in id order from its
-		// first row instead, locking and skipping every published one.
-		rows, err := tx.Raw(`
-			SELECT id, order_id, product_id, user_id, quantity, strategy, created_at
-			FROM reservations FORCE INDEX (ix_reservations_outbox)
-			WHERE published_at IS NULL AND parked_at IS NULL AND id >= ? AND (claim_until IS NULL OR claim_until < NOW(6))
-			ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, fromID, limit).Rows()
-		if err != nil {
-			return err
-		}
-		out, err = scanOutbox(rows, limit)
-		if err != nil || len(out) == 0 {
-			return err
-		}
-		ids := make([]int64, len(out))
-		for i, e := range out {
-			ids[i] = e.ID
-		}
-		return tx.Exec(`UPDATE reservations FORCE INDEX (PRIMARY)
-			SET claim_owner = ?, claim_until = NOW(6) + INTERVAL ? MICROSECOND
-			WHERE id IN ?`, owner, lease.Microseconds(), ids).Error
-	})
-	return out, err
+	return claimOutbox(ctx, s, reservationsOutbox, owner, lease, limit, fromID, scanOutboxEntry,
+		func(e order.OutboxEntry) int64 { return e.ID })
 }
 
-// scanOutbox reads and closes rows of outbox entries. Scanning by hand costs a fraction of
-// gorm's reflection, which was the relay's largest CPU cost after the network. A row whose
-// product id is beyond the event's int64 (the column is unsigned, and nothing but the purchase
-// path's own checks keeps it lower) comes back Invalid rather than failing the scan: a scan error
-// would fail every claim that reaches the row, and stall the relay behind it.
-func scanOutbox(rows *sql.Rows, capacity int) ([]order.OutboxEntry, error) {
+// scanRows reads and closes rows, each with scan. Scanning by hand costs a fraction of gorm's
+// reflection, which was the relay's largest CPU cost after the network.
+func scanRows[T any](rows *sql.Rows, capacity int, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	defer rows.Close()
-	out := make([]order.OutboxEntry, 0, min(capacity, 256))
+	out := make([]T, 0, min(capacity, 256))
 	for rows.Next() {
-		var e order.OutboxEntry
-		var productID uint64
-		if err := rows.Scan(&e.ID, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt); err != nil {
+		v, err := scan(rows)
+		if err != nil {
 			return nil, err
 		}
-		e.ProductID, e.Invalid = eventProductID(productID)
-		out = append(out, e)
+		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// scanOutboxEntry reads a row of reservationsOutbox's columns. A row whose product id is beyond
+// the event's int64 (the column is unsigned, and nothing but the purchase path's own checks keeps
+// it lower) comes back Invalid rather than failing the scan: a scan error would fail every claim
+// that reaches the row, and stall the relay behind it.
+func scanOutboxEntry(rows *sql.Rows) (order.OutboxEntry, error) {
+	var e order.OutboxEntry
+	var productID uint64
+	if err := rows.Scan(&e.ID, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt); err != nil {
+		return order.OutboxEntry{}, err
+	}
+	e.ProductID, e.Invalid = eventProductID(productID)
+	return e, nil
 }
 
 // eventProductID returns a product id column's value as an event's, or why it cannot be one.
@@ -103,33 +176,13 @@ func eventProductID(v uint64) (int64, string) {
 
 // MarkPublished records that the broker acknowledged the entries.
 func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.retryLocks(ctx, "mark published", func() error {
-		return s.markPublished(ctx, ids)
-	})
-}
-
-// markPublished is one attempt of MarkPublished. The IN list is walked in ascending id order
-// whatever order ids are in.
-func (s *Store) markPublished(ctx context.Context, ids []int64) error {
-	return s.db.WithContext(ctx).Exec(`UPDATE reservations FORCE INDEX (PRIMARY)
-		SET published_at = NOW(6), claim_owner = NULL, claim_until = NULL
-		WHERE id IN ? AND published_at IS NULL`, ids).Error
+	return s.markOutbox(ctx, reservationsOutbox, ids)
 }
 
 // ReleaseClaims gives owner's unpublished claims back at once, so that a retry need not wait for
 // the lease to run out.
 func (s *Store) ReleaseClaims(ctx context.Context, owner string, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.retryLocks(ctx, "release claims", func() error {
-		return s.db.WithContext(ctx).Exec(`UPDATE reservations FORCE INDEX (PRIMARY)
-			SET claim_owner = NULL, claim_until = NULL
-			WHERE id IN ? AND claim_owner = ? AND published_at IS NULL`, ids, owner).Error
-	})
+	return s.releaseOutbox(ctx, reservationsOutbox, owner, ids)
 }
 
 // retryLocks runs a single-statement write, and runs it again, up to four times in all, when it
@@ -195,7 +248,7 @@ func (s *Store) ConfirmOrders(ctx context.Context, orderIDs []string) (int64, er
 		created, err = confirmOrders(tx, orderIDs, s.window)
 		return err
 	})
-	return created, poisonous(err)
+	return created, err
 }
 
 // confirmOrders is one attempt of ConfirmOrders, in tx; each order waits for payment for window

@@ -9,7 +9,7 @@ import (
 
 // MarkPublishedOnce is MarkPublished without its retry on a lock conflict.
 func (s *Store) MarkPublishedOnce(ctx context.Context, ids []int64) error {
-	return s.markPublished(ctx, ids)
+	return s.markOutboxOnce(ctx, reservationsOutbox, ids)
 }
 
 // ConfirmOrdersOnce is ConfirmOrders without its retry on a lock conflict.
@@ -23,5 +23,5 @@ func (s *Store) ConfirmOrdersOnce(ctx context.Context, orderIDs []string) (int64
 	return n, err
 }
 
-// Poisonous is poisonous, for the table test of what MySQL refuses for its values.
-var Poisonous = poisonous
+// Classify is classify, for the table test of what MySQL refuses for its values.
+var Classify = classify

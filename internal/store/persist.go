@@ -36,14 +36,9 @@ import (
 func (s *Store) PersistReservations(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64, rs []sale.Reservation) (inserted int, refused []sale.Reservation, err error) {
 	var out persisted
 	err = s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
-		row, err := tx.lockLuaSale(ctx, productID, st)
-		switch {
-		case err != nil:
+		row, err := tx.lockLuaState(ctx, productID, st, epoch, gen)
+		if err != nil {
 			return err
-		case row.SaleEpoch != epoch:
-			return sale.ErrSaleChanged
-		case row.LuaGen != gen:
-			return fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 		}
 		out, err = tx.persist(ctx, productID, row.Stock, rs)
 		return err
@@ -52,7 +47,7 @@ func (s *Store) PersistReservations(ctx context.Context, productID int64, st sal
 		err = fmt.Errorf("%w: %w", sale.ErrPoison, err)
 	}
 	if err != nil {
-		return 0, nil, poisonous(err)
+		return 0, nil, err
 	}
 	return out.inserted, out.refused, nil
 }
@@ -146,6 +141,22 @@ func (t *PurchaseTx) lockLuaSale(ctx context.Context, productID int64, st sale.S
 		return row, sale.ErrNotFound
 	case row.Strategy != string(st):
 		return row, sale.ErrStrategyChanged
+	}
+	return row, nil
+}
+
+// lockLuaState is lockLuaSale for a writer of redis-lua state of epoch and generation gen: it
+// returns sale.ErrSaleChanged when the product is no longer in epoch, or its state no longer of
+// generation gen.
+func (t *PurchaseTx) lockLuaState(ctx context.Context, productID int64, st sale.Strategy, epoch, gen uint64) (productRow, error) {
+	row, err := t.lockLuaSale(ctx, productID, st)
+	switch {
+	case err != nil:
+		return row, err
+	case row.SaleEpoch != epoch:
+		return row, sale.ErrSaleChanged
+	case row.LuaGen != gen:
+		return row, fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 	}
 	return row, nil
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
@@ -22,21 +21,16 @@ func (s *Store) PersistReturns(ctx context.Context, productID int64, st sale.Str
 	var units int
 	err := s.Purchase(ctx, func(ctx context.Context, tx *PurchaseTx) error {
 		units = 0
-		row, err := tx.lockLuaSale(ctx, productID, st)
-		switch {
-		case err != nil:
+		_, err := tx.lockLuaState(ctx, productID, st, epoch, gen)
+		if err != nil {
 			return err
-		case row.SaleEpoch != epoch:
-			return sale.ErrSaleChanged
-		case row.LuaGen != gen:
-			return fmt.Errorf("redis-lua state generation %d of product %d is gone (now %d): %w", gen, productID, row.LuaGen, sale.ErrSaleChanged)
 		}
 		if units, err = tx.MarkReturned(ctx, productID, orderIDs); err != nil || units == 0 {
 			return err
 		}
 		return tx.Give(ctx, productID, st, epoch, units)
 	})
-	return units, poisonous(err)
+	return units, err
 }
 
 // ReturnedOrders returns the ids of the product's orders whose units are back in its stock

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -19,7 +17,7 @@ import (
 
 // rowErrnos are the MySQL errors a statement fails with because of the values it was given: it
 // fails again, the same way, however often it is retried, so a loop isolates the row and parks
-// it (sale.ErrPoison). Any error not listed here is retried as an outage would be: a wrong guess
+// it (classify marks them sale.ErrPoison). Any error not listed here is retried as an outage would be: a wrong guess
 // in that direction stalls one batch, a wrong guess in the other would park good rows.
 var rowErrnos = map[uint16]bool{
 	1048: true, // column cannot be null
@@ -39,15 +37,6 @@ var rowErrnos = map[uint16]bool{
 	1690: true, // value out of range in an expression
 	3819: true, // CHECK constraint violated (MySQL)
 	4025: true, // CHECK constraint violated (MariaDB)
-}
-
-// poisonous wraps err with sale.ErrPoison when MySQL refused the values of the statement; any
-// other error comes back as it is.
-func poisonous(err error) error {
-	if err == nil || errors.Is(err, sale.ErrPoison) || !rowErrnos[mysqlErrno(err)] {
-		return err
-	}
-	return fmt.Errorf("%w: %w", sale.ErrPoison, err)
 }
 
 // ParkOutbox parks reservations the relay can never publish (see order.ParkedEntry): they leave

@@ -38,7 +38,7 @@ func TestPoisonous(t *testing.T) {
 		{context.DeadlineExceeded, false},
 		{nil, false},
 	} {
-		if got := errors.Is(store.Poisonous(c.err), sale.ErrPoison); got != c.poison {
+		if got := errors.Is(store.Classify("op", c.err), sale.ErrPoison); got != c.poison {
 			t.Errorf("%v: poison %v, want %v", c.err, got, c.poison)
 		}
 	}

@@ -208,7 +208,9 @@ func retryable(err error) bool {
 }
 
 // classify turns infrastructure failures into sale.ErrUnavailable so that the HTTP layer answers
-// 503, not 500; domain errors and programming errors pass through unchanged.
+// 503, not 500, and the values MySQL refused (rowErrnos) into sale.ErrPoison, for the loops to
+// park; domain errors and programming errors pass through unchanged. Every transaction's error
+// comes through here (retryConflicts), so nothing needs to mark it again.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil

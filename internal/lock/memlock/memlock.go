@@ -38,7 +38,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -53,8 +52,8 @@ import (
 const (
 	DefaultTTL        = 10 * time.Second
 	DefaultPrefix     = "seckill:memlock:"
-	DefaultMinBackoff = 2 * time.Millisecond
-	DefaultMaxBackoff = 100 * time.Millisecond
+	DefaultMinBackoff = lock.DefaultMinBackoff
+	DefaultMaxBackoff = lock.DefaultMaxBackoff
 	// MaxTTL is memcached's longest relative expiry: a larger number is read as a Unix time.
 	MaxTTL = 30 * 24 * time.Hour
 	// MaxKeyLen is memcached's longest key.
@@ -84,12 +83,12 @@ type Options struct {
 
 // Lock is the Memcached lock. It is safe for concurrent use and runs no goroutine.
 type Lock struct {
-	mc                     *memcache.Client
-	tokens                 Tokens
-	ttl                    int32 // seconds
-	prefix                 string
-	minBackoff, maxBackoff time.Duration
-	onAttempt              func(bool)
+	mc        *memcache.Client
+	tokens    Tokens
+	ttl       int32 // seconds
+	prefix    string
+	backoff   lock.Backoff
+	onAttempt func(bool)
 }
 
 // New returns the lock on mc, which stays the caller's. gomemcache takes no ctx: every call is
@@ -103,8 +102,7 @@ func New(mc *memcache.Client, opts Options) (*Lock, error) {
 	if opts.Tokens == nil {
 		return nil, errors.New("memlock: no Tokens: memcached cannot keep a fencing counter across a restart")
 	}
-	l := &Lock{mc: mc, tokens: opts.Tokens, prefix: opts.Prefix,
-		minBackoff: opts.MinBackoff, maxBackoff: opts.MaxBackoff, onAttempt: opts.OnAttempt}
+	l := &Lock{mc: mc, tokens: opts.Tokens, prefix: opts.Prefix, onAttempt: opts.OnAttempt}
 	ttl := opts.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
@@ -119,17 +117,12 @@ func New(mc *memcache.Client, opts Options) (*Lock, error) {
 	if !legalKeyPart(l.prefix) || len(l.prefix) >= MaxKeyLen {
 		return nil, fmt.Errorf("memlock: prefix %q: memcached keys have no spaces or control characters and at most %d bytes", l.prefix, MaxKeyLen)
 	}
-	if l.minBackoff == 0 {
-		l.minBackoff = DefaultMinBackoff
-	}
-	if l.maxBackoff == 0 {
-		l.maxBackoff = max(DefaultMaxBackoff, l.minBackoff)
-	}
-	if l.minBackoff < 0 || l.maxBackoff < l.minBackoff {
-		return nil, fmt.Errorf("memlock: back-off bounds %s..%s", l.minBackoff, l.maxBackoff)
+	var err error
+	if l.backoff, err = (lock.Backoff{Min: opts.MinBackoff, Max: opts.MaxBackoff}).Checked(); err != nil {
+		return nil, fmt.Errorf("memlock: %w", err)
 	}
 	if l.onAttempt == nil {
-		l.onAttempt = func(bool) {}
+		l.onAttempt = lock.NoAttempts
 	}
 	return l, nil
 }
@@ -172,7 +165,7 @@ func (l *Lock) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if err := l.checkName(name); err != nil {
 		return nil, err
 	}
-	backoff := l.minBackoff
+	backoff := l.backoff.Start()
 	var unreachable error // the last try's, if it did not reach memcached
 	for {
 		if err := ctx.Err(); err != nil {
@@ -192,14 +185,8 @@ func (l *Lock) Acquire(ctx context.Context, name string) (*Lease, error) {
 		default:
 			return nil, fmt.Errorf("memlock: acquire %q: %w", name, err)
 		}
-		sleep := backoff/2 + mrand.N(backoff/2+1)
-		backoff = min(2*backoff, l.maxBackoff)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, l.waitEnded(name, ctx.Err(), unreachable)
-		case <-t.C:
+		if err := backoff.Sleep(ctx); err != nil {
+			return nil, l.waitEnded(name, err, unreachable)
 		}
 	}
 }
@@ -292,15 +279,12 @@ type Lease struct {
 	released atomic.Bool
 }
 
-// neverLost is the Lost of every grant: nothing renews or watches the lock.
-var neverLost = make(chan struct{})
-
 // Token is the grant's fencing token, from Options.Tokens.
 func (g *Lease) Token() uint64 { return g.token }
 
 // Lost is never closed: the holder is not told when its item expired, was evicted, or was
 // forgotten by a restart.
-func (g *Lease) Lost() <-chan struct{} { return neverLost }
+func (g *Lease) Lost() <-chan struct{} { return lock.NeverLost() }
 
 // Release deletes the lock's item, as the write-ups do: with no owner check, so after this
 // grant's expiry, eviction or a restart it deletes the successor's lock if there is one. It

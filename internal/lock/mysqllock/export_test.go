@@ -8,7 +8,7 @@ func StallRenewal(l *Lease) { l.dog.Stall() }
 
 // Settings returns the lease and back-off bounds New chose.
 func Settings(c *Client) (ttl, minBackoff, maxBackoff time.Duration) {
-	return c.ttl, c.minBackoff, c.maxBackoff
+	return c.ttl, c.backoff.Min, c.backoff.Max
 }
 
 // RetryDeadlocks is how Release runs its delete.

@@ -20,9 +20,6 @@ type Lease struct {
 	dog   *watchdog.Watchdog // nil in naive mode: nothing watches the grant
 }
 
-// neverLost is the Lost of a naive grant.
-var neverLost = make(chan struct{})
-
 // newLease returns the grant of row token; sent is when its insert was sent, so the lease runs
 // out at sent+TTL at the latest as the database counts (its expiry was set after that).
 func (c *Client) newLease(ctx context.Context, name string, owner any, token uint64, sent time.Time) *Lease {
@@ -66,7 +63,7 @@ func (l *Lease) Token() uint64 { return l.token }
 // watches the grant, and Lost is never closed.
 func (l *Lease) Lost() <-chan struct{} {
 	if l.dog == nil {
-		return neverLost
+		return lock.NeverLost()
 	}
 	return l.dog.Lost()
 }
@@ -97,13 +94,13 @@ const releaseTries = 10
 // were seen in CI, on a loaded machine, with no pause between them): each failure leaves the lock
 // held until its row expires.
 func retryDeadlocks(ctx context.Context, c *Client, exec func() (sql.Result, error)) (sql.Result, error) {
-	backoff := c.minBackoff
+	backoff := c.backoff.Start()
 	for try := 1; ; try++ {
 		res, err := exec()
 		if mysqlErrNo(err) != errDeadlock || try == releaseTries {
 			return res, err
 		}
-		if serr := c.sleep(ctx, &backoff); serr != nil {
+		if serr := backoff.Sleep(ctx); serr != nil {
 			return res, err
 		}
 	}

@@ -87,7 +87,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -101,8 +100,8 @@ import (
 const (
 	DefaultTable      = "lock_table"
 	DefaultTTL        = 10 * time.Second
-	DefaultMinBackoff = 2 * time.Millisecond
-	DefaultMaxBackoff = 100 * time.Millisecond
+	DefaultMinBackoff = lock.DefaultMinBackoff
+	DefaultMaxBackoff = lock.DefaultMaxBackoff
 	// MinTTL is the shortest lease New accepts: the watchdog renews every TTL/3, one round trip
 	// each.
 	MinTTL = 30 * time.Millisecond
@@ -141,15 +140,14 @@ type Options struct {
 // Client acquires locks in one lock table. It is safe for concurrent use and runs no goroutine of
 // its own: only its leases' watchdogs, which Release stops.
 type Client struct {
-	db         *sql.DB
-	table      string
-	ttl        time.Duration // 0 in naive mode
-	minBackoff time.Duration
-	maxBackoff time.Duration
-	naive      bool
-	onAttempt  func(won bool)
-	log        *slog.Logger
-	q          queries
+	db        *sql.DB
+	table     string
+	ttl       time.Duration // 0 in naive mode
+	backoff   lock.Backoff
+	naive     bool
+	onAttempt func(won bool)
+	log       *slog.Logger
+	q         queries
 }
 
 // queries are the client's statements, with its table's name in them.
@@ -173,27 +171,17 @@ func New(db *sql.DB, opts Options) (*Client, error) {
 	if !tableName.MatchString(c.table) {
 		return nil, fmt.Errorf("mysqllock: table name %q: letters, digits and underscores only, at most 64", c.table)
 	}
+	var err error
 	if !c.naive {
-		c.ttl = opts.TTL.Truncate(time.Microsecond)
-		switch {
-		case opts.TTL == 0:
-			c.ttl = DefaultTTL
-		case c.ttl < MinTTL:
-			return nil, fmt.Errorf("mysqllock: TTL %s is shorter than %s", opts.TTL, MinTTL)
+		if c.ttl, err = lock.LeaseTTL(opts.TTL, time.Microsecond, DefaultTTL, MinTTL); err != nil {
+			return nil, fmt.Errorf("mysqllock: %w", err)
 		}
 	}
-	c.minBackoff, c.maxBackoff = opts.MinBackoff, opts.MaxBackoff
-	if c.minBackoff == 0 {
-		c.minBackoff = DefaultMinBackoff
-	}
-	if c.maxBackoff == 0 {
-		c.maxBackoff = max(DefaultMaxBackoff, c.minBackoff)
-	}
-	if c.minBackoff < 0 || c.maxBackoff < c.minBackoff {
-		return nil, fmt.Errorf("mysqllock: back-off bounds %s..%s", c.minBackoff, c.maxBackoff)
+	if c.backoff, err = (lock.Backoff{Min: opts.MinBackoff, Max: opts.MaxBackoff}).Checked(); err != nil {
+		return nil, fmt.Errorf("mysqllock: %w", err)
 	}
 	if c.onAttempt == nil {
-		c.onAttempt = func(bool) {}
+		c.onAttempt = lock.NoAttempts
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -268,7 +256,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	backoff := c.minBackoff
+	backoff := c.backoff.Start()
 	for {
 		if err := ctx.Err(); err != nil { // database/sql would send the insert anyway
 			return nil, fmt.Errorf("mysqllock: acquire %q: %w: %w", name, lock.ErrTimeout, err)
@@ -282,23 +270,9 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		case reaped:
 			continue // a dead holder's row is gone: try again at once
 		}
-		if err := c.sleep(ctx, &backoff); err != nil {
+		if err := backoff.Sleep(ctx); err != nil {
 			return nil, fmt.Errorf("mysqllock: acquire %q: %w: %w", name, lock.ErrTimeout, err)
 		}
-	}
-}
-
-// sleep waits one step of the jittered exponential back-off (a draw from the upper half of
-// *backoff, which then doubles up to MaxBackoff), or until ctx ends: then it returns ctx's error.
-func (c *Client) sleep(ctx context.Context, backoff *time.Duration) error {
-	t := time.NewTimer(*backoff/2 + mrand.N(*backoff/2+1))
-	defer t.Stop()
-	*backoff = min(2**backoff, c.maxBackoff)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

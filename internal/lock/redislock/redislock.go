@@ -163,12 +163,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("redislock: nil redis client")
 	}
-	ttl := opts.TTL.Truncate(time.Millisecond)
-	switch {
-	case opts.TTL == 0:
-		ttl = DefaultTTL
-	case ttl < MinTTL:
-		return nil, fmt.Errorf("redislock: TTL %s is shorter than %s", opts.TTL, MinTTL)
+	ttl, err := lock.LeaseTTL(opts.TTL, time.Millisecond, DefaultTTL, MinTTL)
+	if err != nil {
+		return nil, fmt.Errorf("redislock: %w", err)
 	}
 	recheck := opts.Recheck
 	switch {

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"time"
 
@@ -35,8 +34,8 @@ const (
 	DefaultTTL          = 10 * time.Second
 	DefaultSetNXPrefix  = "seckill:setnx:"
 	DefaultGetSetPrefix = "seckill:getset:"
-	DefaultMinBackoff   = 2 * time.Millisecond
-	DefaultMaxBackoff   = 100 * time.Millisecond
+	DefaultMinBackoff   = lock.DefaultMinBackoff
+	DefaultMaxBackoff   = lock.DefaultMaxBackoff
 )
 
 // Options configures a lock of this package. The zero value is valid.
@@ -67,39 +66,30 @@ var ErrAbandoned = errors.New("redisnaive: holder died between SETNX and EXPIRE"
 
 // base is what both locks share: the client, the key names, the back-off and the token counter.
 type base struct {
-	rdb                    redis.UniversalClient
-	ttl                    time.Duration
-	prefix                 string
-	minBackoff, maxBackoff time.Duration
-	onAttempt              func(bool)
+	rdb       redis.UniversalClient
+	ttl       time.Duration
+	prefix    string
+	backoff   lock.Backoff
+	onAttempt func(bool)
 }
 
 func newBase(rdb redis.UniversalClient, opts Options, defaultPrefix string) (base, error) {
 	if rdb == nil {
 		return base{}, errors.New("redisnaive: nil Redis client")
 	}
-	b := base{rdb: rdb, ttl: opts.TTL.Truncate(time.Millisecond), prefix: opts.Prefix,
-		minBackoff: opts.MinBackoff, maxBackoff: opts.MaxBackoff, onAttempt: opts.OnAttempt}
-	if opts.TTL == 0 {
-		b.ttl = DefaultTTL
-	}
-	if b.ttl < time.Millisecond {
-		return base{}, fmt.Errorf("redisnaive: TTL %s is shorter than a millisecond", opts.TTL)
+	b := base{rdb: rdb, prefix: opts.Prefix, onAttempt: opts.OnAttempt}
+	var err error
+	if b.ttl, err = lock.LeaseTTL(opts.TTL, time.Millisecond, DefaultTTL, time.Millisecond); err != nil {
+		return base{}, fmt.Errorf("redisnaive: %w", err)
 	}
 	if b.prefix == "" {
 		b.prefix = defaultPrefix
 	}
-	if b.minBackoff == 0 {
-		b.minBackoff = DefaultMinBackoff
-	}
-	if b.maxBackoff == 0 {
-		b.maxBackoff = max(DefaultMaxBackoff, b.minBackoff)
-	}
-	if b.minBackoff < 0 || b.maxBackoff < b.minBackoff {
-		return base{}, fmt.Errorf("redisnaive: back-off bounds %s..%s", b.minBackoff, b.maxBackoff)
+	if b.backoff, err = (lock.Backoff{Min: opts.MinBackoff, Max: opts.MaxBackoff}).Checked(); err != nil {
+		return base{}, fmt.Errorf("redisnaive: %w", err)
 	}
 	if b.onAttempt == nil {
-		b.onAttempt = func(bool) {}
+		b.onAttempt = lock.NoAttempts
 	}
 	return b, nil
 }
@@ -127,7 +117,7 @@ func (b *base) wait(ctx context.Context, name string, try func(context.Context, 
 	if name == "" {
 		return nil, errors.New("redisnaive: empty lock name")
 	}
-	backoff := b.minBackoff
+	backoff := b.backoff.Start()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("redisnaive: acquire %q: %w: %w", name, lock.ErrTimeout, err)
@@ -144,14 +134,8 @@ func (b *base) wait(ctx context.Context, name string, try func(context.Context, 
 			}
 			return nil, fmt.Errorf("redisnaive: acquire %q: %w", name, err)
 		}
-		sleep := backoff/2 + mrand.N(backoff/2+1)
-		backoff = min(2*backoff, b.maxBackoff)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("redisnaive: acquire %q: %w: %w", name, lock.ErrTimeout, ctx.Err())
-		case <-t.C:
+		if err := backoff.Sleep(ctx); err != nil {
+			return nil, fmt.Errorf("redisnaive: acquire %q: %w: %w", name, lock.ErrTimeout, err)
 		}
 	}
 }
@@ -190,14 +174,11 @@ type Lease struct {
 	release func(ctx context.Context) error
 }
 
-// neverLost is the Lost of every grant: nothing renews or watches a naive lock.
-var neverLost = make(chan struct{})
-
 // Token is the grant's fencing token, from the name's counter.
 func (l *Lease) Token() uint64 { return l.token }
 
 // Lost is never closed: the holder is not told when its lock expired or was taken.
-func (l *Lease) Lost() <-chan struct{} { return neverLost }
+func (l *Lease) Lost() <-chan struct{} { return lock.NeverLost() }
 
 // Release deletes the lock's key (see each lock for when). It returns lock.ErrNotHeld if there
 // was no key to delete.

@@ -134,12 +134,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("redisreentrant: nil redis client")
 	}
-	ttl := opts.TTL.Truncate(time.Millisecond)
-	switch {
-	case opts.TTL == 0:
-		ttl = DefaultTTL
-	case ttl < MinTTL:
-		return nil, fmt.Errorf("redisreentrant: TTL %s is shorter than %s", opts.TTL, MinTTL)
+	ttl, err := lock.LeaseTTL(opts.TTL, time.Millisecond, DefaultTTL, MinTTL)
+	if err != nil {
+		return nil, fmt.Errorf("redisreentrant: %w", err)
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
@@ -149,8 +146,12 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	onAttempt := opts.OnAttempt
+	if onAttempt == nil {
+		onAttempt = lock.NoAttempts
+	}
 	return &Client{
-		id: rand.Text(), rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: opts.OnAttempt, publish: publishCommand(rdb),
+		id: rand.Text(), rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: onAttempt, publish: publishCommand(rdb),
 		recheck: min(max(ttl/10, 100*time.Millisecond), time.Second),
 		holds:   map[holdKey]*hold{}, subs: map[string]*sub{},
 	}, nil
@@ -346,9 +347,7 @@ func (c *Client) try(ctx context.Context, k lockKeys, who caller) (*Lease, time.
 		return nil, 0, fmt.Errorf("acquire script returned %v", res)
 	}
 	won := res[0] > 0
-	if c.onAttempt != nil {
-		c.onAttempt(won)
-	}
+	c.onAttempt(won)
 	if !won {
 		return nil, time.Duration(res[1]) * time.Millisecond, nil
 	}

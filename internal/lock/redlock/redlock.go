@@ -71,7 +71,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -85,8 +84,8 @@ const (
 	DefaultTTL           = 10 * time.Second
 	DefaultPrefix        = "seckill:redlock:"
 	DefaultServerTimeout = 50 * time.Millisecond
-	DefaultMinBackoff    = 2 * time.Millisecond
-	DefaultMaxBackoff    = 100 * time.Millisecond
+	DefaultMinBackoff    = lock.DefaultMinBackoff
+	DefaultMaxBackoff    = lock.DefaultMaxBackoff
 	DefaultDriftFactor   = 0.01
 	// MinTTL is the shortest TTL New accepts: Redis expires keys in milliseconds, and the drift
 	// allowance alone is 2 ms.
@@ -125,14 +124,14 @@ type Options struct {
 // Client acquires locks on a set of independent Redis servers. It is safe for concurrent use;
 // it runs goroutines only inside its calls, and a Lease's expiry timer.
 type Client struct {
-	servers                []redis.UniversalClient
-	quorum                 int
-	ttl, drift             time.Duration
-	prefix                 string
-	serverTimeout          time.Duration
-	minBackoff, maxBackoff time.Duration
-	onAttempt              func(bool)
-	tokens                 Tokens
+	servers       []redis.UniversalClient
+	quorum        int
+	ttl, drift    time.Duration
+	prefix        string
+	serverTimeout time.Duration
+	backoff       lock.Backoff
+	onAttempt     func(bool)
+	tokens        Tokens
 }
 
 // New returns a Redlock client over servers, one client per independent Redis server (an odd
@@ -154,14 +153,12 @@ func New(servers []redis.UniversalClient, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		servers: servers, quorum: len(servers)/2 + 1,
-		ttl: opts.TTL.Truncate(time.Millisecond), prefix: opts.Prefix, serverTimeout: opts.ServerTimeout,
-		minBackoff: opts.MinBackoff, maxBackoff: opts.MaxBackoff, onAttempt: opts.OnAttempt, tokens: opts.Tokens,
+		prefix: opts.Prefix, serverTimeout: opts.ServerTimeout,
+		onAttempt: opts.OnAttempt, tokens: opts.Tokens,
 	}
-	if opts.TTL == 0 {
-		c.ttl = DefaultTTL
-	}
-	if c.ttl < MinTTL {
-		return nil, fmt.Errorf("redlock: TTL %s is shorter than %s", opts.TTL, MinTTL)
+	var err error
+	if c.ttl, err = lock.LeaseTTL(opts.TTL, time.Millisecond, DefaultTTL, MinTTL); err != nil {
+		return nil, fmt.Errorf("redlock: %w", err)
 	}
 	factor := opts.DriftFactor
 	if factor == 0 {
@@ -183,17 +180,11 @@ func New(servers []redis.UniversalClient, opts Options) (*Client, error) {
 	case c.serverTimeout < 0:
 		return nil, fmt.Errorf("redlock: negative server timeout %s", c.serverTimeout)
 	}
-	if c.minBackoff == 0 {
-		c.minBackoff = DefaultMinBackoff
-	}
-	if c.maxBackoff == 0 {
-		c.maxBackoff = max(DefaultMaxBackoff, c.minBackoff)
-	}
-	if c.minBackoff < 0 || c.maxBackoff < c.minBackoff {
-		return nil, fmt.Errorf("redlock: back-off bounds %s..%s", c.minBackoff, c.maxBackoff)
+	if c.backoff, err = (lock.Backoff{Min: opts.MinBackoff, Max: opts.MaxBackoff}).Checked(); err != nil {
+		return nil, fmt.Errorf("redlock: %w", err)
 	}
 	if c.onAttempt == nil {
-		c.onAttempt = func(bool) {}
+		c.onAttempt = lock.NoAttempts
 	}
 	return c, nil
 }
@@ -216,7 +207,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if name == "" {
 		return nil, errors.New("redlock: empty lock name")
 	}
-	backoff := c.minBackoff
+	backoff := c.backoff.Start()
 	unreachable := false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -236,14 +227,8 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 		default:
 			return nil, fmt.Errorf("redlock: acquire %q: %w", name, err)
 		}
-		sleep := backoff/2 + mrand.N(backoff/2+1)
-		backoff = min(2*backoff, c.maxBackoff)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, c.waitEnded(name, unreachable, ctx.Err())
-		case <-t.C:
+		if err := backoff.Sleep(ctx); err != nil {
+			return nil, c.waitEnded(name, unreachable, err)
 		}
 	}
 }
