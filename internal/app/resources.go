@@ -85,19 +85,7 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 
-	redisconn.SetLogger(log)
-	// One dial attempt and one retry per call: go-redis's defaults (5 dials, 3 retries) spent
-	// 1.7 s on the call that found a stopped Redis, and the lock fails fast only from then on.
-	r.rdb = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
-		DialTimeout: time.Second, DialerRetries: 1, MaxRetries: 1,
-	})
-	r.onClose(func() { r.rdb.Close() })
-	r.liveRDB = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
-		PoolSize: cfg.Live.RedisPool, PipelinePoolSize: 2, MaxRetries: -1, DialerRetries: 1,
-		DialTimeout: 2 * cfg.Live.RedisTimeout, ReadTimeout: cfg.Live.RedisTimeout, WriteTimeout: cfg.Live.RedisTimeout,
-		ContextTimeoutEnabled: true,
-	})
-	r.onClose(func() { r.liveRDB.Close() })
+	r.openRedis()
 	if r.redisLocks, err = redislock.New(r.rdb, redislock.Options{TTL: cfg.Sale.LockTTL, Logger: log.With("component", "redislock")}); err != nil {
 		return nil, err
 	}
@@ -136,6 +124,39 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 	}
 	r.onClose(r.zk.Close)
 
+	r.openKafka(ctx)
+	r.metrics = metrics.New()
+	r.metrics.CollectStock(r.store)
+	if r.persister != nil {
+		r.metrics.CountRedisLuaRefused(r.persister.Refused)
+	}
+	return r, nil
+}
+
+// openRedis makes the two Redis clients: rdb, for the locks and the change feed, and liveRDB,
+// for the storefront's live figures. Neither dials before its first use.
+func (r *resources) openRedis() {
+	cfg := r.cfg
+	redisconn.SetLogger(r.log)
+	// One dial attempt and one retry per call: go-redis's defaults (5 dials, 3 retries) spent
+	// 1.7 s on the call that found a stopped Redis, and the lock fails fast only from then on.
+	r.rdb = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
+		DialTimeout: time.Second, DialerRetries: 1, MaxRetries: 1,
+	})
+	r.onClose(func() { r.rdb.Close() })
+	r.liveRDB = redisconn.Open(cfg.Redis.Topology, redis.UniversalOptions{
+		PoolSize: cfg.Live.RedisPool, PipelinePoolSize: 2, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 2 * cfg.Live.RedisTimeout, ReadTimeout: cfg.Live.RedisTimeout, WriteTimeout: cfg.Live.RedisTimeout,
+		ContextTimeoutEnabled: true,
+	})
+	r.onClose(func() { r.liveRDB.Close() })
+}
+
+// openKafka records where the orders and their lifecycle events go, and creates both topics if
+// they are missing. A broker that is away does not stop the start: the relay retries and /readyz
+// reports the broker until it is back.
+func (r *resources) openKafka(ctx context.Context) {
+	cfg := r.cfg
 	r.kafka = order.KafkaConfig{
 		Brokers:    cfg.Kafka.Brokers,
 		Topic:      cfg.Kafka.Topic,
@@ -144,16 +165,9 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 	}
 	for _, t := range []order.KafkaConfig{r.kafka, r.kafka.Lifecycle()} {
 		if err := order.EnsureTopic(ctx, t); err != nil {
-			// Not fatal: the relay retries and /readyz reports the broker until it is back.
-			log.Warn("could not ensure the Kafka topic; continuing", "topic", t.Topic, "err", err)
+			r.log.Warn("could not ensure the Kafka topic; continuing", "topic", t.Topic, "err", err)
 		}
 	}
-	r.metrics = metrics.New()
-	r.metrics.CollectStock(r.store)
-	if r.persister != nil {
-		r.metrics.CountRedisLuaRefused(r.persister.Refused)
-	}
-	return r, nil
 }
 
 func (r *resources) onClose(f func()) { r.closers = append(r.closers, f) }

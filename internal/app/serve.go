@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/config"
 	"github.com/seckill-go/seckill-go/internal/httpapi"
 	"github.com/seckill-go/seckill-go/internal/livestats"
+	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/ratelimit"
@@ -86,42 +87,15 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	wake := func() {}
 	lifecycle := r.metrics.RegisterLifecycle()
 	if cfg.Run.Relay {
-		w, events := order.NewWriter(log, r.kafka), order.NewWriter(log, r.kafka.Lifecycle())
-		r.onClose(func() {
-			for _, w := range []io.Closer{w, events} {
-				if err := w.Close(); err != nil {
-					log.Warn("kafka writer close", "err", err)
-				}
-			}
-		})
-		relay, err := order.NewRelay(log.With("component", "relay"), r.store, w, r.metrics, order.RelayConfig{Owner: cfg.InstanceID})
-		if err != nil {
+		var err error
+		if wake, err = r.buildRelays(lifecycle, p); err != nil {
 			return nil, err
 		}
-		wake = relay.Wake
-		if r.persister != nil {
-			r.persister.SetPersisted(relay.Wake)
-		}
-		// Nothing wakes the event relay: an order event waits for its next poll, 250 ms at most.
-		eventRelay, err := order.NewEventRelay(log.With("component", "event-relay"), r.store, events, lifecycle, order.RelayConfig{Owner: cfg.InstanceID})
-		if err != nil {
-			return nil, err
-		}
-		p.back = append(p.back, relay.Run, eventRelay.Run)
 	}
 	if cfg.Run.Consumer {
-		c, err := order.NewConsumer(log.With("component", "consumer"), r.kafka, r.store, r.metrics)
-		if err != nil {
+		if err := r.buildConsumers(lifecycle, fp, p); err != nil {
 			return nil, err
 		}
-		if fp.consumerAfterCommit != nil {
-			c.SetAfterConfirm(fp.consumerAfterCommit)
-		}
-		ec, err := order.NewEventConsumer(log.With("component", "event-consumer"), r.kafka.Lifecycle(), r.store, lifecycle)
-		if err != nil {
-			return nil, err
-		}
-		p.back = append(p.back, c.Run, ec.Run)
 	}
 	if r.persister != nil {
 		p.back = append(p.back, func(ctx context.Context) error {
@@ -155,7 +129,66 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 		}
 		p.back = append(p.back, w)
 	}
-	h, err := httpapi.New(deps, httpapi.Config{
+	h, err := httpapi.New(deps, r.apiConfig())
+	if err != nil {
+		return nil, err
+	}
+	p.handler = h
+	return p, nil
+}
+
+// buildRelays makes the outbox's relays, each over a Kafka writer of its own: the orders' relay,
+// which a reservation wakes (it returns that wake-up), and the order events' relay, which polls.
+func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake func(), err error) {
+	cfg, log := r.cfg, r.log
+	w, events := order.NewWriter(log, r.kafka), order.NewWriter(log, r.kafka.Lifecycle())
+	r.onClose(func() {
+		for _, w := range []io.Closer{w, events} {
+			if err := w.Close(); err != nil {
+				log.Warn("kafka writer close", "err", err)
+			}
+		}
+	})
+	relay, err := order.NewRelay(log.With("component", "relay"), r.store, w, r.metrics, order.RelayConfig{Owner: cfg.InstanceID})
+	if err != nil {
+		return nil, err
+	}
+	if r.persister != nil {
+		r.persister.SetPersisted(relay.Wake)
+	}
+	// Nothing wakes the event relay: an order event waits for its next poll, 250 ms at most.
+	eventRelay, err := order.NewEventRelay(log.With("component", "event-relay"), r.store, events, lifecycle, order.RelayConfig{Owner: cfg.InstanceID})
+	if err != nil {
+		return nil, err
+	}
+	p.back = append(p.back, relay.Run, eventRelay.Run)
+	return relay.Wake, nil
+}
+
+// buildConsumers makes the consumers of the orders' topic (it confirms the orders) and of the
+// order events' topic, with the consumer's test failpoint armed, if any.
+func (r *resources) buildConsumers(lifecycle *metrics.Lifecycle, fp failpoints, p *parts) error {
+	log := r.log
+	c, err := order.NewConsumer(log.With("component", "consumer"), r.kafka, r.store, r.metrics)
+	if err != nil {
+		return err
+	}
+	if fp.consumerAfterCommit != nil {
+		c.SetAfterConfirm(fp.consumerAfterCommit)
+	}
+	ec, err := order.NewEventConsumer(log.With("component", "event-consumer"), r.kafka.Lifecycle(), r.store, lifecycle)
+	if err != nil {
+		return err
+	}
+	p.back = append(p.back, c.Run, ec.Run)
+	return nil
+}
+
+// apiConfig is the HTTP API's configuration: the ops endpoints only, unless this process serves
+// the API.
+func (r *resources) apiConfig() httpapi.Config {
+	cfg := r.cfg
+	return httpapi.Config{
 		AdminToken:           cfg.AdminToken,
 		TrustedProxies:       prefixStrings(cfg.Limits.TrustedProxies),
 		RateExempt:           cfg.Limits.Exempt,
@@ -171,12 +204,7 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 			Heartbeat: cfg.Read.Heartbeat,
 			MinGap:    cfg.Read.StreamMinGap,
 		},
-	})
-	if err != nil {
-		return nil, err
 	}
-	p.handler = h
-	return p, nil
 }
 
 // buildCheckout makes the order lifecycle's service (pay, cancel) over the simulated payment
@@ -252,36 +280,11 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	if err != nil {
 		return err
 	}
-	board, err := redisboard.NewBoard(r.liveRDB, 0)
+	token, err := r.buyerTokens(deps)
 	if err != nil {
 		return err
 	}
-	targets := cfg.Stampede.Peers
-	if len(targets) == 0 {
-		targets = []string{selfURL(self)}
-	}
-	token, err := stampedeTokens(cfg.Buyer.Tokens)
-	if err != nil {
-		return err
-	}
-	if cfg.Buyer.Tokens.Enabled() && token == nil {
-		log.Warn("buyer tokens are verified with a public key: a stampede cannot sign its buyers' tokens, and their purchases will be refused (401)")
-	}
-	if cfg.Buyer.Tokens.Enabled() {
-		if deps.Buyers, err = buyer.NewVerifier(cfg.Buyer.Tokens); err != nil {
-			return err
-		}
-	}
-	runner, err := stampede.New(log.With("component", "stampede"), stampede.Options{
-		Targets:   targets,
-		MaxBuyers: cfg.Stampede.MaxBuyers,
-		Board:     board,
-		Token:     token,
-	})
-	if err != nil {
-		return err
-	}
-	launcher, err := stampede.NewLauncher(runner, svc)
+	runner, launcher, err := r.buildStampedes(self, token, svc)
 	if err != nil {
 		return err
 	}
@@ -294,6 +297,56 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 		})
 	})
 	return nil
+}
+
+// buyerTokens has the API verify buyer tokens when purchases need one, and returns what signs the
+// tokens of a stampede's buyers: nil when purchases need none, or when the tokens are verified
+// with a public key and this replica cannot sign them (it warns: the stampede's purchases will be
+// refused).
+func (r *resources) buyerTokens(deps *httpapi.Deps) (func(string) (string, error), error) {
+	cfg := r.cfg
+	token, err := stampedeTokens(cfg.Buyer.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Buyer.Tokens.Enabled() && token == nil {
+		r.log.Warn("buyer tokens are verified with a public key: a stampede cannot sign its buyers' tokens, and their purchases will be refused (401)")
+	}
+	if cfg.Buyer.Tokens.Enabled() {
+		if deps.Buyers, err = buyer.NewVerifier(cfg.Buyer.Tokens); err != nil {
+			return nil, err
+		}
+	}
+	return token, nil
+}
+
+// buildStampedes makes the admin's demo stampedes: the runner, which sends its buyers to the
+// configured peers (this replica's own address, self, when there are none) with their tokens
+// from token, its progress kept in Redis, and the launcher that starts it on svc's products.
+func (r *resources) buildStampedes(self net.Addr, token func(string) (string, error), svc *sale.Service) (*stampede.Runner, *stampede.Launcher, error) {
+	cfg := r.cfg
+	board, err := redisboard.NewBoard(r.liveRDB, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	targets := cfg.Stampede.Peers
+	if len(targets) == 0 {
+		targets = []string{selfURL(self)}
+	}
+	runner, err := stampede.New(r.log.With("component", "stampede"), stampede.Options{
+		Targets:   targets,
+		MaxBuyers: cfg.Stampede.MaxBuyers,
+		Board:     board,
+		Token:     token,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	launcher, err := stampede.NewLauncher(runner, svc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return runner, launcher, nil
 }
 
 // buildReads makes the read side: the board every public read is answered from (the products

@@ -110,51 +110,19 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	if d.AdminThrottle == nil {
 		d.AdminThrottle = NewMemoryThrottle(ThrottleConfig{}, d.Now)
 	}
-	strategies, err := toStrategiesJSON(d.Strategies)
-	if err != nil {
-		return nil, err
-	}
 	if d.StreamMetrics == nil {
 		d.StreamMetrics = nopStreamMetrics{}
 	}
 	cfg.Streams.defaults()
+	h, err := newHandlers(d, cfg)
+	if err != nil {
+		return nil, err
+	}
 	setGinMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
-
-	h := &handlers{
-		log:       d.Log,
-		sales:     d.Sales,
-		orders:    d.Orders,
-		stampedes: d.Stampedes,
-		live:      d.Live,
-		board:     d.Board,
-		streams: &streams{
-			cfg: cfg.Streams, exempt: cfg.RateExempt, closing: d.Closing, metrics: d.StreamMetrics,
-			byClient: map[string]int{},
-		},
-		buyers:         d.Buyers,
-		ready:          cfg.Ready,
-		topology:       cfg.Topology,
-		now:            d.Now,
-		strategies:     strategies,
-		strategiesBody: newTagged(mustJSON(strategies)),
+	r, err := newRouter(d, cfg, h)
+	if err != nil {
+		return nil, err
 	}
-	r := gin.New()
-	r.HandleMethodNotAllowed = true
-	r.ContextWithFallback = true
-	// One spelling per path: gin's redirect of /path/ to /path answered before any middleware,
-	// in HTML, without the request id or the security headers.
-	r.RedirectTrailingSlash = false
-	// gin trusts every peer's X-Forwarded-For by default; only the configured proxies' count.
-	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
-		return nil, fmt.Errorf("httpapi: trusted proxies: %w", err)
-	}
-	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
-	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.
-	r.Use(requestID(), secureHeaders, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitHeader, h.limitBody(cfg.MaxBodyBytes))
-	r.NoRoute(func(c *gin.Context) { abortJSON(c, http.StatusNotFound, codeNotFound, "no such endpoint") })
-	r.NoMethod(func(c *gin.Context) {
-		abortJSON(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this endpoint")
-	})
 
 	// get serves HEAD wherever it serves GET: net/http drops the body of a HEAD answer.
 	get := func(g gin.IRoutes, path string, hs ...gin.HandlerFunc) {
@@ -197,6 +165,56 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	}
 	get(r, "/", files.serve(func(*gin.Context) string { return "index.html" }))
 	get(r, "/static/*filepath", files.serve(func(c *gin.Context) string { return strings.TrimPrefix(c.Param("filepath"), "/") }))
+	return r, nil
+}
+
+// newHandlers makes the handlers over d's collaborators, with the strategies' listing encoded
+// once: every request of it is answered with the same bytes.
+func newHandlers(d Deps, cfg Config) (*handlers, error) {
+	strategies, err := toStrategiesJSON(d.Strategies)
+	if err != nil {
+		return nil, err
+	}
+	return &handlers{
+		log:       d.Log,
+		sales:     d.Sales,
+		orders:    d.Orders,
+		stampedes: d.Stampedes,
+		live:      d.Live,
+		board:     d.Board,
+		streams: &streams{
+			cfg: cfg.Streams, exempt: cfg.RateExempt, closing: d.Closing, metrics: d.StreamMetrics,
+			byClient: map[string]int{},
+		},
+		buyers:         d.Buyers,
+		ready:          cfg.Ready,
+		topology:       cfg.Topology,
+		now:            d.Now,
+		strategies:     strategies,
+		strategiesBody: newTagged(mustJSON(strategies)),
+	}, nil
+}
+
+// newRouter makes the gin engine without its routes: the middleware every request passes
+// through, and the API's JSON answers for a path or a method it does not serve.
+func newRouter(d Deps, cfg Config, h *handlers) (*gin.Engine, error) {
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	// One spelling per path: gin's redirect of /path/ to /path answered before any middleware,
+	// in HTML, without the request id or the security headers.
+	r.RedirectTrailingSlash = false
+	// gin trusts every peer's X-Forwarded-For by default; only the configured proxies' count.
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("httpapi: trusted proxies: %w", err)
+	}
+	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
+	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.
+	r.Use(requestID(), secureHeaders, observe(d.Log, d.HTTPMetrics), recovery(d.Log), h.limitHeader, h.limitBody(cfg.MaxBodyBytes))
+	r.NoRoute(func(c *gin.Context) { abortJSON(c, http.StatusNotFound, codeNotFound, "no such endpoint") })
+	r.NoMethod(func(c *gin.Context) {
+		abortJSON(c, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this endpoint")
+	})
 	return r, nil
 }
 

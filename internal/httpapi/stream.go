@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -126,47 +127,92 @@ var (
 
 // events serves the event stream of the listed products, or of one (?product_id=N).
 func (h *handlers) events(c *gin.Context) {
-	var only int64
-	if q, ok := c.GetQuery("product_id"); ok {
-		id, ok := parseID(q)
-		if !ok {
-			h.respondError(c, errProductID("product_id"))
-			return
-		}
-		only = id
-	}
-	snap, ok := h.snapshot(c)
+	snap, only, ok := h.streamSubject(c)
 	if !ok {
-		return
-	}
-	if _, ok := snap.Item(only); only != 0 && !ok {
-		h.respondError(c, sale.ErrNotFound)
 		return
 	}
 	client := c.ClientIP()
 	if err := h.streams.acquire(client); err != nil {
-		status, code, wait := http.StatusServiceUnavailable, sale.CodeUnavailable, "2"
-		if errors.Is(err, errClientStreams) {
-			status, code, wait = http.StatusTooManyRequests, sale.CodeRateLimited, "10"
-		}
-		c.Writer.Header()["Retry-After"] = []string{wait}
-		abortJSON(c, status, string(code), err.Error())
+		refuseStream(c, err)
 		return
 	}
 	defer h.streams.release(client)
 
+	s := h.startStream(c, snap, only)
+	s.run(c.Request.Context())
+}
+
+// streamSubject reads what a stream is of: the current snapshot, and the one product asked for
+// (?product_id=N), or 0 for every listed product. It answers the request itself, and returns
+// false, when the id is malformed or unknown or the board has not loaded yet.
+func (h *handlers) streamSubject(c *gin.Context) (snap *board.Snapshot, only int64, ok bool) {
+	if q, ok := c.GetQuery("product_id"); ok {
+		id, ok := parseID(q)
+		if !ok {
+			h.respondError(c, errProductID("product_id"))
+			return nil, 0, false
+		}
+		only = id
+	}
+	snap, ok = h.snapshot(c)
+	if !ok {
+		return nil, 0, false
+	}
+	if _, ok := snap.Item(only); only != 0 && !ok {
+		h.respondError(c, sale.ErrNotFound)
+		return nil, 0, false
+	}
+	return snap, only, true
+}
+
+// refuseStream answers a stream that a limit refused (err, from streams.acquire): 429 for the
+// client's own limit, 503 for the replica's, each with the wait before trying again.
+func refuseStream(c *gin.Context, err error) {
+	status, code, wait := http.StatusServiceUnavailable, sale.CodeUnavailable, "2"
+	if errors.Is(err, errClientStreams) {
+		status, code, wait = http.StatusTooManyRequests, sale.CodeRateLimited, "10"
+	}
+	c.Writer.Header()["Retry-After"] = []string{wait}
+	abortJSON(c, status, string(code), err.Error())
+}
+
+// eventStream is one open event stream: where it writes, what it last sent (the sequence of the
+// snapshot it was last brought up to) and when, and the change it waits for.
+type eventStream struct {
+	streams *streams
+	board   Board
+	w       gin.ResponseWriter
+	rc      *http.ResponseController
+	only    int64
+	buf     []byte
+	last    uint64
+	changed <-chan struct{} // nil while a gap timer is armed: it writes then
+	// lastWrite is when the stream was last written to; deadline, the write deadline set then.
+	lastWrite, deadline time.Time
+}
+
+// startStream answers the request with the stream's headers and prepares its first write: how
+// long a client waits before reconnecting (random, so that the viewers of a replica that goes
+// away do not all come back in the same instant), then either what changed since the client's
+// Last-Event-ID or everything.
+func (h *handlers) startStream(c *gin.Context, snap *board.Snapshot, only int64) *eventStream {
 	w := c.Writer
 	hd := w.Header()
 	hd["Content-Type"] = eventStreamType
 	hd["X-Accel-Buffering"] = noBuffering // nginx: pass each event on at once
-	// The writes renew their deadline: the server's WriteTimeout, counted from the request, would
-	// cut every stream at the same age.
-	rc := http.NewResponseController(w)
+	s := &eventStream{
+		streams: h.streams,
+		board:   h.board,
+		w:       w,
+		// The writes renew their deadline: the server's WriteTimeout, counted from the request,
+		// would cut every stream at the same age.
+		rc:      http.NewResponseController(w),
+		only:    only,
+		last:    snap.Seq,
+		changed: snap.Changed(),
+	}
 	c.Status(http.StatusOK)
 
-	// The first write: how long a client waits before reconnecting (random, so that the viewers
-	// of a replica that goes away do not all come back in the same instant), then either what
-	// changed since the client's Last-Event-ID or everything.
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, "retry: "...)
 	buf = strconv.AppendInt(buf, int64(1000+rand.IntN(2000)), 10)
@@ -176,74 +222,83 @@ func (h *handlers) events(c *gin.Context) {
 	} else {
 		buf = appendSnapshot(buf, snap, only)
 	}
-	ctx := c.Request.Context()
-	var (
-		lastWrite, deadline time.Time
-		last                = snap.Seq
-		changed             = snap.Changed() // nil while a gap timer is armed: it writes then
-		gap                 = time.NewTimer(time.Hour)
-	)
+	s.buf = buf
+	return s
+}
+
+// run writes the stream's first events, then the changes as they come, and a comment when the
+// stream has been silent for half a heartbeat, until the request ends, the replica begins to shut
+// down or a write fails.
+func (s *eventStream) run(ctx context.Context) {
+	gap := time.NewTimer(time.Hour)
 	gap.Stop()
 	defer gap.Stop()
-	jitter := func() time.Duration {
-		if half := h.streams.cfg.MinGap / 2; half > 0 {
-			return rand.N(half)
-		}
-		return 0
-	}
-	write := func(b []byte, events int) bool {
-		now := time.Now()
-		if deadline.Sub(now) < streamWriteTimeout/2 { // renewed once in a while, not per write
-			deadline = now.Add(streamWriteTimeout)
-			_ = rc.SetWriteDeadline(deadline)
-		}
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		if err := rc.Flush(); err != nil {
-			return false
-		}
-		lastWrite = now
-		h.streams.metrics.StreamWritten(events)
-		return true
-	}
-	// catchUp writes what changed since the last write, from the current snapshot.
-	catchUp := func() bool {
-		snap = h.board.Snapshot()
-		var n int
-		buf, n = appendChanges(buf[:0], snap, last, only)
-		last, changed = snap.Seq, snap.Changed()
-		return n == 0 || write(buf, n)
-	}
-	if !write(buf, 1) {
+	if !s.write(s.buf, 1) {
 		return
 	}
+	cfg := s.streams.cfg
 	// Checked twice per heartbeat: a stream is never silent much longer than one.
-	beat := time.NewTicker(h.streams.cfg.Heartbeat / 2)
+	beat := time.NewTicker(cfg.Heartbeat / 2)
 	defer beat.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.streams.closing:
+		case <-s.streams.closing:
 			return
 		case <-beat.C:
-			if time.Since(lastWrite) >= h.streams.cfg.Heartbeat/2 && !write(pingComment, 0) {
+			if time.Since(s.lastWrite) >= cfg.Heartbeat/2 && !s.write(pingComment, 0) {
 				return
 			}
-		case <-changed:
+		case <-s.changed:
 			// The change waits for the gap since the last write to pass, and so do the ones after
 			// it: then one write carries them all. And for a moment of the stream's own: every
 			// stream of the replica wakes on the same snapshot, and written all at once they would
 			// hold the replica's CPU for tens of milliseconds, purchases queued behind them.
-			changed = nil
-			gap.Reset(max(time.Until(lastWrite.Add(h.streams.cfg.MinGap)), 0) + jitter())
+			s.changed = nil
+			gap.Reset(max(time.Until(s.lastWrite.Add(cfg.MinGap)), 0) + s.jitter())
 		case <-gap.C:
-			if !catchUp() {
+			if !s.catchUp() {
 				return
 			}
 		}
 	}
+}
+
+// jitter is the stream's own moment of delay before a write of changes, up to half the gap.
+func (s *eventStream) jitter() time.Duration {
+	if half := s.streams.cfg.MinGap / 2; half > 0 {
+		return rand.N(half)
+	}
+	return 0
+}
+
+// write sends b, events events, and reports whether it reached the client's connection.
+func (s *eventStream) write(b []byte, events int) bool {
+	now := time.Now()
+	if s.deadline.Sub(now) < streamWriteTimeout/2 { // renewed once in a while, not per write
+		s.deadline = now.Add(streamWriteTimeout)
+		_ = s.rc.SetWriteDeadline(s.deadline)
+	}
+	if _, err := s.w.Write(b); err != nil {
+		return false
+	}
+	if err := s.rc.Flush(); err != nil {
+		return false
+	}
+	s.lastWrite = now
+	s.streams.metrics.StreamWritten(events)
+	return true
+}
+
+// catchUp writes what changed since the last write, from the current snapshot, and waits for
+// that snapshot's next change.
+func (s *eventStream) catchUp() bool {
+	snap := s.board.Snapshot()
+	var n int
+	s.buf, n = appendChanges(s.buf[:0], snap, s.last, s.only)
+	s.last, s.changed = snap.Seq, snap.Changed()
+	return n == 0 || s.write(s.buf, n)
 }
 
 // resumeFrom reads a Last-Event-ID ("<board>.<seq>") and returns its sequence when it is of

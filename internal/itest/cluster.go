@@ -48,34 +48,11 @@ type Cluster struct {
 func RedisCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	tb.Helper()
 	Integration(tb)
-	if opts.Masters == 0 {
-		opts.Masters = 3
-	}
-	switch {
-	case opts.Replicas == 0:
-		opts.Replicas = 1
-	case opts.Replicas < 0:
-		opts.Replicas = 0
-	}
-	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = time.Second
-	}
+	opts.defaults()
 	start := time.Now()
 	c := &Cluster{tb: tb, ids: map[*Server]string{}, opts: opts}
 	for range opts.Masters * (1 + opts.Replicas) {
-		port := strconv.Itoa(clusterPort(tb))
-		dir := tb.TempDir()
-		args := []string{"redis-server", "--bind", "127.0.0.1", "--port", port, "--daemonize", "no",
-			"--dir", dir, "--save", "", "--repl-diskless-sync-delay", "0",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
-			"--cluster-replica-validity-factor", "0"}
-		if opts.AppendOnly {
-			args = append(args, "--appendonly", "yes", "--appendfsync", "always")
-		} else {
-			args = append(args, "--appendonly", "no")
-		}
-		c.nodes = append(c.nodes, startServer(tb, "redis-server (cluster)", port, args...))
+		c.nodes = append(c.nodes, startClusterNode(tb, opts))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -125,6 +102,41 @@ func RedisCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	tb.Logf("redis cluster of %d masters × %d replicas up in %s: %v", opts.Masters, opts.Replicas,
 		time.Since(start).Round(time.Millisecond), c.Addrs())
 	return c
+}
+
+// defaults fills in the zero fields as ClusterOptions documents them.
+func (o *ClusterOptions) defaults() {
+	if o.Masters == 0 {
+		o.Masters = 3
+	}
+	switch {
+	case o.Replicas == 0:
+		o.Replicas = 1
+	case o.Replicas < 0:
+		o.Replicas = 0
+	}
+	if o.NodeTimeout == 0 {
+		o.NodeTimeout = time.Second
+	}
+}
+
+// startClusterNode starts one cluster-enabled redis-server on a free port, with a directory of
+// its own that keeps its nodes.conf (and, with opts.AppendOnly, its data) across a restart.
+func startClusterNode(tb testing.TB, opts ClusterOptions) *Server {
+	tb.Helper()
+	port := strconv.Itoa(clusterPort(tb))
+	dir := tb.TempDir()
+	args := []string{"redis-server", "--bind", "127.0.0.1", "--port", port, "--daemonize", "no",
+		"--dir", dir, "--save", "", "--repl-diskless-sync-delay", "0",
+		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
+		"--cluster-replica-validity-factor", "0"}
+	if opts.AppendOnly {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	return startServer(tb, "redis-server (cluster)", port, args...)
 }
 
 // clusterPort returns a free port whose cluster bus port (port+10000) is free too.

@@ -209,6 +209,15 @@ func (s *Shared) Allow(ctx context.Context, key string) (bool, time.Duration) {
 			close(asking)
 		}()
 	}
+	return s.askRedis(ctx, sh, h, key, now)
+}
+
+// askRedis decides key (hashed to h, in shard sh) with one call to the shared limit: it takes a
+// lease of up to Lease tokens, one of them spent now, or keeps Redis's refusal for as long as it
+// holds, so that the key's next requests are answered here. When the call fails, the local
+// limiter decides, alone for FallbackFor: a Redis that is away is not asked on every request.
+func (s *Shared) askRedis(ctx context.Context, sh *leaseShard, h uint64, key string, now time.Time) (bool, time.Duration) {
+	t := now.UnixNano()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	res, err := s.rr.AllowAtMost(rctx, s.opts.Name+":"+key, s.limit, s.opts.Lease)
 	cancel()

@@ -274,25 +274,35 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool,
 				return nil, fmt.Errorf("watch %s: %w", watched, err)
 			}
 		}
-		select {
-		case ev := <-watch:
-			if c.hooks.watchFired != nil {
-				c.hooks.watchFired(watched, ev)
-			}
-			if ev.Type == zk.EventNotWatching {
-				return nil, fmt.Errorf("watch %s: %w", watched, ev.Err)
-			}
-			wakes++
-			h.wake()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-c.unreachableCh():
-			// No grant can come without a session; the queue position is given up with the
-			// node, so that the caller hears of the outage now, not when its wait runs out.
-			return nil, fmt.Errorf("watch %s: %w", watched, errNoSession)
-		case <-c.done:
-			return nil, ErrClosed
+		if err := c.awaitWatch(ctx, watched, watch); err != nil {
+			return nil, err
 		}
+		wakes++
+		h.wake()
+	}
+}
+
+// awaitWatch sleeps until watch, set on watched, fires: the waiter then looks at the queue again.
+// It returns an error instead when the watch is dropped, ctx ends, the session is lost or the
+// client closes: a waiter must not sleep on a watch that can no longer fire.
+func (c *Client) awaitWatch(ctx context.Context, watched string, watch <-chan zk.Event) error {
+	select {
+	case ev := <-watch:
+		if c.hooks.watchFired != nil {
+			c.hooks.watchFired(watched, ev)
+		}
+		if ev.Type == zk.EventNotWatching {
+			return fmt.Errorf("watch %s: %w", watched, ev.Err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.unreachableCh():
+		// No grant can come without a session; the queue position is given up with the
+		// node, so that the caller hears of the outage now, not when its wait runs out.
+		return fmt.Errorf("watch %s: %w", watched, errNoSession)
+	case <-c.done:
+		return ErrClosed
 	}
 }
 

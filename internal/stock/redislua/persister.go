@@ -294,47 +294,7 @@ func (p position) String() string {
 // it: an entry the script did not write, and a reservation or return whose values MySQL refuses.
 // Parked, it is still in MySQL, with everything needed to write it once fixed: no unit is lost.
 func (p *Persister) write(ctx context.Context, productID int64, stream string, msgs []redis.XMessage) (int, error) {
-	open := map[origin]*group{} // the group each origin's entries go to now
-	var order []*group
-	var malformed []sale.Parked
-	var malformedIDs []string
-	for _, m := range msgs {
-		var o origin
-		var rs []sale.Reservation
-		var ret sale.ClosedOrder
-		var err error
-		if isReturn(m) {
-			ret, o.epoch, o.gen, err = returnEntry(productID, m)
-			o.ret = true
-		} else if rs, o.gen, err = reservations(productID, p.o.Strategy, m); err == nil {
-			o.epoch = rs[0].Epoch
-		}
-		if err != nil {
-			malformed = append(malformed, p.parked(stream, position{id: m.ID}, productID, "", fieldsJSON(m.Values), err))
-			malformedIDs = append(malformedIDs, m.ID)
-			continue
-		}
-		g, ok := open[o]
-		if !ok || len(g.rs) > 0 && len(g.rs)+len(rs) > int(p.o.Batch) {
-			g = &group{origin: o}
-			open[o] = g
-			order = append(order, g)
-		}
-		if o.ret {
-			g.rets = append(g.rets, ret)
-			g.at = append(g.at, position{id: m.ID})
-		} else {
-			g.rs = append(g.rs, rs...)
-			for i := range rs {
-				line := i + 1
-				if len(rs) == 1 {
-					line = 0
-				}
-				g.at = append(g.at, position{id: m.ID, line: line})
-			}
-		}
-		g.ids = append(g.ids, m.ID)
-	}
+	order, malformed, malformedIDs := p.groupEntries(productID, stream, msgs)
 	settled := 0
 	if len(malformed) > 0 {
 		if err := p.park(ctx, malformed); err != nil {
@@ -380,6 +340,52 @@ func (p *Persister) write(ctx context.Context, productID int64, stream string, m
 		settled += len(g.ids)
 	}
 	return settled, nil
+}
+
+// groupEntries sorts msgs, in stream order, into the groups write commits one transaction each:
+// by kind and by the epoch and generation of the state that made them, at most Batch
+// reservations a group, an entry never split. The entries that cannot be read are returned
+// apart, to be parked, with their ids.
+func (p *Persister) groupEntries(productID int64, stream string, msgs []redis.XMessage) (order []*group, malformed []sale.Parked, malformedIDs []string) {
+	open := map[origin]*group{} // the group each origin's entries go to now
+	for _, m := range msgs {
+		var o origin
+		var rs []sale.Reservation
+		var ret sale.ClosedOrder
+		var err error
+		if isReturn(m) {
+			ret, o.epoch, o.gen, err = returnEntry(productID, m)
+			o.ret = true
+		} else if rs, o.gen, err = reservations(productID, p.o.Strategy, m); err == nil {
+			o.epoch = rs[0].Epoch
+		}
+		if err != nil {
+			malformed = append(malformed, p.parked(stream, position{id: m.ID}, productID, "", fieldsJSON(m.Values), err))
+			malformedIDs = append(malformedIDs, m.ID)
+			continue
+		}
+		g, ok := open[o]
+		if !ok || len(g.rs) > 0 && len(g.rs)+len(rs) > int(p.o.Batch) {
+			g = &group{origin: o}
+			open[o] = g
+			order = append(order, g)
+		}
+		if o.ret {
+			g.rets = append(g.rets, ret)
+			g.at = append(g.at, position{id: m.ID})
+		} else {
+			g.rs = append(g.rs, rs...)
+			for i := range rs {
+				line := i + 1
+				if len(rs) == 1 {
+					line = 0
+				}
+				g.at = append(g.at, position{id: m.ID, line: line})
+			}
+		}
+		g.ids = append(g.ids, m.ID)
+	}
+	return order, malformed, malformedIDs
 }
 
 // persistReservations writes g's reservations. A batch MySQL refuses for a value
