@@ -145,7 +145,7 @@ func TestReaperKeepsLiveMembers(t *testing.T) {
 	reaps := startReaper(t, cluster, testReapInterval)
 	admin := newAdmin(t, addr)
 
-	// The app's consumer settings (internal/order/consumer.go).
+	// The app's consumer settings (internal/orderqueue/consumer.go).
 	const readers = 3
 	for range readers {
 		newGroupReader(t, addr, 10*time.Second, 10*time.Second, 2*time.Second)

@@ -20,7 +20,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/lock/tokens"
 	"github.com/seckill-go/seckill-go/internal/lock/zklock"
 	"github.com/seckill-go/seckill-go/internal/metrics"
-	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
@@ -57,7 +57,7 @@ type resources struct {
 	// MySQL (nil when this process runs none).
 	luaSales  *redislua.Sale
 	persister *redislua.Persister
-	kafka     order.KafkaConfig
+	kafka     orderqueue.KafkaConfig
 	metrics   *metrics.Metrics
 	// strategies are the served strategies' own objects (before any combining), made once: the
 	// deductors and the returners are both read from them.
@@ -157,14 +157,14 @@ func (r *resources) openRedis() {
 // reports the broker until it is back.
 func (r *resources) openKafka(ctx context.Context) {
 	cfg := r.cfg
-	r.kafka = order.KafkaConfig{
+	r.kafka = orderqueue.KafkaConfig{
 		Brokers:    cfg.Kafka.Brokers,
 		Topic:      cfg.Kafka.Topic,
 		GroupID:    cfg.Kafka.GroupID,
 		Partitions: cfg.Kafka.Partitions,
 	}
-	for _, t := range []order.KafkaConfig{r.kafka, r.kafka.Lifecycle()} {
-		if err := order.EnsureTopic(ctx, t); err != nil {
+	for _, t := range []orderqueue.KafkaConfig{r.kafka, r.kafka.Lifecycle()} {
+		if err := orderqueue.EnsureTopic(ctx, t); err != nil {
 			r.log.Warn("could not ensure the Kafka topic; continuing", "topic", t.Topic, "err", err)
 		}
 	}

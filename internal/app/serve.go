@@ -23,7 +23,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/httpapi"
 	"github.com/seckill-go/seckill-go/internal/livestats"
 	"github.com/seckill-go/seckill-go/internal/metrics"
-	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/ratelimit"
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -141,7 +141,7 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 // which a reservation wakes (it returns that wake-up), and the order events' relay, which polls.
 func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake func(), err error) {
 	cfg, log := r.cfg, r.log
-	w, events := order.NewWriter(log, r.kafka), order.NewWriter(log, r.kafka.Lifecycle())
+	w, events := orderqueue.NewWriter(log, r.kafka), orderqueue.NewWriter(log, r.kafka.Lifecycle())
 	r.onClose(func() {
 		for _, w := range []io.Closer{w, events} {
 			if err := w.Close(); err != nil {
@@ -149,7 +149,7 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 			}
 		}
 	})
-	relay, err := order.NewRelay(log.With("component", "relay"), r.store, w, r.metrics, order.RelayConfig{Owner: cfg.InstanceID})
+	relay, err := orderqueue.NewRelay(log.With("component", "relay"), r.store, w, r.metrics, orderqueue.RelayConfig{Owner: cfg.InstanceID})
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 		r.persister.SetPersisted(relay.Wake)
 	}
 	// Nothing wakes the event relay: an order event waits for its next poll, 250 ms at most.
-	eventRelay, err := order.NewEventRelay(log.With("component", "event-relay"), r.store, events, lifecycle, order.RelayConfig{Owner: cfg.InstanceID})
+	eventRelay, err := orderqueue.NewEventRelay(log.With("component", "event-relay"), r.store, events, lifecycle, orderqueue.RelayConfig{Owner: cfg.InstanceID})
 	if err != nil {
 		return nil, err
 	}
@@ -169,14 +169,14 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 // order events' topic, with the consumer's test failpoint armed, if any.
 func (r *resources) buildConsumers(lifecycle *metrics.Lifecycle, fp failpoints, p *parts) error {
 	log := r.log
-	c, err := order.NewConsumer(log.With("component", "consumer"), r.kafka, r.store, r.metrics)
+	c, err := orderqueue.NewConsumer(log.With("component", "consumer"), r.kafka, r.store, r.metrics)
 	if err != nil {
 		return err
 	}
 	if fp.consumerAfterCommit != nil {
 		c.SetAfterConfirm(fp.consumerAfterCommit)
 	}
-	ec, err := order.NewEventConsumer(log.With("component", "event-consumer"), r.kafka.Lifecycle(), r.store, lifecycle)
+	ec, err := orderqueue.NewEventConsumer(log.With("component", "event-consumer"), r.kafka.Lifecycle(), r.store, lifecycle)
 	if err != nil {
 		return err
 	}
@@ -401,7 +401,7 @@ func (r *resources) checks() map[string]httpapi.Check {
 		"mysql":     r.store.Ping,
 		"redis":     func(ctx context.Context) error { return r.rdb.Ping(ctx).Err() },
 		"zookeeper": r.zk.Ping,
-		"kafka":     func(ctx context.Context) error { return order.Ping(ctx, r.kafka) },
+		"kafka":     func(ctx context.Context) error { return orderqueue.Ping(ctx, r.kafka) },
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/redisconn"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
@@ -144,14 +144,14 @@ func Store(tb testing.TB) (*store.Store, string) {
 
 // Topic creates a Kafka topic of its own for this test and returns its config, with a group id
 // of its own too.
-func Topic(tb testing.TB, partitions int) order.KafkaConfig {
+func Topic(tb testing.TB, partitions int) orderqueue.KafkaConfig {
 	tb.Helper()
 	Integration(tb)
 	name := "seckill.test." + Suffix(10)
-	cfg := order.KafkaConfig{Brokers: KafkaBrokers, Topic: name, GroupID: name + ".orders", Partitions: partitions}
+	cfg := orderqueue.KafkaConfig{Brokers: KafkaBrokers, Topic: name, GroupID: name + ".orders", Partitions: partitions}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := order.EnsureTopic(ctx, cfg); err != nil {
+	if err := orderqueue.EnsureTopic(ctx, cfg); err != nil {
 		tb.Fatalf("create Kafka topic (%s): %v", hint, err)
 	}
 	return cfg

@@ -22,11 +22,6 @@ var eventsOutbox = newOutbox("order_events", "ix_order_events_outbox",
 	"id, kind, order_id, product_id, user_id, quantity, created_at",
 	"claim order events", "mark order events published", "release order event claims")
 
-var (
-	_ order.EventOutbox  = (*Store)(nil)
-	_ order.EventTallier = (*Store)(nil)
-)
-
 // ClaimEvents leases up to limit unpublished order events whose id is at least fromID to owner
 // for lease, oldest first: ClaimOutboxFrom for order_events.
 func (s *Store) ClaimEvents(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]order.LifecycleEvent, error) {

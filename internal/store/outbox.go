@@ -26,11 +26,6 @@ import (
 // statement's REPEATABLE READ takes next-key locks on that index, whose gaps are where every
 // purchase inserts its new (NULL, id) entries.
 
-var (
-	_ order.Outbox     = (*Store)(nil)
-	_ order.OrderStore = (*Store)(nil)
-)
-
 // outbox is one outbox table as the relays drain it (reservations, order_events): its rows carry
 // published_at, parked_at, claim_owner and claim_until, and the claims walk an index on
 // (published_at, parked_at, id). Its statements are made once, with its names in them; the ops

@@ -1,4 +1,4 @@
-package order_test
+package orderqueue_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/metrics"
-	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
@@ -26,8 +26,8 @@ func TestConsumerDiesBetweenCommits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	w := order.NewWriter(itest.Logger(), kcfg)
-	relay, err := order.NewRelay(itest.Logger(), st, w, metrics.New(), order.RelayConfig{Owner: "relay"})
+	w := orderqueue.NewWriter(itest.Logger(), kcfg)
+	relay, err := orderqueue.NewRelay(itest.Logger(), st, w, metrics.New(), orderqueue.RelayConfig{Owner: "relay"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestConsumerDiesBetweenCommits(t *testing.T) {
 	})
 
 	first := &recordingStore{Store: st}
-	dying, err := order.NewConsumer(itest.Logger(), kcfg, first, metrics.New())
+	dying, err := orderqueue.NewConsumer(itest.Logger(), kcfg, first, metrics.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestConsumerDiesBetweenCommits(t *testing.T) {
 	}
 
 	second := &recordingStore{Store: st}
-	next, err := order.NewConsumer(itest.Logger(), kcfg, second, metrics.New())
+	next, err := orderqueue.NewConsumer(itest.Logger(), kcfg, second, metrics.New())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package order_test
+package orderqueue_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
@@ -29,7 +30,7 @@ import (
 func TestLifecycleEventsTalliedOnce(t *testing.T) {
 	st, _ := itest.Store(t)
 	kcfg := itest.Topic(t, 1).Lifecycle()
-	if err := order.EnsureTopic(context.Background(), kcfg); err != nil {
+	if err := orderqueue.EnsureTopic(context.Background(), kcfg); err != nil {
 		t.Fatal(err)
 	}
 	p := newProduct(t, st, 50)
@@ -39,8 +40,8 @@ func TestLifecycleEventsTalliedOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	published := &countPublished{Lifecycle: metrics.New().RegisterLifecycle()}
-	w := order.NewWriter(itest.Logger(), kcfg)
-	relay, err := order.NewEventRelay(itest.Logger(), st, w, published, order.RelayConfig{Owner: "relay", Poll: 20 * time.Millisecond})
+	w := orderqueue.NewWriter(itest.Logger(), kcfg)
+	relay, err := orderqueue.NewEventRelay(itest.Logger(), st, w, published, orderqueue.RelayConfig{Owner: "relay", Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestLifecycleEventsTalliedOnce(t *testing.T) {
 	checkMessage(t, st, kcfg)
 
 	first := &recordingTallier{Store: st}
-	dying, err := order.NewEventConsumer(itest.Logger(), kcfg, first, metrics.New().RegisterLifecycle())
+	dying, err := orderqueue.NewEventConsumer(itest.Logger(), kcfg, first, metrics.New().RegisterLifecycle())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestLifecycleEventsTalliedOnce(t *testing.T) {
 	}
 
 	second := &recordingTallier{Store: st}
-	next, err := order.NewEventConsumer(itest.Logger(), kcfg, second, metrics.New().RegisterLifecycle())
+	next, err := orderqueue.NewEventConsumer(itest.Logger(), kcfg, second, metrics.New().RegisterLifecycle())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func closeOrders(t *testing.T, st *store.Store, p sale.Product, n int) store.Eve
 
 // checkMessage reads a message of the lifecycle topic: its order event as JSON, keyed by the
 // order id.
-func checkMessage(t *testing.T, st *store.Store, kcfg order.KafkaConfig) {
+func checkMessage(t *testing.T, st *store.Store, kcfg orderqueue.KafkaConfig) {
 	t.Helper()
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: kcfg.Brokers, Topic: kcfg.Topic, GroupID: kcfg.GroupID + ".peek",
 		StartOffset: kafka.FirstOffset})

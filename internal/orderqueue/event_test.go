@@ -1,10 +1,12 @@
-package order
+package orderqueue
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill-go/internal/order"
 )
 
 // TestDecodeOrderID: the consumer reads the order id of the events the relay writes, and refuses
@@ -46,7 +48,7 @@ func TestDecodeOrderID(t *testing.T) {
 // TestDecodeEventID: the event consumer reads the event id of the messages the event relay
 // writes, and refuses what names no event.
 func TestDecodeEventID(t *testing.T) {
-	written, err := json.Marshal(LifecycleEvent{ID: 42, Kind: "order.paid", OrderID: "o-1", ProductID: 3, UserID: "u",
+	written, err := json.Marshal(order.LifecycleEvent{ID: 42, Kind: "order.paid", OrderID: "o-1", ProductID: 3, UserID: "u",
 		Quantity: 1, At: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package order_test
+package orderqueue_test
 
 import (
 	"cmp"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
@@ -102,9 +103,9 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 	defer stop()
 	if pipeline {
 		for i, st := range stores {
-			w := order.NewWriter(itest.Logger(), kcfg)
-			relay, err := order.NewRelay(itest.Logger(), &countingOutbox{Outbox: st, rec: rec}, &countingWriter{w, rec}, rec,
-				order.RelayConfig{
+			w := orderqueue.NewWriter(itest.Logger(), kcfg)
+			relay, err := orderqueue.NewRelay(itest.Logger(), &countingOutbox{Outbox: st, rec: rec}, &countingWriter{w, rec}, rec,
+				orderqueue.RelayConfig{
 					Owner:         fmt.Sprintf("relay-%d", i),
 					Batch:         envInt("SECKILL_BURST_RELAY_BATCH", 0),
 					ClaimInterval: time.Duration(envInt("SECKILL_BURST_CLAIM_INTERVAL_MS", 0)) * time.Millisecond,
@@ -112,7 +113,7 @@ func runBurst(b *testing.B, cfg burstConfig, pipeline bool) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			consumer, err := order.NewConsumer(itest.Logger(), kcfg, &countingOrders{OrderStore: st, rec: rec}, rec)
+			consumer, err := orderqueue.NewConsumer(itest.Logger(), kcfg, &countingOrders{OrderStore: st, rec: rec}, rec)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -372,7 +373,7 @@ func (r *burstRecorder) RelayParked(int)        {}
 func (r *burstRecorder) SetConsumerLag(n int64) {}
 
 type countingOutbox struct {
-	order.Outbox
+	orderqueue.Outbox
 	rec *burstRecorder
 }
 
@@ -404,7 +405,7 @@ func (c *countingOutbox) ReleaseClaims(ctx context.Context, owner string, ids []
 }
 
 type countingWriter struct {
-	order.MessageWriter
+	orderqueue.MessageWriter
 	rec *burstRecorder
 }
 
@@ -417,7 +418,7 @@ func (c *countingWriter) WriteMessages(ctx context.Context, msgs ...kafka.Messag
 }
 
 type countingOrders struct {
-	order.OrderStore
+	orderqueue.OrderStore
 	rec *burstRecorder
 }
 

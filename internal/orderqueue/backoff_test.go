@@ -1,4 +1,4 @@
-package order
+package orderqueue
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -96,7 +97,7 @@ type failingOutbox struct {
 	claims []time.Time
 }
 
-func (f *failingOutbox) ClaimOutboxFrom(context.Context, string, time.Duration, int, int64) ([]OutboxEntry, error) {
+func (f *failingOutbox) ClaimOutboxFrom(context.Context, string, time.Duration, int, int64) ([]order.OutboxEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims = append(f.claims, time.Now())
@@ -123,7 +124,7 @@ func (f *failingOutbox) waitClaims(t *testing.T, n int) []time.Time {
 func (*failingOutbox) MarkPublished(context.Context, []int64) error         { return nil }
 func (*failingOutbox) ReleaseClaims(context.Context, string, []int64) error { return nil }
 func (*failingOutbox) OutboxBacklog(context.Context) (int64, error)         { return 0, nil }
-func (*failingOutbox) ParkOutbox(_ context.Context, e []ParkedEntry) ([]int64, error) {
+func (*failingOutbox) ParkOutbox(_ context.Context, e []order.ParkedEntry) ([]int64, error) {
 	return nil, nil
 }
 func (*failingOutbox) RequeueUnconfirmed(context.Context, time.Duration, time.Duration, int) (int64, error) {

@@ -1,4 +1,4 @@
-package order
+package orderqueue
 
 import (
 	"cmp"
@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/sethvargo/go-retry"
 
+	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/pause"
 )
 
@@ -21,35 +22,12 @@ import (
 // whose id is at least fromID (0: all), and never a parked one; ParkOutbox parks entries and
 // returns the ids it parked now (not those parked before).
 type Outbox interface {
-	ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]OutboxEntry, error)
+	ClaimOutboxFrom(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]order.OutboxEntry, error)
 	MarkPublished(ctx context.Context, ids []int64) error
 	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
-	ParkOutbox(ctx context.Context, entries []ParkedEntry) ([]int64, error)
+	ParkOutbox(ctx context.Context, entries []order.ParkedEntry) ([]int64, error)
 	OutboxBacklog(ctx context.Context) (int64, error)
 	RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error)
-}
-
-// OutboxEntry is a committed reservation waiting to be published to the order queue: what the
-// relay turns into an Event.
-type OutboxEntry struct {
-	ID        int64
-	OrderID   string
-	ProductID int64
-	UserID    string
-	Quantity  int
-	Strategy  string
-	CreatedAt time.Time
-	// Invalid, when not empty, says why the row cannot become an event (a value beyond the
-	// event's types): the relay parks it.
-	Invalid string
-}
-
-// ParkedEntry is an outbox entry the relay can never publish, and why: its row cannot become a
-// message, or the broker refuses the message for itself (too large for the topic, say) and not
-// for an outage. Parked, it leaves the claims until an operator clears it (docs/order-pipeline.md).
-type ParkedEntry struct {
-	ID     int64
-	Reason string
 }
 
 // MessageWriter publishes messages and returns once the broker acknowledged them (or failed).
@@ -65,7 +43,7 @@ type RelayMetrics interface {
 }
 
 // OutboxMetrics receives the counters every relay keeps, whichever outbox it drains.
-// RelayParked counts entries parked (ParkedEntry): each is an alert.
+// RelayParked counts entries parked (order.ParkedEntry): each is an alert.
 type OutboxMetrics interface {
 	RelayPublished(n int)
 	RelayFailed()
@@ -151,7 +129,7 @@ type source interface {
 	claim(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) (claimed, error)
 	MarkPublished(ctx context.Context, ids []int64) error
 	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
-	park(ctx context.Context, entries []ParkedEntry) ([]int64, error)
+	park(ctx context.Context, entries []order.ParkedEntry) ([]int64, error)
 	OutboxBacklog(ctx context.Context) (int64, error)
 }
 
@@ -160,16 +138,16 @@ type source interface {
 type claimed struct {
 	ids  []int64
 	msgs []kafka.Message
-	bad  []ParkedEntry
+	bad  []order.ParkedEntry
 }
 
 // add appends entry id's message value, or parks it with why it has none.
 func (c *claimed) add(id int64, key string, value []byte, invalid string, err error) {
 	switch {
 	case invalid != "":
-		c.bad = append(c.bad, ParkedEntry{ID: id, Reason: invalid})
+		c.bad = append(c.bad, order.ParkedEntry{ID: id, Reason: invalid})
 	case err != nil:
-		c.bad = append(c.bad, ParkedEntry{ID: id, Reason: fmt.Sprintf("encode: %v", err)})
+		c.bad = append(c.bad, order.ParkedEntry{ID: id, Reason: fmt.Sprintf("encode: %v", err)})
 	default:
 		c.ids = append(c.ids, id)
 		c.msgs = append(c.msgs, kafka.Message{Key: []byte(key), Value: value})
@@ -215,7 +193,7 @@ func (o reservations) claim(ctx context.Context, owner string, lease time.Durati
 	return c, nil
 }
 
-func (o reservations) park(ctx context.Context, entries []ParkedEntry) ([]int64, error) {
+func (o reservations) park(ctx context.Context, entries []order.ParkedEntry) ([]int64, error) {
 	return o.ParkOutbox(ctx, entries)
 }
 
@@ -359,7 +337,7 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 // the message itself: it failed alone) and failed (an outage, with its error).
 type written struct {
 	done    []int64
-	refused []ParkedEntry
+	refused []order.ParkedEntry
 	failed  []int64
 	err     error
 }
@@ -395,7 +373,7 @@ func (r *Relay) publish(ctx context.Context, ids []int64, msgs []kafka.Message) 
 	}
 	if len(suspects) == 1 {
 		s := suspects[0]
-		w.refused = append(w.refused, ParkedEntry{ID: ids[s.i], Reason: fmt.Sprintf("refused by the broker (a %d-byte message): %v", len(msgs[s.i].Value), s.err)})
+		w.refused = append(w.refused, order.ParkedEntry{ID: ids[s.i], Reason: fmt.Sprintf("refused by the broker (a %d-byte message): %v", len(msgs[s.i].Value), s.err)})
 		w.err = cmp.Or(w.err, s.err)
 		return w
 	}
@@ -428,7 +406,7 @@ func refusedByBroker(err error) bool {
 
 // park parks entries, then logs and counts those it parked now: each once, whatever happens to
 // the batch or the relay afterwards.
-func (r *Relay) park(ctx context.Context, entries []ParkedEntry) error {
+func (r *Relay) park(ctx context.Context, entries []order.ParkedEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -450,7 +428,7 @@ func (r *Relay) park(ctx context.Context, entries []ParkedEntry) error {
 	return nil
 }
 
-func idsOf(entries []ParkedEntry) []int64 {
+func idsOf(entries []order.ParkedEntry) []int64 {
 	ids := make([]int64, len(entries))
 	for i, e := range entries {
 		ids[i] = e.ID

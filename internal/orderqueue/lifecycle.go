@@ -1,4 +1,4 @@
-package order
+package orderqueue
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-go/seckill-go/internal/order"
 )
 
 // The order lifecycle's events. Each change of an order's status after its creation (paid,
@@ -17,27 +19,14 @@ import (
 // events of one order keep their order, and the event consumer counts it into per-product
 // tallies, once however often it is delivered.
 
-// LifecycleEvent is an order event of the outbox, and the message the relay publishes for it.
-type LifecycleEvent struct {
-	ID        int64     `json:"event_id"`
-	Kind      string    `json:"kind"` // order.paid, order.expired or order.cancelled
-	OrderID   string    `json:"order_id"`
-	ProductID int64     `json:"product_id"`
-	UserID    string    `json:"user_id"`
-	Quantity  int       `json:"quantity"`
-	At        time.Time `json:"at"`
-	// Invalid, when not empty, says why the row cannot become a message (OutboxEntry.Invalid).
-	Invalid string `json:"-"`
-}
-
 // EventOutbox is the order events' outbox as the relay sees it: Outbox's claim, mark, release
 // and park over order_events. ClaimEvents claims only events whose id is at least fromID (0:
 // all), and never a parked one.
 type EventOutbox interface {
-	ClaimEvents(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]LifecycleEvent, error)
+	ClaimEvents(ctx context.Context, owner string, lease time.Duration, limit int, fromID int64) ([]order.LifecycleEvent, error)
 	MarkEventsPublished(ctx context.Context, ids []int64) error
 	ReleaseEventClaims(ctx context.Context, owner string, ids []int64) error
-	ParkEvents(ctx context.Context, entries []ParkedEntry) ([]int64, error)
+	ParkEvents(ctx context.Context, entries []order.ParkedEntry) ([]int64, error)
 	EventBacklog(ctx context.Context) (int64, error)
 }
 
@@ -84,7 +73,7 @@ func (o events) claim(ctx context.Context, owner string, lease time.Duration, li
 	return c, nil
 }
 
-func (o events) park(ctx context.Context, entries []ParkedEntry) ([]int64, error) {
+func (o events) park(ctx context.Context, entries []order.ParkedEntry) ([]int64, error) {
 	return o.ParkEvents(ctx, entries)
 }
 

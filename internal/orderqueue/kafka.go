@@ -1,11 +1,11 @@
-// Package order turns accepted purchases into orders: an outbox relay publishes committed
+// Package orderqueue turns accepted purchases into orders: an outbox relay publishes committed
 // reservations to Kafka and a consumer group creates the orders. Delivery is at least once on both
 // hops and order creation is idempotent, so every reservation ends as exactly one order across
 // crashes, SIGKILLs and broker outages. The same relay and consumer carry the order lifecycle's
 // events (paid, expired, cancelled) from their outbox to a lifecycle topic and into per-product
 // tallies, each event counted once. It never deducts stock, never creates an order without its
 // reservation and never changes an order's status.
-package order
+package orderqueue
 
 import (
 	"context"

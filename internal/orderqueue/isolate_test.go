@@ -1,4 +1,4 @@
-package order
+package orderqueue
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -106,16 +107,16 @@ type isolatingOutbox struct {
 	marked, released, parks []int64
 }
 
-func (o *isolatingOutbox) ClaimOutboxFrom(context.Context, string, time.Duration, int, int64) ([]OutboxEntry, error) {
+func (o *isolatingOutbox) ClaimOutboxFrom(context.Context, string, time.Duration, int, int64) ([]order.OutboxEntry, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.claimed {
 		return nil, nil
 	}
 	o.claimed = true
-	out := make([]OutboxEntry, o.n)
+	out := make([]order.OutboxEntry, o.n)
 	for i := range out {
-		out[i] = OutboxEntry{ID: int64(i + 1), OrderID: fmt.Sprintf("o-%d", i+1), ProductID: 1, UserID: "u", Quantity: 1}
+		out[i] = order.OutboxEntry{ID: int64(i + 1), OrderID: fmt.Sprintf("o-%d", i+1), ProductID: 1, UserID: "u", Quantity: 1}
 	}
 	return out, nil
 }
@@ -134,7 +135,7 @@ func (o *isolatingOutbox) ReleaseClaims(_ context.Context, _ string, ids []int64
 	return nil
 }
 
-func (o *isolatingOutbox) ParkOutbox(_ context.Context, entries []ParkedEntry) ([]int64, error) {
+func (o *isolatingOutbox) ParkOutbox(_ context.Context, entries []order.ParkedEntry) ([]int64, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ids := idsOf(entries)

@@ -1,4 +1,4 @@
-package order_test
+package orderqueue_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 )
 
 // TestRelayGathersABurstOfWakes: purchases wake the relay one by one; a burst of wakes must make
@@ -18,7 +19,7 @@ import (
 func TestRelayGathersABurstOfWakes(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{perClaim: func(int) int { return 3 }} // never a full batch
-	relay := startRelay(t, ob, &fakeWriter{}, order.RelayConfig{Owner: "r", Batch: 100, ClaimInterval: 100 * time.Millisecond, Poll: time.Hour})
+	relay := startRelay(t, ob, &fakeWriter{}, orderqueue.RelayConfig{Owner: "r", Batch: 100, ClaimInterval: 100 * time.Millisecond, Poll: time.Hour})
 
 	const burst = time.Second
 	start := time.Now()
@@ -41,7 +42,7 @@ func TestRelayGathersABurstOfWakes(t *testing.T) {
 func TestRelayClaimsALoneWakeAtOnce(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{perClaim: func(int) int { return 1 }}
-	relay := startRelay(t, ob, &fakeWriter{}, order.RelayConfig{Owner: "r", ClaimInterval: 300 * time.Millisecond, Poll: time.Hour})
+	relay := startRelay(t, ob, &fakeWriter{}, orderqueue.RelayConfig{Owner: "r", ClaimInterval: 300 * time.Millisecond, Poll: time.Hour})
 	itest.Eventually(t, 5*time.Second, func() (bool, string) { return len(ob.claimTimes()) == 1, "first claim" })
 	time.Sleep(400 * time.Millisecond) // quiet for longer than the interval
 
@@ -65,7 +66,7 @@ func TestRelayDrainsFullBatchesBackToBack(t *testing.T) {
 		return 7
 	}}
 	w := &fakeWriter{}
-	startRelay(t, ob, w, order.RelayConfig{Owner: "r", Batch: batch, ClaimInterval: time.Hour, Poll: time.Hour})
+	startRelay(t, ob, w, orderqueue.RelayConfig{Owner: "r", Batch: batch, ClaimInterval: time.Hour, Poll: time.Hour})
 	itest.Eventually(t, 5*time.Second, func() (bool, string) {
 		return len(ob.claimTimes()) == 6 && len(ob.markedIDs()) == 5*batch+7, "6 claims and every entry marked"
 	})
@@ -79,7 +80,7 @@ func TestRelayDrainsFullBatchesBackToBack(t *testing.T) {
 func TestRelayClaimsFromNearThePreviousClaim(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{nextID: 50000, perClaim: func(int) int { return 10 }}
-	relay := startRelay(t, ob, &fakeWriter{}, order.RelayConfig{Owner: "r", Batch: 100, ClaimInterval: 10 * time.Millisecond, Poll: time.Hour})
+	relay := startRelay(t, ob, &fakeWriter{}, orderqueue.RelayConfig{Owner: "r", Batch: 100, ClaimInterval: 10 * time.Millisecond, Poll: time.Hour})
 	start := time.Now()
 	for time.Since(start) < 1500*time.Millisecond {
 		relay.Wake()
@@ -108,16 +109,16 @@ func TestRelayReleasesClaimsWhenPublishFails(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{perClaim: func(i int) int { return 4 }}
 	w := &fakeWriter{err: errors.New("broker away")}
-	startRelay(t, ob, w, order.RelayConfig{Owner: "r", Poll: time.Hour})
+	startRelay(t, ob, w, orderqueue.RelayConfig{Owner: "r", Poll: time.Hour})
 	itest.Eventually(t, 5*time.Second, func() (bool, string) { return len(ob.releasedIDs()) >= 4, "claims released" })
 	if m := ob.markedIDs(); len(m) != 0 {
 		t.Fatalf("marked %v published after a failed publish", m)
 	}
 }
 
-func startRelay(t *testing.T, ob order.Outbox, w order.MessageWriter, cfg order.RelayConfig) *order.Relay {
+func startRelay(t *testing.T, ob orderqueue.Outbox, w orderqueue.MessageWriter, cfg orderqueue.RelayConfig) *orderqueue.Relay {
 	t.Helper()
-	relay, err := order.NewRelay(itest.Logger(), ob, w, nopRelayMetrics{}, cfg)
+	relay, err := orderqueue.NewRelay(itest.Logger(), ob, w, nopRelayMetrics{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

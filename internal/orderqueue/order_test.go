@@ -1,4 +1,4 @@
-package order_test
+package orderqueue_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/metrics"
-	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stock"
 	"github.com/seckill-go/seckill-go/internal/store"
@@ -54,7 +54,7 @@ func TestBrokerAwayForAWhile(t *testing.T) {
 	st, _ := itest.Store(t)
 	port := itest.FreePort(t)
 	dir := t.TempDir()
-	kcfg := order.KafkaConfig{
+	kcfg := orderqueue.KafkaConfig{
 		Brokers: []string{"127.0.0.1:" + strconv.Itoa(port)},
 		Topic:   "orders", GroupID: "orders-group", Partitions: 3,
 	}
@@ -112,21 +112,21 @@ func TestConsumerSkipsEventsOfDeletedReservations(t *testing.T) {
 
 // startPipeline runs n relays and n consumers, as n replicas would, until the returned stop.
 // relayFailures counts the relays' failed batches.
-func startPipeline(t *testing.T, st *store.Store, kcfg order.KafkaConfig, n int) (stop func(), relayFailures *atomic.Int64) {
+func startPipeline(t *testing.T, st *store.Store, kcfg orderqueue.KafkaConfig, n int) (stop func(), relayFailures *atomic.Int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	relayFailures = new(atomic.Int64)
 	for i := range n {
 		m := metrics.New()
-		w := order.NewWriter(itest.Logger(), kcfg)
-		relay, err := order.NewRelay(itest.Logger(), st, w, countFailures{m, relayFailures}, order.RelayConfig{
+		w := orderqueue.NewWriter(itest.Logger(), kcfg)
+		relay, err := orderqueue.NewRelay(itest.Logger(), st, w, countFailures{m, relayFailures}, orderqueue.RelayConfig{
 			Owner: fmt.Sprintf("relay-%d", i), Poll: 20 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		consumer, err := order.NewConsumer(itest.Logger(), kcfg, st, m)
+		consumer, err := orderqueue.NewConsumer(itest.Logger(), kcfg, st, m)
 		if err != nil {
 			t.Fatal(err)
 		}

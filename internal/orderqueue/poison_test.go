@@ -1,4 +1,4 @@
-package order_test
+package orderqueue_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/metrics"
-	"github.com/seckill-go/seckill-go/internal/order"
+	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/store"
 )
 
@@ -47,12 +47,12 @@ func testRelayParksPoisonRows(t *testing.T, batch int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	w := order.NewWriter(itest.Logger(), kcfg)
-	relay, err := order.NewRelay(slog.New(logs), st, w, m, order.RelayConfig{Owner: "r", Poll: 20 * time.Millisecond, Batch: batch})
+	w := orderqueue.NewWriter(itest.Logger(), kcfg)
+	relay, err := orderqueue.NewRelay(slog.New(logs), st, w, m, orderqueue.RelayConfig{Owner: "r", Poll: 20 * time.Millisecond, Batch: batch})
 	if err != nil {
 		t.Fatal(err)
 	}
-	consumer, err := order.NewConsumer(itest.Logger(), kcfg, st, m)
+	consumer, err := orderqueue.NewConsumer(itest.Logger(), kcfg, st, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestConsumerParksPoisonMessages(t *testing.T) {
 		t.Helper()
 		cfg := kcfg
 		cfg.GroupID = group
-		c, err := order.NewConsumer(slog.New(logs), cfg, st, m)
+		c, err := orderqueue.NewConsumer(slog.New(logs), cfg, st, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,11 +183,11 @@ func TestConsumerParksPoisonMessages(t *testing.T) {
 }
 
 // topicWithConfig creates a topic of its own for the test with the given topic configs.
-func topicWithConfig(t *testing.T, partitions int, configs map[string]string) order.KafkaConfig {
+func topicWithConfig(t *testing.T, partitions int, configs map[string]string) orderqueue.KafkaConfig {
 	t.Helper()
 	itest.Integration(t)
 	name := "seckill.test." + itest.Suffix(10)
-	kcfg := order.KafkaConfig{Brokers: itest.KafkaBrokers, Topic: name, GroupID: name + ".orders", Partitions: partitions}
+	kcfg := orderqueue.KafkaConfig{Brokers: itest.KafkaBrokers, Topic: name, GroupID: name + ".orders", Partitions: partitions}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var d kafka.Dialer
@@ -217,7 +217,7 @@ func topicWithConfig(t *testing.T, partitions int, configs map[string]string) or
 
 // committed returns how many messages of cfg's topic its group has committed: the sum of its
 // partitions' committed offsets (each partition's first offset is 0).
-func committed(t *testing.T, cfg order.KafkaConfig) int64 {
+func committed(t *testing.T, cfg orderqueue.KafkaConfig) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -359,7 +359,7 @@ func (l *recordingLog) count(parts ...string) int {
 func TestLifecyclePoisonParked(t *testing.T) {
 	st, _ := itest.Store(t)
 	kcfg := itest.Topic(t, 1).Lifecycle()
-	if err := order.EnsureTopic(context.Background(), kcfg); err != nil {
+	if err := orderqueue.EnsureTopic(context.Background(), kcfg); err != nil {
 		t.Fatal(err)
 	}
 	p := newProduct(t, st, 50)
@@ -383,12 +383,12 @@ func TestLifecyclePoisonParked(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	ew := order.NewWriter(itest.Logger(), kcfg)
-	relay, err := order.NewEventRelay(slog.New(logs), st, ew, lm, order.RelayConfig{Owner: "r", Poll: 20 * time.Millisecond})
+	ew := orderqueue.NewWriter(itest.Logger(), kcfg)
+	relay, err := orderqueue.NewEventRelay(slog.New(logs), st, ew, lm, orderqueue.RelayConfig{Owner: "r", Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	consumer, err := order.NewEventConsumer(slog.New(logs), kcfg, st, lm)
+	consumer, err := orderqueue.NewEventConsumer(slog.New(logs), kcfg, st, lm)
 	if err != nil {
 		t.Fatal(err)
 	}
