@@ -142,9 +142,9 @@ func choosePayers(n int, fraction float64) []bool {
 func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr *StrategyReport, answers, settled []answer, say func(string, ...any)) error {
 	p := &PaymentReport{}
 	sr.Payment = p
-	if slices.Contains(o.paySkip, sr.Strategy) {
+	if slices.Contains(o.pay.skip, sr.Strategy) {
 		p.Skipped = "-pay-skip"
-		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(o.paySkip, ","))
+		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(o.pay.skip, ","))
 		return nil
 	}
 	if sr.Facts.ClosedUnits > 0 {
@@ -166,11 +166,11 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 	}
 	p.WindowSeconds = windowOf(w1, orders1)
 	last := latestExpiry(orders1)
-	if wait := time.Until(last); wait > o.payMaxWait {
+	if wait := time.Until(last); wait > o.pay.maxWait {
 		return fmt.Errorf("the replicas' orders wait %s more for payment, longer than -pay-max-wait %s: restart the replicas with a short window "+
-			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), o.payMaxWait)
+			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), o.pay.maxWait)
 	}
-	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), o.pay))
+	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), o.pay.share))
 	say("%s: payment: %d orders, window ≈ %.1f s; %d paid, %d declines, %d late; waiting for the rest to expire",
 		sr.Strategy, len(w1), p.WindowSeconds, p.First.Paid, p.First.Declined, p.First.Late)
 	if err := ctx.Err(); err != nil {
@@ -191,14 +191,14 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 	// The second wave: new buyers for the units that came back; its winners all pay.
 	w := &p.Second
 	w.Units = f1.Stock
-	w.Buyers = o.secondWave
+	w.Buyers = o.pay.secondWave
 	if w.Buyers == 0 {
 		// The unsafe control's stock after its returns can be anything: its wave is bounded by
 		// the first one.
 		w.Buyers = max(min(20*w.Units, o.buyers), 100)
 	}
 	o2 := *o
-	o2.buyers, o2.chaos = w.Buyers, ""
+	o2.buyers, o2.chaos.mode = w.Buyers, ""
 	plan := planAttempts(&o2, runID+"w2", sr.Strategy)
 	answers2, _, err := attack(ctx, &o2, pid, plan, say)
 	if err != nil {
