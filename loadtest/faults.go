@@ -506,8 +506,17 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 	return rep, nil
 }
 
-// runStep runs one fault's step: products, the load with the fault in it, settling, the audit.
-func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
+// stepLoad is one strategy's share of a step's load: its answers, the requests planned, and why
+// the attack stopped short, if it did.
+type stepLoad struct {
+	answers []answer
+	planned int
+	err     error
+}
+
+// stepOptions returns the options of one strategy's load in a step: -rate shared among the
+// strategies, buyers for -step at that rate, and half as many units.
+func stepOptions(o *options) *options {
 	perStrategy := *o
 	perStrategy.rate = max(1, o.rate/len(o.strategies))
 	perStrategy.buyers = max(2, int(float64(perStrategy.rate)*o.fault.stepFor.Seconds())/o.attempts)
@@ -515,15 +524,28 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	// units are left when the broken thing comes back, and every unit is sold by the end.
 	perStrategy.stock = max(1, perStrategy.buyers/2)
 	perStrategy.chaos.mode = ""
-	st := &perStrategy
+	return &perStrategy
+}
 
+// stepProducts puts a product of stock units on sale for each strategy of o, for fault f's step.
+func stepProducts(ctx context.Context, admin *adminClient, o *options, f fault, stock int) (map[string]int64, error) {
 	products := map[string]int64{}
 	for _, strategy := range o.strategies {
-		pid, err := admin.saleProduct(ctx, "loadtest · chaos · "+f.name+" · "+strategy, strategy, st.stock)
+		pid, err := admin.saleProduct(ctx, "loadtest · chaos · "+f.name+" · "+strategy, strategy, stock)
 		if err != nil {
 			return nil, err
 		}
 		products[strategy] = pid
+	}
+	return products, nil
+}
+
+// runStep runs one fault's step: products, the load with the fault in it, settling, the audit.
+func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
+	st := stepOptions(o)
+	products, err := stepProducts(ctx, admin, o, f, st.stock)
+	if err != nil {
+		return nil, err
 	}
 	env.died, env.detail, env.products, env.lostMay = 0, "", products, nil
 	if f.prepare != nil {
@@ -534,12 +556,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	say("%s: %s; %d units and %d buyers × %d per strategy (%s), %d req/s for %s", f.name, f.what,
 		st.stock, st.buyers, o.attempts, strings.Join(o.strategies, ", "), o.rate, o.fault.stepFor)
 
-	type result struct {
-		answers []answer
-		planned int
-		err     error
-	}
-	results := make([]result, len(o.strategies))
+	results := make([]stepLoad, len(o.strategies))
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, strategy := range o.strategies {
@@ -550,7 +567,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		wg.Go(func() {
 			plan := planAttempts(&so, runID+f.name, strategy)
 			answers, _, err := attack(ctx, &so, products[strategy], plan, say)
-			results[i] = result{answers, len(plan), err}
+			results[i] = stepLoad{answers, len(plan), err}
 		})
 	}
 	times, events, faultErr, restoreErr := injectFault(ctx, o, env, f, start, say)
@@ -581,10 +598,22 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	if faultErr != nil {
 		step.Violations = append(step.Violations, "the fault could not be played out: "+faultErr.Error())
 	}
+	all, err := judgeStepLoads(ctx, db, st, env, step, products, results, times, caughtUp, say)
+	if err != nil {
+		return nil, err
+	}
+	step.summarize(all, times, start, f)
+	return step, nil
+}
+
+// judgeStepLoads settles and judges each strategy's load of step (st are the strategies' options,
+// caughtUp when each one's orders caught up after the fault), adding them to step; it returns all
+// the step's answers.
+func judgeStepLoads(ctx context.Context, db *sql.DB, st *options, env *faultEnv, step *StepReport, products map[string]int64, results []stepLoad, times faultTimes, caughtUp map[string]float64, say func(string, ...any)) ([]answer, error) {
 	var all []answer
-	for i, strategy := range o.strategies {
+	for i, strategy := range st.strategies {
 		settled, stuck := settle(ctx, st, products[strategy], results[i].answers)
-		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", f.name, strategy, len(results[i].answers), len(settled))
+		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", step.Fault, strategy, len(results[i].answers), len(settled))
 		sr, err := judge(ctx, db, st, strategy, products[strategy], results[i].answers, settled, nil, env.lostMay[strategy])
 		if err != nil {
 			return nil, err
@@ -601,8 +630,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		}
 		all = append(all, results[i].answers...)
 	}
-	step.summarize(all, times, start, f)
-	return step, nil
+	return all, nil
 }
 
 // injectFault plays f out during the load that began at start: it waits -fault-after, injects the
