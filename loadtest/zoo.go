@@ -260,47 +260,62 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault 
 		failpoint = "hold"
 	}
 	trigger := z.trigger(failpoint, string(st))
-	// fire creates the trigger and waits until a holder of st has taken it.
-	fire := func(ctx context.Context) error {
-		if err := os.MkdirAll(z.dir, 0o755); err != nil {
-			return err
+	fire := func(ctx context.Context) error { return z.fire(ctx, trigger, st) }
+	switch name {
+	case "pause":
+		return z.pauseFault(st, fire)
+	case "restart":
+		return z.restartFault(st, spec.restart, fire)
+	}
+	return z.killFault(st, spec.unstall, fire)
+}
+
+// fire creates trigger and waits until a holder of st has taken it (removed it), for 15 s at
+// most; a trigger no holder took is removed, so that it cannot fire later.
+func (z *zooEnv) fire(ctx context.Context, trigger string, st sale.Strategy) error {
+	if err := os.MkdirAll(z.dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(trigger); errors.Is(err, os.ErrNotExist) {
+			return nil
 		}
-		if err := os.WriteFile(trigger, nil, 0o644); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat(trigger); errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
+	}
+	os.Remove(trigger) // it must not fire later
+	return fmt.Errorf("no %s holder reached its critical section within 15 s", st)
+}
+
+// pauseFault is the pause step of strategy st: fire stops the holder's process (SIGSTOP) for
+// -zoo-pause, after which it wakes by itself.
+func (z *zooEnv) pauseFault(st sale.Strategy, fire func(context.Context) error) fault {
+	return fault{
+		name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.o.zoo.pause),
+		inject: func(ctx context.Context, e *faultEnv) error { return fire(ctx) },
+		restore: func(ctx context.Context, e *faultEnv) error {
+			// The paused process wakes by itself; the fault is undone when it has.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(z.o.zoo.pause):
+				return nil
 			}
-		}
-		os.Remove(trigger) // it must not fire later
-		return fmt.Errorf("no %s holder reached its critical section within 15 s", st)
+		},
 	}
-	if name == "pause" {
-		return fault{
-			name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.o.zoo.pause),
-			inject: func(ctx context.Context, e *faultEnv) error { return fire(ctx) },
-			restore: func(ctx context.Context, e *faultEnv) error {
-				// The paused process wakes by itself; the fault is undone when it has.
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(z.o.zoo.pause):
-					return nil
-				}
-			},
-		}
-	}
-	if name == "restart" {
-		return z.restartFault(st, spec.restart, fire)
-	}
-	unstall := spec.unstall
+}
+
+// killFault is the kill step of strategy st: fire SIGKILLs the holder's replica, which is then
+// restarted armed. unstall, when st has one, frees what a dead holder left before and after the
+// load.
+func (z *zooEnv) killFault(st sale.Strategy, unstall func(context.Context, *zooEnv, int64) (string, error), fire func(context.Context) error) fault {
 	var prepare func(ctx context.Context, e *faultEnv) error
 	var afterLoad func(ctx context.Context, e *faultEnv) (string, error)
 	if unstall != nil {
