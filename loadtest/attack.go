@@ -83,7 +83,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		Machine:   yardstick.Machine(),
 		Targets:   o.targets,
 		Settings: Settings{Stock: o.stock, Buyers: o.buyers, Attempts: o.attempts, Rate: o.rate,
-			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos, Pay: o.pay},
+			Workers: o.workers, MaxDuration: o.maxDuration, Chaos: o.chaos.mode, Pay: o.pay.share},
 		Passed: true,
 	}
 	if o.view.counts != nil {
@@ -164,7 +164,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 		sr.Viewers = vr
 		sr.Violations = append(sr.Violations, violations...)
 	}
-	if o.pay > 0 {
+	if o.pay.share > 0 {
 		if err := paymentPhase(ctx, db, o, runID, sr, answers, settled, say); err != nil {
 			return nil, err
 		}
@@ -237,8 +237,8 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 	}
 	attacker := newAttacker(o)
 	var pacer vegeta.Pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
-	if o.burstEvery > 0 {
-		pacer = burstPacer{every: o.burstEvery, perBurst: max(1, int(float64(o.rate)*o.burstEvery.Seconds()))}
+	if o.fault.burstEvery > 0 {
+		pacer = burstPacer{every: o.fault.burstEvery, perBurst: max(1, int(float64(o.rate)*o.fault.burstEvery.Seconds()))}
 	}
 
 	actx, cancel := context.WithCancel(ctx)
@@ -246,7 +246,7 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 	var events []Event
 	start := time.Now()
 	chaosDone := make(chan []Event, 1)
-	if o.chaos == "kill" {
+	if o.chaos.mode == "kill" {
 		go func() { chaosDone <- killAndRestart(actx, o, start, say) }()
 	} else {
 		chaosDone <- nil

@@ -123,19 +123,19 @@ func (e *faultEnv) script(ctx context.Context, env []string, path string, args .
 }
 
 func (e *faultEnv) services(ctx context.Context, args ...string) error {
-	return e.script(ctx, nil, e.o.servicesScript, args...)
+	return e.script(ctx, nil, e.o.fault.servicesScript, args...)
 }
 
 func (e *faultEnv) replica(ctx context.Context, args ...string) error {
-	return e.script(ctx, nil, e.o.chaosScript, args...)
+	return e.script(ctx, nil, e.o.chaos.script, args...)
 }
 
 // trigger is the trigger file of failpoint name.
 func (e *faultEnv) trigger(name string) string {
 	if name == failpointConsumer {
-		return e.o.failpointTrigger
+		return e.o.fault.failpointTrigger
 	}
-	return filepath.Join(filepath.Dir(e.o.failpointTrigger), name)
+	return filepath.Join(filepath.Dir(e.o.fault.failpointTrigger), name)
 }
 
 // startArmed starts replica n with every failpoint armed on its trigger file: each inert until
@@ -146,7 +146,7 @@ func (e *faultEnv) startArmed(ctx context.Context, n int) error {
 		specs[i] = name + ":" + e.trigger(name)
 	}
 	if err := e.script(ctx, []string{"SECKILL_TEST_FAILPOINT=" + strings.Join(specs, ",")},
-		e.o.chaosScript, "start", strconv.Itoa(n)); err != nil {
+		e.o.chaos.script, "start", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	e.armed[n] = true
@@ -154,7 +154,7 @@ func (e *faultEnv) startArmed(ctx context.Context, n int) error {
 }
 
 func (e *faultEnv) alive(ctx context.Context, n int) bool {
-	return exec.CommandContext(ctx, e.o.chaosScript, "alive", strconv.Itoa(n)).Run() == nil
+	return exec.CommandContext(ctx, e.o.chaos.script, "alive", strconv.Itoa(n)).Run() == nil
 }
 
 func lastLines(s string, n int) string {
@@ -173,7 +173,7 @@ func serviceFault(name, service, what, failFast string) fault {
 
 // faultsByName are the faults -faults knows.
 func faultsByName(o *options) map[string]fault {
-	kill, term := strconv.Itoa(o.chaosReplica), strconv.Itoa(o.termReplica)
+	kill, term := strconv.Itoa(o.chaos.replica), strconv.Itoa(o.fault.termReplica)
 	all := topologyFaults()
 	for name, f := range map[string]fault{
 		"redis": serviceFault("redis", "redis", "Redis stopped (SHUTDOWN NOSAVE: no snapshot; its append-only file is flushed and replayed), started again", "redis"),
@@ -202,14 +202,14 @@ func faultsByName(o *options) map[string]fault {
 			name: "kill", what: "replica " + kill + " SIGKILLed (a crash), restarted at once",
 			inject: func(ctx context.Context, e *faultEnv) error { return e.replica(ctx, "kill", kill) },
 			restore: func(ctx context.Context, e *faultEnv) error {
-				return e.startArmed(ctx, o.chaosReplica)
+				return e.startArmed(ctx, o.chaos.replica)
 			},
 		},
 		"term": {
 			name: "term", what: "replica " + term + " SIGTERMed (a deployment): unready at once, drained, exited; restarted", unnoticed: true,
-			inject: func(ctx context.Context, e *faultEnv) error { return e.termWatched(ctx, o.termReplica) },
+			inject: func(ctx context.Context, e *faultEnv) error { return e.termWatched(ctx, o.fault.termReplica) },
 			restore: func(ctx context.Context, e *faultEnv) error {
-				return e.startArmed(ctx, o.termReplica)
+				return e.startArmed(ctx, o.fault.termReplica)
 			},
 		},
 		"consumer": {
@@ -256,7 +256,7 @@ func (e *faultEnv) luaStreamLen(ctx context.Context) (int64, bool) {
 	if !lua || err != nil {
 		return 0, false
 	}
-	rdb := redisconn.Open(e.o.redis, redis.UniversalOptions{})
+	rdb := redisconn.Open(e.o.fault.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	n, err := rdb.XLen(ctx, redislua.KeysFor(dsn.DBName, pid).Stream).Result()
 	return n, err == nil
@@ -280,7 +280,7 @@ func flushRedis(ctx context.Context, e *faultEnv) error {
 	if err != nil {
 		return err
 	}
-	rdb := redisconn.Open(e.o.redis, redis.UniversalOptions{})
+	rdb := redisconn.Open(e.o.fault.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	var entries *redis.XMessageSliceCmd
 	pid, lua := e.products[luaStrategy]
@@ -381,7 +381,7 @@ func (e *faultEnv) termWatched(ctx context.Context, n int) error {
 // (bash, its libraries, the checks of the pid file) takes from tens of milliseconds to over a
 // second on a busy machine, and is no part of how fast the replica answers its SIGTERM.
 func (e *faultEnv) termSignalled(ctx context.Context, n int, sent chan<- time.Time) error {
-	cmd := exec.CommandContext(ctx, e.o.chaosScript, "term", strconv.Itoa(n))
+	cmd := exec.CommandContext(ctx, e.o.chaos.script, "term", strconv.Itoa(n))
 	var out bytes.Buffer // written by exec's copying goroutine until Wait returns
 	cmd.Stdout = &out
 	stderr, err := cmd.StderrPipe()
@@ -404,7 +404,7 @@ func (e *faultEnv) termSignalled(ctx context.Context, n int, sent chan<- time.Ti
 		log.WriteString(sc.Text() + "\n")
 	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("%s term %d: %w: %s", e.o.chaosScript, n, err, lastLines(out.String()+log.String(), 5))
+		return fmt.Errorf("%s term %d: %w: %s", e.o.chaos.script, n, err, lastLines(out.String()+log.String(), 5))
 	}
 	return nil
 }
@@ -412,7 +412,7 @@ func (e *faultEnv) termSignalled(ctx context.Context, n int, sent chan<- time.Ti
 // armAll restarts, one at a time and gracefully, every replica this run has not started with the
 // consumer failpoint armed: whichever consumer holds the step's partitions must be able to fire.
 func armAll(ctx context.Context, e *faultEnv) error {
-	for n := 1; n <= e.o.replicas; n++ {
+	for n := 1; n <= e.o.fault.replicas; n++ {
 		if e.armed[n] {
 			continue
 		}
@@ -446,7 +446,7 @@ func fireFailpoint(ctx context.Context, e *faultEnv, name string) error {
 	defer os.Remove(trigger) // if it did not fire, it must not fire later
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for n := 1; n <= e.o.replicas; n++ {
+		for n := 1; n <= e.o.fault.replicas; n++ {
 			if !e.alive(ctx, n) {
 				e.died = n
 				return nil
@@ -471,8 +471,8 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 	now := time.Now()
 	rep := &ChaosReport{
 		RunID: now.UTC().Format("20060102-150405"), StartedAt: now.UTC(), Machine: yardstick.Machine(),
-		Targets: o.targets, Strategies: o.strategies, Rate: o.rate, Step: o.stepFor, FaultAfter: o.faultAfter,
-		FaultFor: o.faultFor, Passed: true,
+		Targets: o.targets, Strategies: o.strategies, Rate: o.rate, Step: o.fault.stepFor, FaultAfter: o.fault.after,
+		FaultFor: o.fault.stopFor, Passed: true,
 	}
 	env := &faultEnv{o: o, say: say, armed: map[int]bool{}}
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
@@ -483,7 +483,7 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 			say("chaos: COULD NOT PUT THE STACK BACK (run scripts/services.sh up, make up): %v", err)
 		}
 	}()
-	for _, name := range o.faults {
+	for _, name := range o.fault.names {
 		if f := all[name]; f.needs != "" && !slices.Contains(o.strategies, f.needs) {
 			say("%s: skipped: it needs the %s strategy, which this run does not attack", name, f.needs)
 			continue
@@ -506,24 +506,46 @@ func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...
 	return rep, nil
 }
 
-// runStep runs one fault's step: products, the load with the fault in it, settling, the audit.
-func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
+// stepLoad is one strategy's share of a step's load: its answers, the requests planned, and why
+// the attack stopped short, if it did.
+type stepLoad struct {
+	answers []answer
+	planned int
+	err     error
+}
+
+// stepOptions returns the options of one strategy's load in a step: -rate shared among the
+// strategies, buyers for -step at that rate, and half as many units.
+func stepOptions(o *options) *options {
 	perStrategy := *o
 	perStrategy.rate = max(1, o.rate/len(o.strategies))
-	perStrategy.buyers = max(2, int(float64(perStrategy.rate)*o.stepFor.Seconds())/o.attempts)
+	perStrategy.buyers = max(2, int(float64(perStrategy.rate)*o.fault.stepFor.Seconds())/o.attempts)
 	// Half as many units as buyers: without the fault the product would sell out mid-step, so
 	// units are left when the broken thing comes back, and every unit is sold by the end.
 	perStrategy.stock = max(1, perStrategy.buyers/2)
-	perStrategy.chaos = ""
-	st := &perStrategy
+	perStrategy.chaos.mode = ""
+	return &perStrategy
+}
 
+// stepProducts puts a product of stock units on sale for each strategy of o, for fault f's step.
+func stepProducts(ctx context.Context, admin *adminClient, o *options, f fault, stock int) (map[string]int64, error) {
 	products := map[string]int64{}
 	for _, strategy := range o.strategies {
-		pid, err := admin.saleProduct(ctx, "loadtest · chaos · "+f.name+" · "+strategy, strategy, st.stock)
+		pid, err := admin.saleProduct(ctx, "loadtest · chaos · "+f.name+" · "+strategy, strategy, stock)
 		if err != nil {
 			return nil, err
 		}
 		products[strategy] = pid
+	}
+	return products, nil
+}
+
+// runStep runs one fault's step: products, the load with the fault in it, settling, the audit.
+func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
+	st := stepOptions(o)
+	products, err := stepProducts(ctx, admin, o, f, st.stock)
+	if err != nil {
+		return nil, err
 	}
 	env.died, env.detail, env.products, env.lostMay = 0, "", products, nil
 	if f.prepare != nil {
@@ -532,25 +554,20 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		}
 	}
 	say("%s: %s; %d units and %d buyers × %d per strategy (%s), %d req/s for %s", f.name, f.what,
-		st.stock, st.buyers, o.attempts, strings.Join(o.strategies, ", "), o.rate, o.stepFor)
+		st.stock, st.buyers, o.attempts, strings.Join(o.strategies, ", "), o.rate, o.fault.stepFor)
 
-	type result struct {
-		answers []answer
-		planned int
-		err     error
-	}
-	results := make([]result, len(o.strategies))
+	results := make([]stepLoad, len(o.strategies))
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, strategy := range o.strategies {
 		so := *st
 		if strategy == unsafeStrategy {
-			so.burstEvery = controlBurst
+			so.fault.burstEvery = controlBurst
 		}
 		wg.Go(func() {
 			plan := planAttempts(&so, runID+f.name, strategy)
 			answers, _, err := attack(ctx, &so, products[strategy], plan, say)
-			results[i] = result{answers, len(plan), err}
+			results[i] = stepLoad{answers, len(plan), err}
 		})
 	}
 	times, events, faultErr, restoreErr := injectFault(ctx, o, env, f, start, say)
@@ -581,10 +598,22 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	if faultErr != nil {
 		step.Violations = append(step.Violations, "the fault could not be played out: "+faultErr.Error())
 	}
+	all, err := judgeStepLoads(ctx, db, st, env, step, products, results, times, caughtUp, say)
+	if err != nil {
+		return nil, err
+	}
+	step.summarize(all, times, start, f)
+	return step, nil
+}
+
+// judgeStepLoads settles and judges each strategy's load of step (st are the strategies' options,
+// caughtUp when each one's orders caught up after the fault), adding them to step; it returns all
+// the step's answers.
+func judgeStepLoads(ctx context.Context, db *sql.DB, st *options, env *faultEnv, step *StepReport, products map[string]int64, results []stepLoad, times faultTimes, caughtUp map[string]float64, say func(string, ...any)) ([]answer, error) {
 	var all []answer
-	for i, strategy := range o.strategies {
+	for i, strategy := range st.strategies {
 		settled, stuck := settle(ctx, st, products[strategy], results[i].answers)
-		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", f.name, strategy, len(results[i].answers), len(settled))
+		say("%s · %s: %d answers, %d settled after the attack; waiting for the order queue", step.Fault, strategy, len(results[i].answers), len(settled))
 		sr, err := judge(ctx, db, st, strategy, products[strategy], results[i].answers, settled, nil, env.lostMay[strategy])
 		if err != nil {
 			return nil, err
@@ -601,8 +630,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 		}
 		all = append(all, results[i].answers...)
 	}
-	step.summarize(all, times, start, f)
-	return step, nil
+	return all, nil
 }
 
 // injectFault plays f out during the load that began at start: it waits -fault-after, injects the
@@ -617,7 +645,7 @@ func injectFault(ctx context.Context, o *options, e *faultEnv, f fault, start ti
 	select {
 	case <-ctx.Done():
 		return t, nil, ctx.Err(), nil
-	case <-time.After(o.faultAfter):
+	case <-time.After(o.fault.after):
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 	defer cancel()
@@ -639,7 +667,7 @@ func injectFault(ctx context.Context, o *options, e *faultEnv, f fault, start ti
 	if f.outage && err == nil {
 		select {
 		case <-ctx.Done(): // restore at once
-		case <-time.After(o.faultFor):
+		case <-time.After(o.fault.stopFor):
 		}
 	}
 	t.restore = time.Now()
@@ -659,7 +687,7 @@ func (e *faultEnv) putBack(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 	defer cancel()
 	errs := []error{e.services(ctx, "up")}
-	for n := 1; n <= e.o.replicas; n++ {
+	for n := 1; n <= e.o.fault.replicas; n++ {
 		if !e.alive(ctx, n) {
 			e.say("chaos: replica %d is down: starting it again", n)
 			errs = append(errs, e.replica(ctx, "start", strconv.Itoa(n)))

@@ -129,15 +129,31 @@ func tallyAnswers(answers, settled []answer, stock int, lost map[string]bool) (*
 	add := func(format string, args ...any) { sr.Violations = append(sr.Violations, fmt.Sprintf(format, args...)) }
 
 	sort.Slice(answers, func(i, j int) bool { return answers[i].sent.Before(answers[j].sent) })
-	var start, end, lastFirstAccept time.Time
-	if len(answers) > 0 {
-		start = answers[0].sent
+	accepted, ordersOfBuyer := tallyOrders(sr, answers, settled, lost, add)
+	sr.Accepted = len(accepted) + sr.Lost
+	tallyOutcomes(sr, answers, add)
+	sr.Outcomes["settled_after_attack"] = len(settled)
+	for _, b := range slices.Sorted(maps.Keys(ordersOfBuyer)) {
+		if n := len(ordersOfBuyer[b]); n > 1 {
+			add("buyer %d was accepted %d times (limit 1)", b, n)
+		}
 	}
+	switch {
+	case sr.Accepted-sr.Lost > stock && sr.Lost > 0:
+		add("OVERSOLD: %d purchases accepted for %d units, beyond the %d lost", sr.Accepted, stock, sr.Lost)
+	case sr.Accepted > stock && sr.Lost == 0:
+		add("OVERSOLD: %d purchases accepted for %d units", sr.Accepted, stock)
+	}
+	return sr, accepted
+}
+
+// tallyOrders reads the 202s of answers and then settled: it counts the lost ones in sr.Lost,
+// adds (with add) a retry told of another order than its first answer, and returns the other
+// distinct order ids in the order first seen, and each buyer's orders.
+func tallyOrders(sr *StrategyReport, answers, settled []answer, lost map[string]bool, add func(string, ...any)) (accepted []string, ordersOfBuyer map[int]map[string]bool) {
 	firstSeen := map[string]bool{}
-	byOutcome := map[string][]time.Duration{}
-	ordersOfBuyer := map[int]map[string]bool{}
+	ordersOfBuyer = map[int]map[string]bool{}
 	orderOfKey := map[string]string{}
-	var accepted []string
 	for _, a := range append(slices.Clone(answers), settled...) {
 		if a.status == http.StatusAccepted && lost[a.orderID] {
 			if !firstSeen[a.orderID] {
@@ -161,6 +177,18 @@ func tallyAnswers(answers, settled []answer, stock int, lost map[string]bool) (*
 			}
 		}
 	}
+	return accepted, ordersOfBuyer
+}
+
+// tallyOutcomes counts answers (sorted by the time they were sent) by outcome and status, with
+// their latencies, timeline and rates (sr.Accepted already counted), and adds (with add) each
+// 500 and each unexpected answer.
+func tallyOutcomes(sr *StrategyReport, answers []answer, add func(string, ...any)) {
+	var start, end, lastFirstAccept time.Time
+	if len(answers) > 0 {
+		start = answers[0].sent
+	}
+	byOutcome := map[string][]time.Duration{}
 	for _, a := range answers {
 		out := a.outcome()
 		if out == "accepted" {
@@ -184,8 +212,6 @@ func tallyAnswers(answers, settled []answer, stock int, lost map[string]bool) (*
 		sr.Latency[out] = yardstick.Percentiles(lat)
 	}
 	sr.Timeline = timeline(answers, start)
-	sr.Accepted = len(accepted) + sr.Lost
-	sr.Outcomes["settled_after_attack"] = len(settled)
 	if !start.IsZero() {
 		sr.Seconds = end.Sub(start).Seconds()
 		sr.RequestsPerSec = float64(sr.Requests) / max(sr.Seconds, 1e-9)
@@ -195,18 +221,6 @@ func tallyAnswers(answers, settled []answer, stock int, lost map[string]bool) (*
 			sr.SoldOutPerSec = soldOutRate(answers, lastFirstAccept, end)
 		}
 	}
-	for _, b := range slices.Sorted(maps.Keys(ordersOfBuyer)) {
-		if n := len(ordersOfBuyer[b]); n > 1 {
-			add("buyer %d was accepted %d times (limit 1)", b, n)
-		}
-	}
-	switch {
-	case sr.Accepted-sr.Lost > stock && sr.Lost > 0:
-		add("OVERSOLD: %d purchases accepted for %d units, beyond the %d lost", sr.Accepted, stock, sr.Lost)
-	case sr.Accepted > stock && sr.Lost == 0:
-		add("OVERSOLD: %d purchases accepted for %d units", sr.Accepted, stock)
-	}
-	return sr, accepted
 }
 
 // auditDatabase is the database's side of an attack on sr.ProductID: it waits, up to
@@ -377,14 +391,14 @@ func timeline(answers []answer, start time.Time) []Sample {
 // accepted from its summary when given.
 func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
 	k6 := -1 // no summary
-	if o.k6Summary != "" {
-		n, err := k6Accepted(o.k6Summary)
+	if o.audit.k6Summary != "" {
+		n, err := k6Accepted(o.audit.k6Summary)
 		if err != nil {
 			return err
 		}
 		k6 = n
 	}
-	facts, drained, err := waitDrained(ctx, db, o.productID, max(k6, 0), o.drainTimeout)
+	facts, drained, err := waitDrained(ctx, db, o.audit.productID, max(k6, 0), o.drainTimeout)
 	if err != nil {
 		return err
 	}
@@ -400,12 +414,12 @@ func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
 		fmt.Fprintf(w, "k6 accepted: %d\n", n)
 	}
 	out, _ := json.MarshalIndent(facts, "", "  ")
-	fmt.Fprintf(w, "product %d: %s\n", o.productID, out)
+	fmt.Fprintf(w, "product %d: %s\n", o.audit.productID, out)
 	if len(violations) > 0 {
 		for _, v := range violations {
 			fmt.Fprintln(w, "VIOLATION:", v)
 		}
-		return cli.Failure(fmt.Sprintf("product %d: %d invariants broken", o.productID, len(violations)))
+		return cli.Failure(fmt.Sprintf("product %d: %d invariants broken", o.audit.productID, len(violations)))
 	}
 	fmt.Fprintf(w, "PASS: initial %d, stock %d, reserved %d, ordered %d, oversold %d\n",
 		facts.InitialStock, facts.Stock, facts.ReservedUnits, facts.OrderUnits, facts.Oversold())

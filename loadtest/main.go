@@ -46,7 +46,7 @@ func main() {
 	cli.Main("loadtest", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
 }
 
-// options are the command line.
+// options are the command line: the attack's own flags, then one group per mode.
 type options struct {
 	targets      []string
 	strategies   []string
@@ -62,20 +62,43 @@ type options struct {
 	mysqlDSN     string
 	outDir       string
 	baselineFor  time.Duration
-	chaos        string
-	chaosAfter   time.Duration
-	chaosReplica int
-	chaosScript  string
-	// The payment phase (-pay): see payment.go.
-	pay        float64
-	paySkip    []string
-	payMaxWait time.Duration
+	quiet        bool
+	// signer signs each buyer's token when the replicas verify buyer tokens; nil: user ids are
+	// claims, as the app's default is.
+	signer *buyer.Signer
+	// tokenTTL is how long a buyer's token is valid: the whole run.
+	tokenTTL time.Duration
+	chaos    chaosOptions
+	pay      payOptions
+	fault    faultOptions
+	zoo      zooOptions
+	audit    auditOptions
+	// view is the crowd that watches each attack (-viewers): see viewers.go.
+	view viewerOptions
+}
+
+// chaosOptions are the replica kill during each attack (-chaos): see chaos.go.
+type chaosOptions struct {
+	mode    string
+	after   time.Duration
+	replica int // also the replica the fault run's kill fault takes
+	script  string
+}
+
+// payOptions are the payment phase (-pay): see payment.go.
+type payOptions struct {
+	share      float64
+	skip       []string
+	maxWait    time.Duration
 	secondWave int
-	// The fault run (-faults): see faults.go.
-	faults           []string
-	faultAfter       time.Duration
+}
+
+// faultOptions are the fault run (-faults): see faults.go.
+type faultOptions struct {
+	names            []string
+	after            time.Duration
 	burstEvery       time.Duration // set per strategy by the fault run: see burstPacer
-	faultFor         time.Duration
+	stopFor          time.Duration
 	stepFor          time.Duration
 	termReplica      int
 	replicas         int
@@ -83,23 +106,22 @@ type options struct {
 	failpointTrigger string
 	redis            redisconn.Topology // the app's, which the redis-flush fault empties
 	zkServers        []string           // the app's ZooKeeper servers (SECKILL_ZK_SERVERS)
-	// The lock zoo (-zoo): see zoo.go.
-	zoo                              bool
-	zooPause, zooLockTTL, zooSession time.Duration
-	zooHold                          time.Duration
-	zooDir                           string
-	zooFaults                        []string
-	auditOnly                        bool
-	productID                        int64
-	k6Summary                        string
-	quiet                            bool
-	// signer signs each buyer's token when the replicas verify buyer tokens; nil: user ids are
-	// claims, as the app's default is.
-	signer *buyer.Signer
-	// tokenTTL is how long a buyer's token is valid: the whole run.
-	tokenTTL time.Duration
-	// view is the crowd that watches each attack (-viewers): see viewers.go.
-	view viewerOptions
+}
+
+// zooOptions are the lock zoo (-zoo): see zoo.go.
+type zooOptions struct {
+	on                      bool
+	pause, lockTTL, session time.Duration
+	hold                    time.Duration
+	dir                     string
+	faults                  []string
+}
+
+// auditOptions are the database audit alone (-audit-only), as make k6 uses it.
+type auditOptions struct {
+	only      bool
+	productID int64
+	k6Summary string
 }
 
 // buyerToken returns user's token, or "" when the replicas do not verify buyers. A user id of the
@@ -115,16 +137,51 @@ func (o *options) buyerToken(user string) string {
 	return tok
 }
 
+// parseOptions reads the command line. Each mode declares its own flags and returns how to finish
+// them once parsed (lists split, paths made absolute, defaults that depend on other flags); the
+// combinations are checked last, by validate.
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	envOr := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	// The order of the finishers is the order their errors are reported in.
+	finishers := []func() error{
+		o.attackFlags(fs, getenv),
+		o.zooFlags(fs),
+		o.payFlags(fs),
+		o.viewerFlags(fs, getenv),
+		o.faultFlags(fs, getenv),
+	}
+	o.chaosFlags(fs)
+	o.auditFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, finish := range finishers {
+		if err := finish(); err != nil {
+			return nil, err
+		}
+	}
+	// After -zoo's defaults, which set -stock.
+	if o.buyers == 0 {
+		o.buyers = 20 * o.stock
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// envOrDefault returns the environment's value of name, or def when it is empty.
+func envOrDefault(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// attackFlags declares the flags of the attack and its report, which every mode shares.
+func (o *options) attackFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
 	targets := fs.String("targets", "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083", "replica base URLs, comma-separated; buyers are spread over them round-robin")
 	strategies := fs.String("strategies", sale.JoinStrategies(sale.StrategiesWhere(sale.OwnSafe), ","), "strategies to attack, in order; add none for the negative control")
 	fs.IntVar(&o.stock, "stock", 500, "units on sale per strategy")
@@ -135,37 +192,166 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.maxDuration, "duration", 2*time.Minute, "longest attack per strategy")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "longest wait for the order queue to drain")
 	fs.StringVar(&o.adminURL, "admin", "", "base URL of the admin API (default: the first of -targets; a public load balancer may refuse it)")
-	fs.StringVar(&o.adminToken, "admin-token", envOr("SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
-	fs.StringVar(&o.mysqlDSN, "mysql-dsn", envOr("SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit; R runs on the same server, in database "+yardstick.DefaultDatabase)
+	fs.StringVar(&o.adminToken, "admin-token", envOrDefault(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", envOrDefault(getenv, "SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit; R runs on the same server, in database "+yardstick.DefaultDatabase)
 	fs.StringVar(&o.outDir, "out", "loadtest/results", "where the report files go (empty: none)")
 	fs.DurationVar(&o.baselineFor, "baseline", 2*time.Second, "how long each yardstick (R, bare gin) is measured, after 0.5 s of warm-up (0: skip them, and the ratios)")
-	fs.StringVar(&o.chaos, "chaos", "", "kill: SIGKILL one replica during each attack and restart it")
-	fs.DurationVar(&o.chaosAfter, "chaos-after", time.Second, "when in the attack the replica is killed")
-	fs.IntVar(&o.chaosReplica, "chaos-replica", 2, "which local replica (N of 127.0.0.1:808N) to kill")
-	fs.StringVar(&o.chaosScript, "chaos-script", "scripts/replica.sh", "script with `kill N`, `term N`, `alive N` and `start N`")
-	fs.Float64Var(&o.pay, "pay", 0, "the payment phase (issue #14), 0 to 1: after the attack this share of the winners pay and the others let the payment window run out; a second wave of new buyers then buys the units that came back, and its winners pay; audited at the end (0: no payment phase). The replicas need a payment window longer than the attack and short enough to wait out: SECKILL_PAYMENT_WINDOW=10s make up")
-	paySkip := fs.String("pay-skip", "", "with -pay: strategies attacked without the payment phase, comma-separated")
-	fs.DurationVar(&o.payMaxWait, "pay-max-wait", 3*time.Minute, "with -pay: the longest payment window the run waits out, per strategy (make up's is 2m: it works, slowly); a longer one (the app's default is 10m) is a setup error")
-	fs.IntVar(&o.secondWave, "second-wave", 0, "with -pay: buyers of the second wave (default 20 × the units that came back, at most -buyers, at least 100)")
-	faults := fs.String("faults", "", "the fault run (make chaos): one step per fault, in order, each under its own paced load of every strategy: "+strings.Join(faultNames, ", ")+", or all")
-	fs.DurationVar(&o.faultAfter, "fault-after", 2*time.Second, "with -faults: when in each step the fault begins")
-	fs.DurationVar(&o.faultFor, "fault-for", 5*time.Second, "with -faults: how long a stopped service stays stopped")
-	fs.DurationVar(&o.stepFor, "step", 20*time.Second, "with -faults: the load of one step, at -rate (default 300 req/s with -faults)")
-	fs.IntVar(&o.termReplica, "term-replica", 3, "with -faults: the replica the term fault SIGTERMs (kill takes -chaos-replica)")
-	fs.IntVar(&o.replicas, "replicas", 3, "with -faults: the replicas of the local stack, 1..N (the consumer fault arms them all)")
-	fs.StringVar(&o.servicesScript, "services-script", "scripts/services.sh", "with -faults: script with `stop NAME` and `start NAME`")
-	fs.StringVar(&o.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
-	fs.BoolVar(&o.zoo, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
-	fs.DurationVar(&o.zooPause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
-	fs.DurationVar(&o.zooHold, "zoo-hold", 2*time.Second, "with -zoo: how long the restart fault keeps the lock holder in its critical section (holder-hold) while the lock's servers restart; shorter than -zoo-lock-ttl")
-	fs.DurationVar(&o.zooLockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
-	fs.DurationVar(&o.zooSession, "zoo-session", 4*time.Second, "with -zoo: the replicas' SECKILL_ZK_SESSION_TIMEOUT")
-	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill, restart); empty: the loads alone, which need no replica started by make up")
-	fs.StringVar(&o.zooDir, "zoo-dir", ".run/zoo", "with -zoo: where the holder failpoints' trigger files go")
-	fs.BoolVar(&o.auditOnly, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
-	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
-	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	buyerKey := fs.String("buyer-jwt-key", getenv("SECKILL_BUYER_JWT_HMAC_KEY"), "sign each buyer's token with this key, for replicas that verify buyer tokens (SECKILL_BUYER_JWT_HMAC_KEY and its _ISSUER and _AUDIENCE, as the replicas take them; empty: none, user ids are claims)")
+	return func() error {
+		o.targets = cli.SplitList(*targets)
+		if *buyerKey != "" {
+			if err := o.newSigner(*buyerKey, getenv); err != nil {
+				return err
+			}
+		}
+		o.strategies = cli.SplitList(*strategies)
+		if slices.Equal(o.strategies, []string{"all"}) {
+			o.strategies = o.strategies[:0]
+			for _, st := range sale.Strategies {
+				o.strategies = append(o.strategies, string(st))
+			}
+		}
+		if o.adminURL == "" && len(o.targets) > 0 {
+			o.adminURL = o.targets[0]
+		}
+		return nil
+	}
+}
+
+// newSigner sets the signer of the buyers' tokens, with key and the replicas' other
+// SECKILL_BUYER_JWT_* settings, and a token life long enough for the whole run.
+func (o *options) newSigner(key string, getenv func(string) string) error {
+	c := buyer.Config{HMACKey: []byte(key), Issuer: getenv("SECKILL_BUYER_JWT_ISSUER"), Audience: getenv("SECKILL_BUYER_JWT_AUDIENCE"), MaxTTL: buyer.DefaultMaxTTL}
+	if v := getenv("SECKILL_BUYER_JWT_MAX_TTL"); v != "" {
+		var err error
+		if c.MaxTTL, err = time.ParseDuration(v); err != nil || c.MaxTTL <= 0 {
+			return fmt.Errorf("SECKILL_BUYER_JWT_MAX_TTL %q: not a positive duration", v)
+		}
+	}
+	s, err := buyer.NewSigner(c)
+	if err != nil {
+		return fmt.Errorf("-buyer-jwt-key: %w", err)
+	}
+	o.signer, o.tokenTTL = s, 2*o.maxDuration+o.drainTimeout+10*time.Minute
+	// The replicas refuse a token that claims a longer life than their SECKILL_BUYER_JWT_MAX_TTL:
+	// better said now than as 401s halfway through the run.
+	if o.tokenTTL > c.MaxTTL {
+		return fmt.Errorf("-duration and -drain-timeout need buyer tokens valid for %v, over SECKILL_BUYER_JWT_MAX_TTL (%v)", o.tokenTTL, c.MaxTTL)
+	}
+	return nil
+}
+
+// chaosFlags declares the flags of the replica kill during each attack.
+func (o *options) chaosFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.chaos.mode, "chaos", "", "kill: SIGKILL one replica during each attack and restart it")
+	fs.DurationVar(&o.chaos.after, "chaos-after", time.Second, "when in the attack the replica is killed")
+	fs.IntVar(&o.chaos.replica, "chaos-replica", 2, "which local replica (N of 127.0.0.1:808N) to kill")
+	fs.StringVar(&o.chaos.script, "chaos-script", "scripts/replica.sh", "script with `kill N`, `term N`, `alive N` and `start N`")
+}
+
+// payFlags declares the flags of the payment phase.
+func (o *options) payFlags(fs *flag.FlagSet) (finish func() error) {
+	fs.Float64Var(&o.pay.share, "pay", 0, "the payment phase (issue #14), 0 to 1: after the attack this share of the winners pay and the others let the payment window run out; a second wave of new buyers then buys the units that came back, and its winners pay; audited at the end (0: no payment phase). The replicas need a payment window longer than the attack and short enough to wait out: SECKILL_PAYMENT_WINDOW=10s make up")
+	paySkip := fs.String("pay-skip", "", "with -pay: strategies attacked without the payment phase, comma-separated")
+	fs.DurationVar(&o.pay.maxWait, "pay-max-wait", 3*time.Minute, "with -pay: the longest payment window the run waits out, per strategy (make up's is 2m: it works, slowly); a longer one (the app's default is 10m) is a setup error")
+	fs.IntVar(&o.pay.secondWave, "second-wave", 0, "with -pay: buyers of the second wave (default 20 × the units that came back, at most -buyers, at least 100)")
+	return func() error {
+		o.pay.skip = cli.SplitList(*paySkip)
+		return nil
+	}
+}
+
+// faultFlags declares the flags of the fault run; its finisher also reads the app's Redis and
+// ZooKeeper settings, which the faults stop or empty.
+func (o *options) faultFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
+	faults := fs.String("faults", "", "the fault run (make chaos): one step per fault, in order, each under its own paced load of every strategy: "+strings.Join(faultNames, ", ")+", or all")
+	fs.DurationVar(&o.fault.after, "fault-after", 2*time.Second, "with -faults: when in each step the fault begins")
+	fs.DurationVar(&o.fault.stopFor, "fault-for", 5*time.Second, "with -faults: how long a stopped service stays stopped")
+	fs.DurationVar(&o.fault.stepFor, "step", 20*time.Second, "with -faults: the load of one step, at -rate (default 300 req/s with -faults)")
+	fs.IntVar(&o.fault.termReplica, "term-replica", 3, "with -faults: the replica the term fault SIGTERMs (kill takes -chaos-replica)")
+	fs.IntVar(&o.fault.replicas, "replicas", 3, "with -faults: the replicas of the local stack, 1..N (the consumer fault arms them all)")
+	fs.StringVar(&o.fault.servicesScript, "services-script", "scripts/services.sh", "with -faults: script with `stop NAME` and `start NAME`")
+	fs.StringVar(&o.fault.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
+	return func() error {
+		var err error
+		// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
+		if o.fault.redis, err = config.RedisTopology(getenv); err != nil {
+			return fmt.Errorf("SECKILL_REDIS_*: %w", err)
+		}
+		o.fault.zkServers = cli.SplitList(envOrDefault(getenv, "SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
+		if o.fault.names, err = parseFaults(*faults); err != nil {
+			return err
+		}
+		if len(o.fault.names) > 0 {
+			if o.rate == 0 {
+				o.rate = 300
+			}
+			if o.fault.failpointTrigger, err = filepath.Abs(o.fault.failpointTrigger); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// zooFlags declares the flags of the lock zoo; its finisher gives the zoo's load its defaults
+// where the flags were not given.
+func (o *options) zooFlags(fs *flag.FlagSet) (finish func() error) {
+	fs.BoolVar(&o.zoo.on, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
+	fs.DurationVar(&o.zoo.pause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
+	fs.DurationVar(&o.zoo.hold, "zoo-hold", 2*time.Second, "with -zoo: how long the restart fault keeps the lock holder in its critical section (holder-hold) while the lock's servers restart; shorter than -zoo-lock-ttl")
+	fs.DurationVar(&o.zoo.lockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
+	fs.DurationVar(&o.zoo.session, "zoo-session", 4*time.Second, "with -zoo: the replicas' SECKILL_ZK_SESSION_TIMEOUT")
+	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill, restart); empty: the loads alone, which need no replica started by make up")
+	fs.StringVar(&o.zoo.dir, "zoo-dir", ".run/zoo", "with -zoo: where the holder failpoints' trigger files go")
+	return func() error {
+		if !o.zoo.on {
+			return nil
+		}
+		o.zooLoadDefaults(fs)
+		var err error
+		if o.zoo.dir, err = filepath.Abs(o.zoo.dir); err != nil {
+			return err
+		}
+		o.zoo.faults = cli.SplitList(*zooFaultList)
+		for _, f := range o.zoo.faults {
+			if !slices.Contains(zooFaults, f) {
+				return fmt.Errorf("-zoo-faults: %q is none of %s", f, strings.Join(zooFaults, ", "))
+			}
+		}
+		return nil
+	}
+}
+
+// zooLoadDefaults sets the zoo's load (-stock 1000, -buyers 4000, -step 12s, -rate 200,
+// -fault-after 2s) where fs was not given the flag.
+func (o *options) zooLoadDefaults(fs *flag.FlagSet) {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range map[string]any{"stock": &o.stock, "buyers": &o.buyers, "step": &o.fault.stepFor, "rate": &o.rate, "fault-after": &o.fault.after} {
+		if given[name] {
+			continue
+		}
+		switch p := v.(type) {
+		case *int:
+			*p = map[string]int{"stock": 1000, "buyers": 4000, "rate": 200}[name]
+		case *time.Duration:
+			*p = map[string]time.Duration{"step": 12 * time.Second, "fault-after": 2 * time.Second}[name]
+		}
+	}
+}
+
+// auditFlags declares the flags of the database audit alone.
+func (o *options) auditFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.audit.only, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
+	fs.Int64Var(&o.audit.productID, "product-id", 0, "product to audit with -audit-only")
+	fs.StringVar(&o.audit.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
+}
+
+// viewerFlags declares the flags of the crowd that watches each attack; its finisher needs the
+// attack's -targets, the stream viewers' default.
+func (o *options) viewerFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
 	viewerCounts := fs.String("viewers", "", "crowd sizes, comma-separated (e.g. 0,250,1000): each strategy is attacked once per size, on a product of its own, watched by that many viewers from before the attack until the sale is over and drained; the report sets the sizes side by side, with accepted/s ÷ the size 0 of the same strategy, and MySQL's statements/s during each attack (empty: no viewers)")
 	view := fs.String("view", string(viewers.Poll), "with -viewers: how they watch: poll (the product and its stats about once a second, the list every -list-every, revalidating with If-None-Match, as an open storefront does) or stream (GET /api/v1/events?product_id=N held, reconnecting with Last-Event-ID as EventSource does)")
 	viewerTargets := fs.String("viewer-targets", "", "with -viewers: base URLs the viewers read from, comma-separated; viewer i starts on the (i mod n)-th and moves on when it cannot connect (default: poll through the public entry http://$SECKILL_LB_ADDR, 127.0.0.1:8080, where nginx's micro-cache is; stream to -targets, the replicas)")
@@ -176,134 +362,63 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.view.pollEvery, "poll-every", time.Second, "with -view poll: each viewer's period, jittered ±15 %")
 	fs.DurationVar(&o.view.listEvery, "list-every", 5*time.Second, "with -view poll: how often each viewer also reads the product list")
 	fs.BoolVar(&o.view.ownAddrs, "viewer-own-addrs", true, "with -viewers: each viewer connects from a loopback address of its own (127.1.x.y), as each browser is a client of its own to per-client limits")
-	buyerKey := fs.String("buyer-jwt-key", getenv("SECKILL_BUYER_JWT_HMAC_KEY"), "sign each buyer's token with this key, for replicas that verify buyer tokens (SECKILL_BUYER_JWT_HMAC_KEY and its _ISSUER and _AUDIENCE, as the replicas take them; empty: none, user ids are claims)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	o.targets = cli.SplitList(*targets)
-	if *buyerKey != "" {
-		c := buyer.Config{HMACKey: []byte(*buyerKey), Issuer: getenv("SECKILL_BUYER_JWT_ISSUER"), Audience: getenv("SECKILL_BUYER_JWT_AUDIENCE"), MaxTTL: buyer.DefaultMaxTTL}
-		if v := getenv("SECKILL_BUYER_JWT_MAX_TTL"); v != "" {
-			var err error
-			if c.MaxTTL, err = time.ParseDuration(v); err != nil || c.MaxTTL <= 0 {
-				return nil, fmt.Errorf("SECKILL_BUYER_JWT_MAX_TTL %q: not a positive duration", v)
-			}
-		}
-		s, err := buyer.NewSigner(c)
-		if err != nil {
-			return nil, fmt.Errorf("-buyer-jwt-key: %w", err)
-		}
-		o.signer, o.tokenTTL = s, 2*o.maxDuration+o.drainTimeout+10*time.Minute
-		// The replicas refuse a token that claims a longer life than their SECKILL_BUYER_JWT_MAX_TTL:
-		// better said now than as 401s halfway through the run.
-		if o.tokenTTL > c.MaxTTL {
-			return nil, fmt.Errorf("-duration and -drain-timeout need buyer tokens valid for %v, over SECKILL_BUYER_JWT_MAX_TTL (%v)", o.tokenTTL, c.MaxTTL)
-		}
-	}
-	o.strategies = cli.SplitList(*strategies)
-	if slices.Equal(o.strategies, []string{"all"}) {
-		o.strategies = o.strategies[:0]
-		for _, st := range sale.Strategies {
-			o.strategies = append(o.strategies, string(st))
-		}
-	}
-	if o.zoo {
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		for name, v := range map[string]any{"stock": &o.stock, "buyers": &o.buyers, "step": &o.stepFor, "rate": &o.rate, "fault-after": &o.faultAfter} {
-			if given[name] {
-				continue
-			}
-			switch p := v.(type) {
-			case *int:
-				*p = map[string]int{"stock": 1000, "buyers": 4000, "rate": 200}[name]
-			case *time.Duration:
-				*p = map[string]time.Duration{"step": 12 * time.Second, "fault-after": 2 * time.Second}[name]
-			}
-		}
+	return func() error {
 		var err error
-		if o.zooDir, err = filepath.Abs(o.zooDir); err != nil {
-			return nil, err
+		if o.view.counts, err = parseCounts(*viewerCounts); err != nil {
+			return err
 		}
-		o.zooFaults = cli.SplitList(*zooFaultList)
-		for _, f := range o.zooFaults {
-			if !slices.Contains(zooFaults, f) {
-				return nil, fmt.Errorf("-zoo-faults: %q is none of %s", f, strings.Join(zooFaults, ", "))
-			}
+		if o.view.mode, err = viewers.ParseMode(*view); err != nil {
+			return fmt.Errorf("-view: %w", err)
 		}
-	}
-	var err error
-	o.paySkip = cli.SplitList(*paySkip)
-	if o.view.counts, err = parseCounts(*viewerCounts); err != nil {
-		return nil, err
-	}
-	if o.view.mode, err = viewers.ParseMode(*view); err != nil {
-		return nil, fmt.Errorf("-view: %w", err)
-	}
-	o.view.targets = cli.SplitList(*viewerTargets)
-	if len(o.view.targets) == 0 {
-		o.view.targets = defaultViewerTargets(o.view.mode, o.targets, getenv)
-	}
-	if err := viewers.CheckTargets(o.view.targets); err != nil {
-		return nil, fmt.Errorf("-viewer-targets: %w", err)
-	}
-	if o.adminURL == "" && len(o.targets) > 0 {
-		o.adminURL = o.targets[0]
-	}
-	// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
-	if o.redis, err = config.RedisTopology(getenv); err != nil {
-		return nil, fmt.Errorf("SECKILL_REDIS_*: %w", err)
-	}
-	o.zkServers = cli.SplitList(envOr("SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
-	if o.faults, err = parseFaults(*faults); err != nil {
-		return nil, err
-	}
-	if len(o.faults) > 0 {
-		if o.rate == 0 {
-			o.rate = 300
+		o.view.targets = cli.SplitList(*viewerTargets)
+		if len(o.view.targets) == 0 {
+			o.view.targets = defaultViewerTargets(o.view.mode, o.targets, getenv)
 		}
-		if o.failpointTrigger, err = filepath.Abs(o.failpointTrigger); err != nil {
-			return nil, err
+		if err := viewers.CheckTargets(o.view.targets); err != nil {
+			return fmt.Errorf("-viewer-targets: %w", err)
 		}
+		return nil
 	}
-	if o.buyers == 0 {
-		o.buyers = 20 * o.stock
-	}
+}
+
+// validate checks the combinations of flags: what each mode needs, and which modes exclude
+// each other.
+func (o *options) validate() error {
 	switch {
-	case o.auditOnly && o.productID <= 0:
-		return nil, errors.New("-audit-only needs -product-id")
-	case o.auditOnly:
-		return o, nil
+	case o.audit.only && o.audit.productID <= 0:
+		return errors.New("-audit-only needs -product-id")
+	case o.audit.only:
+		return nil
 	case len(o.targets) == 0 || len(o.strategies) == 0:
-		return nil, errors.New("need at least one target and one strategy")
+		return errors.New("need at least one target and one strategy")
 	case o.stock < 1 || o.buyers < 1 || o.attempts < 1 || o.attempts > 3 || o.workers < 1 || o.rate < 0:
-		return nil, errors.New("-stock, -buyers and -workers must be positive, -attempts 1 to 3, -rate not negative")
-	case o.chaos != "" && o.chaos != "kill":
-		return nil, fmt.Errorf("-chaos %q: only kill is known", o.chaos)
-	case o.zoo && (len(o.faults) > 0 || o.chaos != "" || o.pay > 0):
-		return nil, errors.New("-zoo runs its own faults: not with -faults, -chaos or -pay")
-	case o.zoo && (o.zooPause <= o.zooLockTTL || o.zooPause <= o.zooSession):
-		return nil, errors.New("-zoo-pause must be longer than -zoo-lock-ttl and -zoo-session: the pause must outlast the leases")
-	case o.zoo && (o.zooHold <= 0 || o.zooHold >= o.zooLockTTL):
-		return nil, errors.New("-zoo-hold must be shorter than -zoo-lock-ttl: only the restart, not the lease's end, may free the held lock")
-	case len(o.faults) > 0 && o.chaos != "":
-		return nil, errors.New("-faults and -chaos: one or the other")
-	case !(o.pay >= 0 && o.pay <= 1) || o.secondWave < 0 || o.payMaxWait <= 0:
-		return nil, errors.New("-pay must be between 0 and 1, -second-wave not negative, -pay-max-wait positive")
-	case o.pay > 0 && len(o.faults) > 0:
-		return nil, errors.New("-pay and -faults: one or the other")
-	case len(o.faults) > 0 && (o.replicas < 1 || o.chaosReplica < 1 || o.chaosReplica > o.replicas || o.termReplica < 1 || o.termReplica > o.replicas):
-		return nil, errors.New("-faults: -chaos-replica and -term-replica must be among the -replicas")
-	case len(o.faults) > 0 && (o.stepFor <= 0 || o.faultAfter < 0 || o.faultFor < 0):
-		return nil, errors.New("-faults: -step must be positive, -fault-after and -fault-for not negative")
-	case len(o.view.counts) > 0 && (len(o.faults) > 0 || o.zoo):
-		return nil, errors.New("-viewers watch the attacks of the load test: not with -faults or -zoo")
+		return errors.New("-stock, -buyers and -workers must be positive, -attempts 1 to 3, -rate not negative")
+	case o.chaos.mode != "" && o.chaos.mode != "kill":
+		return fmt.Errorf("-chaos %q: only kill is known", o.chaos.mode)
+	case o.zoo.on && (len(o.fault.names) > 0 || o.chaos.mode != "" || o.pay.share > 0):
+		return errors.New("-zoo runs its own faults: not with -faults, -chaos or -pay")
+	case o.zoo.on && (o.zoo.pause <= o.zoo.lockTTL || o.zoo.pause <= o.zoo.session):
+		return errors.New("-zoo-pause must be longer than -zoo-lock-ttl and -zoo-session: the pause must outlast the leases")
+	case o.zoo.on && (o.zoo.hold <= 0 || o.zoo.hold >= o.zoo.lockTTL):
+		return errors.New("-zoo-hold must be shorter than -zoo-lock-ttl: only the restart, not the lease's end, may free the held lock")
+	case len(o.fault.names) > 0 && o.chaos.mode != "":
+		return errors.New("-faults and -chaos: one or the other")
+	case !(o.pay.share >= 0 && o.pay.share <= 1) || o.pay.secondWave < 0 || o.pay.maxWait <= 0:
+		return errors.New("-pay must be between 0 and 1, -second-wave not negative, -pay-max-wait positive")
+	case o.pay.share > 0 && len(o.fault.names) > 0:
+		return errors.New("-pay and -faults: one or the other")
+	case len(o.fault.names) > 0 && (o.fault.replicas < 1 || o.chaos.replica < 1 || o.chaos.replica > o.fault.replicas || o.fault.termReplica < 1 || o.fault.termReplica > o.fault.replicas):
+		return errors.New("-faults: -chaos-replica and -term-replica must be among the -replicas")
+	case len(o.fault.names) > 0 && (o.fault.stepFor <= 0 || o.fault.after < 0 || o.fault.stopFor < 0):
+		return errors.New("-faults: -step must be positive, -fault-after and -fault-for not negative")
+	case len(o.view.counts) > 0 && (len(o.fault.names) > 0 || o.zoo.on):
+		return errors.New("-viewers watch the attacks of the load test: not with -faults or -zoo")
 	case o.view.rounds < 1:
-		return nil, errors.New("-viewer-rounds must be at least 1")
+		return errors.New("-viewer-rounds must be at least 1")
 	case o.view.warmup < 0 || o.view.linger < 0 || o.view.connectFor < 0 || o.view.pollEvery <= 0 || o.view.listEvery <= 0:
-		return nil, errors.New("-viewer-warmup, -viewer-linger and -viewer-connect must not be negative, -poll-every and -list-every positive")
+		return errors.New("-viewer-warmup, -viewer-linger and -viewer-connect must not be negative, -poll-every and -list-every positive")
 	}
-	return o, nil
+	return nil
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -316,13 +431,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer db.Close()
-	if o.auditOnly {
+	if o.audit.only {
 		return auditOnly(ctx, db, o, stdout)
 	}
-	if len(o.faults) > 0 {
+	if len(o.fault.names) > 0 {
 		return faultRun(ctx, db, o, stdout)
 	}
-	if o.zoo {
+	if o.zoo.on {
 		return zooRun(ctx, db, o, stdout)
 	}
 	rep, err := runAll(ctx, db, o, progress(stdout, o.quiet))

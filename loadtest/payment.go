@@ -142,82 +142,17 @@ func choosePayers(n int, fraction float64) []bool {
 func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr *StrategyReport, answers, settled []answer, say func(string, ...any)) error {
 	p := &PaymentReport{}
 	sr.Payment = p
-	if slices.Contains(o.paySkip, sr.Strategy) {
-		p.Skipped = "-pay-skip"
-		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(o.paySkip, ","))
-		return nil
-	}
-	if sr.Facts.ClosedUnits > 0 {
-		// Units came back during the attack and were sold again: the phase has no first wave to
-		// judge, and auditDatabase has said so (a violation). The unsafe control may get here on
-		// its own (its oversold orders expire while its slow attack still runs); its verdict
-		// stands on its oversell.
-		p.Skipped = "the window ran out during the attack"
-		say("%s: no payment phase: %d units expired during the attack", sr.Strategy, sr.Facts.ClosedUnits)
+	if p.Skipped = skipPayment(o, sr, say); p.Skipped != "" {
 		return nil
 	}
 	pid, client := sr.ProductID, payClient(o)
-
-	// The first wave's winners: a share pays, the others let the window run out.
-	w1 := winnersOf(answers, settled)
-	orders1, err := readOrders(ctx, client, o, w1)
+	w1, f1, backOK, err := payFirstWave(ctx, db, client, o, sr, p, answers, settled, say)
 	if err != nil {
 		return err
 	}
-	p.WindowSeconds = windowOf(w1, orders1)
-	last := latestExpiry(orders1)
-	if wait := time.Until(last); wait > o.payMaxWait {
-		return fmt.Errorf("the replicas' orders wait %s more for payment, longer than -pay-max-wait %s: restart the replicas with a short window "+
-			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), o.payMaxWait)
-	}
-	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), o.pay))
-	say("%s: payment: %d orders, window ≈ %.1f s; %d paid, %d declines, %d late; waiting for the rest to expire",
-		sr.Strategy, len(w1), p.WindowSeconds, p.First.Paid, p.First.Declined, p.First.Late)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	begun := time.Now()
-	f1, backOK, err := waitSettled(ctx, db, pid, latest(last, time.Now()).Add(o.drainTimeout))
-	if err != nil {
-		return err
-	}
-	p.WaitSeconds = time.Since(begun).Seconds()
-	p.Expired, p.Returned = f1.ClosedUnits, f1.ReturnedUnits
-	say("%s: %d units expired, %d back in stock after %.1f s; second wave in %s", sr.Strategy, p.Expired, p.Returned, p.WaitSeconds, restockSettle)
-	if err := sleep(ctx, restockSettle); err != nil {
-		return err
-	}
-
-	// The second wave: new buyers for the units that came back; its winners all pay.
 	w := &p.Second
-	w.Units = f1.Stock
-	w.Buyers = o.secondWave
-	if w.Buyers == 0 {
-		// The unsafe control's stock after its returns can be anything: its wave is bounded by
-		// the first one.
-		w.Buyers = max(min(20*w.Units, o.buyers), 100)
-	}
-	o2 := *o
-	o2.buyers, o2.chaos = w.Buyers, ""
-	plan := planAttempts(&o2, runID+"w2", sr.Strategy)
-	answers2, _, err := attack(ctx, &o2, pid, plan, say)
+	w2, orders2, broken2, err := runSecondWave(ctx, db, client, o, runID, sr, w, f1, say)
 	if err != nil {
-		return err
-	}
-	settled2, stuck2 := settle(ctx, &o2, pid, answers2)
-	t2, accepted2 := tallyAnswers(answers2, settled2, w.Units, nil)
-	w.Requests, w.Accepted, w.Outcomes = t2.Requests, t2.Accepted, t2.Outcomes
-	w2 := winnersOf(answers2, settled2)
-	if _, _, err := waitDrained(ctx, db, pid, f1.Reservations+len(accepted2), o.drainTimeout); err != nil {
-		return err
-	}
-	orders2, err := readOrders(ctx, client, o, w2)
-	if err != nil {
-		return err
-	}
-	w.Pay = payAll(ctx, client, o, w2, orders2, choosePayers(len(w2), 1))
-	say("%s: second wave: %d units, %d buyers, %d accepted, %d paid; final audit", sr.Strategy, w.Units, w.Buyers, w.Accepted, w.Pay.Paid)
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	deadline := time.Now()
@@ -237,15 +172,7 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 		return err
 	}
 
-	for _, v := range t2.Violations {
-		sr.Violations = append(sr.Violations, "second wave: "+v)
-	}
-	if t2.Requests != len(plan) {
-		sr.Violations = append(sr.Violations, fmt.Sprintf("second wave: %d requests planned, %d answered", len(plan), t2.Requests))
-	}
-	if v := stuckViolation(stuck2); v != "" {
-		sr.Violations = append(sr.Violations, "second wave: "+v)
-	}
+	sr.Violations = append(sr.Violations, broken2...)
 	e := paymentEvidence{
 		winners1: len(w1), paid1: p.First.Paid, afterWindow: f1, backOK: backOK,
 		units2: w.Units, buyers2: w.Buyers, accepted2: w.Accepted, paid2: w.Pay.Paid,
@@ -258,6 +185,108 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 	sr.Violations = append(sr.Violations, paymentViolations(e, sr.Oversold)...)
 	sr.Facts = final
 	return nil
+}
+
+// skipPayment says why sr's strategy gets no payment phase, having said so with say, or "" when
+// it gets one.
+func skipPayment(o *options, sr *StrategyReport, say func(string, ...any)) string {
+	if slices.Contains(o.pay.skip, sr.Strategy) {
+		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(o.pay.skip, ","))
+		return "-pay-skip"
+	}
+	if sr.Facts.ClosedUnits > 0 {
+		// Units came back during the attack and were sold again: the phase has no first wave to
+		// judge, and auditDatabase has said so (a violation). The unsafe control may get here on
+		// its own (its oversold orders expire while its slow attack still runs); its verdict
+		// stands on its oversell.
+		say("%s: no payment phase: %d units expired during the attack", sr.Strategy, sr.Facts.ClosedUnits)
+		return "the window ran out during the attack"
+	}
+	return ""
+}
+
+// payFirstWave plays the first wave of the payment phase: a share of the attack's winners pays,
+// the others let the window run out. It fills p's first-wave fields and returns the winners, the
+// database once the unpaid units came back (backOK: all of them before the timeout), after the
+// pause that lets the restock settle.
+func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *options, sr *StrategyReport, p *PaymentReport, answers, settled []answer, say func(string, ...any)) (w1 []winner, f1 audit.Facts, backOK bool, err error) {
+	w1 = winnersOf(answers, settled)
+	orders1, err := readOrders(ctx, client, o, w1)
+	if err != nil {
+		return nil, f1, false, err
+	}
+	p.WindowSeconds = windowOf(w1, orders1)
+	last := latestExpiry(orders1)
+	if wait := time.Until(last); wait > o.pay.maxWait {
+		return nil, f1, false, fmt.Errorf("the replicas' orders wait %s more for payment, longer than -pay-max-wait %s: restart the replicas with a short window "+
+			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), o.pay.maxWait)
+	}
+	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), o.pay.share))
+	say("%s: payment: %d orders, window ≈ %.1f s; %d paid, %d declines, %d late; waiting for the rest to expire",
+		sr.Strategy, len(w1), p.WindowSeconds, p.First.Paid, p.First.Declined, p.First.Late)
+	if err := ctx.Err(); err != nil {
+		return nil, f1, false, err
+	}
+	begun := time.Now()
+	f1, backOK, err = waitSettled(ctx, db, sr.ProductID, latest(last, time.Now()).Add(o.drainTimeout))
+	if err != nil {
+		return nil, f1, false, err
+	}
+	p.WaitSeconds = time.Since(begun).Seconds()
+	p.Expired, p.Returned = f1.ClosedUnits, f1.ReturnedUnits
+	say("%s: %d units expired, %d back in stock after %.1f s; second wave in %s", sr.Strategy, p.Expired, p.Returned, p.WaitSeconds, restockSettle)
+	if err := sleep(ctx, restockSettle); err != nil {
+		return nil, f1, false, err
+	}
+	return w1, f1, backOK, nil
+}
+
+// runSecondWave sells the units that came back (back.Stock) to new buyers, whose winners all
+// pay. It fills w and returns the wave's winners, their orders, and the violations it saw in the
+// wave's answers, for the caller to add once the final audit has been read.
+func runSecondWave(ctx context.Context, db *sql.DB, client *http.Client, o *options, runID string, sr *StrategyReport, w *WaveReport, back audit.Facts, say func(string, ...any)) ([]winner, []orderView, []string, error) {
+	pid := sr.ProductID
+	w.Units = back.Stock
+	w.Buyers = o.pay.secondWave
+	if w.Buyers == 0 {
+		// The unsafe control's stock after its returns can be anything: its wave is bounded by
+		// the first one.
+		w.Buyers = max(min(20*w.Units, o.buyers), 100)
+	}
+	o2 := *o
+	o2.buyers, o2.chaos.mode = w.Buyers, ""
+	plan := planAttempts(&o2, runID+"w2", sr.Strategy)
+	answers2, _, err := attack(ctx, &o2, pid, plan, say)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	settled2, stuck2 := settle(ctx, &o2, pid, answers2)
+	t2, accepted2 := tallyAnswers(answers2, settled2, w.Units, nil)
+	w.Requests, w.Accepted, w.Outcomes = t2.Requests, t2.Accepted, t2.Outcomes
+	w2 := winnersOf(answers2, settled2)
+	if _, _, err := waitDrained(ctx, db, pid, back.Reservations+len(accepted2), o.drainTimeout); err != nil {
+		return nil, nil, nil, err
+	}
+	orders2, err := readOrders(ctx, client, o, w2)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w.Pay = payAll(ctx, client, o, w2, orders2, choosePayers(len(w2), 1))
+	say("%s: second wave: %d units, %d buyers, %d accepted, %d paid; final audit", sr.Strategy, w.Units, w.Buyers, w.Accepted, w.Pay.Paid)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	var broken []string
+	for _, v := range t2.Violations {
+		broken = append(broken, "second wave: "+v)
+	}
+	if t2.Requests != len(plan) {
+		broken = append(broken, fmt.Sprintf("second wave: %d requests planned, %d answered", len(plan), t2.Requests))
+	}
+	if v := stuckViolation(stuck2); v != "" {
+		broken = append(broken, "second wave: "+v)
+	}
+	return w2, orders2, broken, nil
 }
 
 // paymentEvidence is what the payment phase saw: the answers' side and the database's.

@@ -339,11 +339,11 @@ func TestParsePayOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.pay != 0.5 || len(o.paySkip) != 0 || o.payMaxWait != 3*time.Minute || o.secondWave != 0 {
-		t.Errorf("-pay 0.5: pay %g, skip %q, max wait %s, second wave %d", o.pay, o.paySkip, o.payMaxWait, o.secondWave)
+	if o.pay.share != 0.5 || len(o.pay.skip) != 0 || o.pay.maxWait != 3*time.Minute || o.pay.secondWave != 0 {
+		t.Errorf("-pay 0.5: pay %g, skip %q, max wait %s, second wave %d", o.pay.share, o.pay.skip, o.pay.maxWait, o.pay.secondWave)
 	}
-	if o, err := parse("-pay", "1", "-pay-skip", "redis-lua, none"); err != nil || !cmp.Equal(o.paySkip, []string{"redis-lua", "none"}) {
-		t.Errorf("-pay-skip 'redis-lua, none': %v, %q", err, o.paySkip)
+	if o, err := parse("-pay", "1", "-pay-skip", "redis-lua, none"); err != nil || !cmp.Equal(o.pay.skip, []string{"redis-lua", "none"}) {
+		t.Errorf("-pay-skip 'redis-lua, none': %v, %q", err, o.pay.skip)
 	}
 	for _, args := range [][]string{{"-pay", "1.5"}, {"-pay", "-0.1"}, {"-pay", "NaN"}, {"-second-wave", "-1"}, {"-pay", "0.5", "-faults", "all"}} {
 		if _, err := parse(args...); err == nil {

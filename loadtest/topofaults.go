@@ -123,25 +123,25 @@ func startKilled(ctx context.Context, e *faultEnv) (string, error) {
 // topologySkip says why the fault f cannot be played on this run's topology ("" when it can).
 func topologySkip(o *options, f fault) string {
 	switch {
-	case f.topology == "redis" && o.redis.Mode == redisconn.Single:
-		return "it needs a replicated Redis (make up REDIS_MODE=cluster or sentinel); the stack's is " + o.redis.String()
-	case f.topology == "zk" && len(o.zkServers) < 3:
-		return "it needs a ZooKeeper ensemble (make up ZK_MODE=ensemble); the stack's is " + strings.Join(o.zkServers, ",")
+	case f.topology == "redis" && o.fault.redis.Mode == redisconn.Single:
+		return "it needs a replicated Redis (make up REDIS_MODE=cluster or sentinel); the stack's is " + o.fault.redis.String()
+	case f.topology == "zk" && len(o.fault.zkServers) < 3:
+		return "it needs a ZooKeeper ensemble (make up ZK_MODE=ensemble); the stack's is " + strings.Join(o.fault.zkServers, ",")
 	}
 	return ""
 }
 
 // servicesOutput runs scripts/services.sh with args and returns what it printed.
 func (e *faultEnv) servicesOutput(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, e.o.servicesScript, args...)
+	cmd := exec.CommandContext(ctx, e.o.fault.servicesScript, args...)
 	cmd.Env = os.Environ()
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", e.o.servicesScript, strings.Join(args, " "), err)
+		return "", fmt.Errorf("%s %s: %w", e.o.fault.servicesScript, strings.Join(args, " "), err)
 	}
 	name := strings.TrimSpace(string(out))
 	if name == "" {
-		return "", fmt.Errorf("%s %s printed nothing", e.o.servicesScript, strings.Join(args, " "))
+		return "", fmt.Errorf("%s %s printed nothing", e.o.fault.servicesScript, strings.Join(args, " "))
 	}
 	return name, nil
 }
@@ -150,7 +150,7 @@ func (e *faultEnv) servicesOutput(ctx context.Context, args ...string) (string, 
 // names the master serving the same data: on a cluster, the one of the slot of strategy's sale
 // (the redis sale's lock, the redis-lua sale's state), the Sentinel master otherwise.
 func (e *faultEnv) redisMasterToKill(ctx context.Context, strategy string) (string, []string, error) {
-	if e.o.redis.Mode == redisconn.Sentinel {
+	if e.o.fault.redis.Mode == redisconn.Sentinel {
 		name, err := e.servicesOutput(ctx, "sentinel-master")
 		return name, []string{"sentinel-master"}, err
 	}
@@ -182,7 +182,7 @@ func luaStreamIDs(ctx context.Context, e *faultEnv) map[string]map[string]bool {
 	if !lua || err != nil {
 		return nil
 	}
-	rdb := redisconn.Open(e.o.redis, redis.UniversalOptions{})
+	rdb := redisconn.Open(e.o.fault.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	entries, err := rdb.XRange(ctx, redislua.KeysFor(dsn.DBName, pid).Stream, "-", "+").Result()
 	if err != nil {

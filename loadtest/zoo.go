@@ -212,13 +212,13 @@ func (z *zooEnv) armReplica(ctx context.Context, n int, restart bool) error {
 	}
 	env := []string{
 		"SECKILL_TEST_FAILPOINT=holder-kill:" + filepath.Join(z.dir, "holder-kill") +
-			",holder-pause@" + z.o.zooPause.String() + ":" + filepath.Join(z.dir, "holder-pause") +
-			",holder-hold@" + z.o.zooHold.String() + ":" + filepath.Join(z.dir, "holder-hold"),
-		"SECKILL_LOCK_TTL=" + z.o.zooLockTTL.String(),
-		"SECKILL_ZK_SESSION_TIMEOUT=" + z.o.zooSession.String(),
+			",holder-pause@" + z.o.zoo.pause.String() + ":" + filepath.Join(z.dir, "holder-pause") +
+			",holder-hold@" + z.o.zoo.hold.String() + ":" + filepath.Join(z.dir, "holder-hold"),
+		"SECKILL_LOCK_TTL=" + z.o.zoo.lockTTL.String(),
+		"SECKILL_ZK_SESSION_TIMEOUT=" + z.o.zoo.session.String(),
 		"SECKILL_ALLOW_UNSAFE_STRATEGIES=true",
 	}
-	if err := z.script(ctx, env, z.o.chaosScript, "start", strconv.Itoa(n)); err != nil {
+	if err := z.script(ctx, env, z.o.chaos.script, "start", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	z.armed[n] = true
@@ -230,8 +230,8 @@ func (z *zooEnv) armAll(ctx context.Context) error {
 	if err := os.MkdirAll(z.dir, 0o755); err != nil {
 		return err
 	}
-	for n := 1; n <= z.o.replicas; n++ {
-		z.say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, z.o.zooPause, z.o.zooLockTTL, z.o.zooSession)
+	for n := 1; n <= z.o.fault.replicas; n++ {
+		z.say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, z.o.zoo.pause, z.o.zoo.lockTTL, z.o.zoo.session)
 		if err := z.armReplica(ctx, n, true); err != nil {
 			return err
 		}
@@ -244,7 +244,7 @@ func (z *zooEnv) disarm(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 	defer cancel()
 	var errs []error
-	for n := 1; n <= z.o.replicas; n++ {
+	for n := 1; n <= z.o.fault.replicas; n++ {
 		if z.alive(ctx, n) {
 			errs = append(errs, z.replica(ctx, "term", strconv.Itoa(n)))
 		}
@@ -260,47 +260,62 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault 
 		failpoint = "hold"
 	}
 	trigger := z.trigger(failpoint, string(st))
-	// fire creates the trigger and waits until a holder of st has taken it.
-	fire := func(ctx context.Context) error {
-		if err := os.MkdirAll(z.dir, 0o755); err != nil {
-			return err
+	fire := func(ctx context.Context) error { return z.fire(ctx, trigger, st) }
+	switch name {
+	case "pause":
+		return z.pauseFault(st, fire)
+	case "restart":
+		return z.restartFault(st, spec.restart, fire)
+	}
+	return z.killFault(st, spec.unstall, fire)
+}
+
+// fire creates trigger and waits until a holder of st has taken it (removed it), for 15 s at
+// most; a trigger no holder took is removed, so that it cannot fire later.
+func (z *zooEnv) fire(ctx context.Context, trigger string, st sale.Strategy) error {
+	if err := os.MkdirAll(z.dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(trigger); errors.Is(err, os.ErrNotExist) {
+			return nil
 		}
-		if err := os.WriteFile(trigger, nil, 0o644); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat(trigger); errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
+	}
+	os.Remove(trigger) // it must not fire later
+	return fmt.Errorf("no %s holder reached its critical section within 15 s", st)
+}
+
+// pauseFault is the pause step of strategy st: fire stops the holder's process (SIGSTOP) for
+// -zoo-pause, after which it wakes by itself.
+func (z *zooEnv) pauseFault(st sale.Strategy, fire func(context.Context) error) fault {
+	return fault{
+		name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.o.zoo.pause),
+		inject: func(ctx context.Context, e *faultEnv) error { return fire(ctx) },
+		restore: func(ctx context.Context, e *faultEnv) error {
+			// The paused process wakes by itself; the fault is undone when it has.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(z.o.zoo.pause):
+				return nil
 			}
-		}
-		os.Remove(trigger) // it must not fire later
-		return fmt.Errorf("no %s holder reached its critical section within 15 s", st)
+		},
 	}
-	if name == "pause" {
-		return fault{
-			name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.o.zooPause),
-			inject: func(ctx context.Context, e *faultEnv) error { return fire(ctx) },
-			restore: func(ctx context.Context, e *faultEnv) error {
-				// The paused process wakes by itself; the fault is undone when it has.
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(z.o.zooPause):
-					return nil
-				}
-			},
-		}
-	}
-	if name == "restart" {
-		return z.restartFault(st, spec.restart, fire)
-	}
-	unstall := spec.unstall
+}
+
+// killFault is the kill step of strategy st: fire SIGKILLs the holder's replica, which is then
+// restarted armed. unstall, when st has one, frees what a dead holder left before and after the
+// load.
+func (z *zooEnv) killFault(st sale.Strategy, unstall func(context.Context, *zooEnv, int64) (string, error), fire func(context.Context) error) fault {
 	var prepare func(ctx context.Context, e *faultEnv) error
 	var afterLoad func(ctx context.Context, e *faultEnv) (string, error)
 	if unstall != nil {
@@ -323,7 +338,7 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault 
 			}
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Now().Before(deadline) {
-				for n := 1; n <= e.o.replicas; n++ {
+				for n := 1; n <= e.o.fault.replicas; n++ {
 					if !e.alive(ctx, n) {
 						e.died = n
 						return nil
@@ -346,7 +361,7 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault 
 // waits in its critical section (holder-hold), r.restart SIGKILLed and started again, empty, and
 // r.down started with them, all at once, well within the hold.
 func (z *zooEnv) restartFault(st sale.Strategy, r serverRestart, fire func(context.Context) error) fault {
-	what := fmt.Sprintf("the %s holder waits %s in its critical section while %s restart empty", st, z.o.zooHold, strings.Join(r.restart, ", "))
+	what := fmt.Sprintf("the %s holder waits %s in its critical section while %s restart empty", st, z.o.zoo.hold, strings.Join(r.restart, ", "))
 	if len(r.down) > 0 {
 		what += fmt.Sprintf(" and %s (down when it took the lock) come back", strings.Join(r.down, ", "))
 	}
@@ -391,8 +406,8 @@ func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 	rep := &ZooReport{
 		RunID: began.UTC().Format("20060102-150405"), StartedAt: began.UTC(), Machine: yardstick.Machine(),
 		Targets: o.targets, Passed: true,
-		Settings: ZooSettings{Stock: o.stock, Buyers: o.buyers, Workers: o.workers, Pause: o.zooPause, LockTTL: o.zooLockTTL,
-			ZKSession: o.zooSession, Step: o.stepFor, StepRate: o.rate, FaultAfter: o.faultAfter, Faults: o.zooFaults},
+		Settings: ZooSettings{Stock: o.stock, Buyers: o.buyers, Workers: o.workers, Pause: o.zoo.pause, LockTTL: o.zoo.lockTTL,
+			ZKSession: o.zoo.session, Step: o.fault.stepFor, StepRate: o.rate, FaultAfter: o.fault.after, Faults: o.zoo.faults},
 	}
 	if o.baselineFor > 0 {
 		ys, err := measureYardsticks(ctx, o, say)
@@ -401,8 +416,8 @@ func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 		}
 		rep.Yardsticks = ys
 	}
-	z := &zooEnv{faultEnv: &faultEnv{o: o, say: say, armed: map[int]bool{}}, dir: o.zooDir, db: db}
-	if len(o.zooFaults) > 0 {
+	z := &zooEnv{faultEnv: &faultEnv{o: o, say: say, armed: map[int]bool{}}, dir: o.zoo.dir, db: db}
+	if len(o.zoo.faults) > 0 {
 		if err := z.armAll(ctx); err != nil {
 			return nil, err
 		}
@@ -473,7 +488,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 	say("zoo · %s · load: %s (expected %s) — %s", st, row.Load.Outcome, row.Load.Expected, row.Load.Detail)
 	row.Passed = row.Load.ok()
 
-	for _, name := range o.zooFaults {
+	for _, name := range o.zoo.faults {
 		want, applies := spec.faults[name]
 		if !applies {
 			continue
@@ -482,7 +497,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 		so.strategies = []string{string(st)}
 		// A stalled sale answers each buyer after the whole lock wait: the step's load ends on
 		// time, whatever it has sent.
-		so.maxDuration = o.stepFor + 2*time.Second
+		so.maxDuration = o.fault.stepFor + 2*time.Second
 		step, err := runStep(ctx, db, &so, admin, z.faultEnv, z.holderFault(name, st, spec), rep.RunID, say)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -605,7 +620,7 @@ func deleteSetnxKey(ctx context.Context, z *zooEnv, productID int64) (string, er
 	if err != nil {
 		return "", err
 	}
-	rdb := redisconn.Open(z.o.redis, redis.UniversalOptions{})
+	rdb := redisconn.Open(z.o.fault.redis, redis.UniversalOptions{})
 	defer rdb.Close()
 	key := redisnaive.DefaultSetNXPrefix + "{" + name + "}" // the app's SetNX.Key
 	ttl, err := rdb.PTTL(ctx, key).Result()

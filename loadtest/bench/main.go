@@ -100,6 +100,7 @@ var allPhases = []string{phaseGin, phaseSoldOut, phaseR, phaseRead, phaseFanout,
 // batchDefault in -batch leaves SECKILL_BATCH_MAX unset: the app's own default.
 const batchDefault = "default"
 
+// parseOptions reads the command line: flags, then the lists they hold, then validate.
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -144,43 +145,62 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	o.strategies = cli.SplitList(*strategies)
 	o.returnStrategies = cli.SplitList(*returnStrategies)
 	o.batches = cli.SplitList(*batches)
-	for _, w := range cli.SplitList(*workers) {
-		n, err := strconv.Atoi(w)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-workers: %q is not a positive number", w)
-		}
-		o.workers = append(o.workers, n)
+	var err error
+	if o.workers, err = parseWorkers(*workers); err != nil {
+		return nil, err
 	}
-	for _, p := range o.phases {
-		if !slices.Contains(allPhases, p) {
-			return nil, fmt.Errorf("-phases: %q is none of %s", p, strings.Join(allPhases, ", "))
-		}
-	}
-	for _, b := range o.batches {
-		if b != batchDefault && !isPositiveInt(b) {
-			return nil, fmt.Errorf("-batch: %q is neither %s nor a positive number", b, batchDefault)
-		}
-	}
-	switch {
-	case len(o.phases) == 0:
-		return nil, errors.New("-phases: nothing to run")
-	case o.replicas < 1 || o.connections < 1 || len(o.workers) == 0 || o.rGoroutines < 1 || o.stock < 1 || o.subscribers < 1 || o.fanoutBuyers < 1:
-		return nil, errors.New("-replicas, -connections, -workers, -r-goroutines, -stock, -subscribers and -fanout-workers must be positive")
-	case o.warmup < 0 || o.duration <= 0 || o.acceptFor <= 0 || o.rFor <= 0 || o.drainTimeout <= 0:
-		return nil, errors.New("durations must be positive (the warm-up may be 0)")
-	case o.warmup+max(o.duration, o.acceptFor) > 10*time.Minute:
-		return nil, errors.New("a phase is bounded to 10 minutes")
-	case slices.Contains(o.phases, phaseReturns) && (len(o.returnStrategies) == 0 || o.returnOrders < len(o.returnStrategies)):
-		return nil, errors.New("the returns phase needs a strategy and at least one order per strategy")
-	case slices.Contains(o.phases, phaseAccept) && (len(o.strategies) == 0 || len(o.batches) == 0):
-		return nil, errors.New("the accept phases need at least one strategy and one -batch configuration")
-	case len(o.targets) > 0 && o.profile:
-		return nil, errors.New("-profile needs replicas the bench starts (their pprof ports): drop -targets")
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	if len(o.targets) > 0 {
 		o.batches = []string{"as running"}
 	}
 	return o, nil
+}
+
+// parseWorkers reads -workers: positive numbers, comma-separated.
+func parseWorkers(s string) ([]int, error) {
+	var out []int
+	for _, w := range cli.SplitList(s) {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-workers: %q is not a positive number", w)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// validate checks the parsed options: the phases and -batch configurations named, and the
+// combinations of flags.
+func (o *options) validate() error {
+	for _, p := range o.phases {
+		if !slices.Contains(allPhases, p) {
+			return fmt.Errorf("-phases: %q is none of %s", p, strings.Join(allPhases, ", "))
+		}
+	}
+	for _, b := range o.batches {
+		if b != batchDefault && !isPositiveInt(b) {
+			return fmt.Errorf("-batch: %q is neither %s nor a positive number", b, batchDefault)
+		}
+	}
+	switch {
+	case len(o.phases) == 0:
+		return errors.New("-phases: nothing to run")
+	case o.replicas < 1 || o.connections < 1 || len(o.workers) == 0 || o.rGoroutines < 1 || o.stock < 1 || o.subscribers < 1 || o.fanoutBuyers < 1:
+		return errors.New("-replicas, -connections, -workers, -r-goroutines, -stock, -subscribers and -fanout-workers must be positive")
+	case o.warmup < 0 || o.duration <= 0 || o.acceptFor <= 0 || o.rFor <= 0 || o.drainTimeout <= 0:
+		return errors.New("durations must be positive (the warm-up may be 0)")
+	case o.warmup+max(o.duration, o.acceptFor) > 10*time.Minute:
+		return errors.New("a phase is bounded to 10 minutes")
+	case slices.Contains(o.phases, phaseReturns) && (len(o.returnStrategies) == 0 || o.returnOrders < len(o.returnStrategies)):
+		return errors.New("the returns phase needs a strategy and at least one order per strategy")
+	case slices.Contains(o.phases, phaseAccept) && (len(o.strategies) == 0 || len(o.batches) == 0):
+		return errors.New("the accept phases need at least one strategy and one -batch configuration")
+	case len(o.targets) > 0 && o.profile:
+		return errors.New("-profile needs replicas the bench starts (their pprof ports): drop -targets")
+	}
+	return nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {

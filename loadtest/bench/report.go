@@ -154,23 +154,7 @@ func markdown(r *Report) string {
 	fmt.Fprintf(&b, "\n## seckill-go bench %s\n\n", r.RunID)
 	fmt.Fprintf(&b, "%s · %s · commit %s · run took %s\n\n", r.Machine, r.StartedAt.UTC().Format("2006-01-02 15:04 MST"), r.Commit, (time.Duration(r.Seconds) * time.Second).String())
 	s := r.Settings
-	replicas := fmt.Sprintf("%d replicas started by the bench", s.Replicas)
-	if s.ReplicaProcs != "" {
-		replicas += " (GOMAXPROCS " + s.ReplicaProcs + " each)"
-	}
-	if len(s.Targets) > 0 {
-		replicas = "replicas " + strings.Join(s.Targets, ", ")
-	}
-	if s.Topology != "" {
-		replicas += " · " + s.Topology
-	}
-	linger := ""
-	if s.BatchLinger != "" {
-		linger = ", SECKILL_BATCH_LINGER=" + s.BatchLinger
-	}
-	fmt.Fprintf(&b, "%s · warm-up %s per HTTP phase · bare gin and sold-out: %d connections × %s · accept: %s workers × %s, stock %s · R: %d goroutines × %s · strategies %s · batch configurations: %s%s\n\n",
-		replicas, s.Warmup, s.Connections, s.Duration, joinInts(s.Workers), s.AcceptDuration, appapi.Thousands(s.Stock), s.RGoroutines, s.RDuration,
-		strings.Join(s.Strategies, ", "), strings.Join(s.Batches, ", "), linger)
+	writeSettings(&b, s)
 	if r.Aborted != "" {
 		fmt.Fprintf(&b, "**Run aborted: %s** — the rows below are those measured before.\n\n", oneLine(r.Aborted))
 	}
@@ -185,48 +169,8 @@ func markdown(r *Report) string {
 			row.What, row.Config, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row), cpuCell(row.CPU))
 	}
 
-	b.WriteString("\nAnswers, warm-up included:\n\n| what | configuration | product | answers | reserved | confirmed |\n|---|---|---:|---|---:|---:|\n")
-	for _, row := range r.Rows {
-		if row.Kind == kindR {
-			continue
-		}
-		product, reserved, confirmed := "—", "—", "—"
-		if row.ProductID > 0 {
-			product = strconv.FormatInt(row.ProductID, 10)
-		}
-		if row.Kind == kindAccept {
-			reserved, confirmed = appapi.Thousands(row.Reserved), appapi.Thousands(row.Confirmed)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row.What, row.Config, product, answersCell(row.Answers), reserved, confirmed)
-	}
-
-	if len(r.Problems) > 0 {
-		b.WriteString("\n**Contract broken:**\n\n")
-		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "- **%s**\n", p)
-		}
-	}
-	var notes, profiles []string
-	for _, row := range r.Rows {
-		for _, n := range row.Notes {
-			notes = append(notes, fmt.Sprintf("%s (%s): %s", row.What, row.Config, n))
-		}
-		if row.Profile != "" {
-			profiles = append(profiles, fmt.Sprintf("%s (%s): `go tool pprof -top %s`", row.What, row.Config, row.Profile))
-		}
-	}
-	if len(notes) > 0 {
-		b.WriteString("\nNotes:\n\n")
-		for _, n := range notes {
-			fmt.Fprintf(&b, "- %s\n", n)
-		}
-	}
-	if len(profiles) > 0 {
-		b.WriteString("\nCPU profiles of replica 1 during each phase's measured window:\n\n")
-		for _, p := range profiles {
-			fmt.Fprintf(&b, "- %s\n", p)
-		}
-	}
+	writeAnswers(&b, r)
+	writeFindings(&b, r)
 	b.WriteString(`
 How to read it: every ratio divides by a yardstick measured in this run. The sold-out path's
 req/s ÷ the bare gin ceiling's (same client, same connections) is the share of the bare HTTP
@@ -254,6 +198,78 @@ redis-lua, with the share of the phase's units that were in MySQL when it ended 
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
 `)
 	return b.String()
+}
+
+// writeSettings renders the run's settings: the replicas and the knobs of each phase.
+func writeSettings(b *strings.Builder, s Settings) {
+	replicas := fmt.Sprintf("%d replicas started by the bench", s.Replicas)
+	if s.ReplicaProcs != "" {
+		replicas += " (GOMAXPROCS " + s.ReplicaProcs + " each)"
+	}
+	if len(s.Targets) > 0 {
+		replicas = "replicas " + strings.Join(s.Targets, ", ")
+	}
+	if s.Topology != "" {
+		replicas += " · " + s.Topology
+	}
+	linger := ""
+	if s.BatchLinger != "" {
+		linger = ", SECKILL_BATCH_LINGER=" + s.BatchLinger
+	}
+	fmt.Fprintf(b, "%s · warm-up %s per HTTP phase · bare gin and sold-out: %d connections × %s · accept: %s workers × %s, stock %s · R: %d goroutines × %s · strategies %s · batch configurations: %s%s\n\n",
+		replicas, s.Warmup, s.Connections, s.Duration, joinInts(s.Workers), s.AcceptDuration, appapi.Thousands(s.Stock), s.RGoroutines, s.RDuration,
+		strings.Join(s.Strategies, ", "), strings.Join(s.Batches, ", "), linger)
+}
+
+// writeAnswers renders the table of the answers each row got, and the orders its product ended
+// with.
+func writeAnswers(b *strings.Builder, r *Report) {
+	b.WriteString("\nAnswers, warm-up included:\n\n| what | configuration | product | answers | reserved | confirmed |\n|---|---|---:|---|---:|---:|\n")
+	for _, row := range r.Rows {
+		if row.Kind == kindR {
+			continue
+		}
+		product, reserved, confirmed := "—", "—", "—"
+		if row.ProductID > 0 {
+			product = strconv.FormatInt(row.ProductID, 10)
+		}
+		if row.Kind == kindAccept {
+			reserved, confirmed = appapi.Thousands(row.Reserved), appapi.Thousands(row.Confirmed)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", row.What, row.Config, product, answersCell(row.Answers), reserved, confirmed)
+	}
+}
+
+// writeFindings renders the broken contract, the rows' notes and their CPU profiles, each where
+// there are any.
+func writeFindings(b *strings.Builder, r *Report) {
+	if len(r.Problems) > 0 {
+		b.WriteString("\n**Contract broken:**\n\n")
+		for _, p := range r.Problems {
+			fmt.Fprintf(b, "- **%s**\n", p)
+		}
+	}
+	var notes, profiles []string
+	for _, row := range r.Rows {
+		for _, n := range row.Notes {
+			notes = append(notes, fmt.Sprintf("%s (%s): %s", row.What, row.Config, n))
+		}
+		if row.Profile != "" {
+			profiles = append(profiles, fmt.Sprintf("%s (%s): `go tool pprof -top %s`", row.What, row.Config, row.Profile))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\nNotes:\n\n")
+		for _, n := range notes {
+			fmt.Fprintf(b, "- %s\n", n)
+		}
+	}
+	if len(profiles) > 0 {
+		b.WriteString("\nCPU profiles of replica 1 during each phase's measured window:\n\n")
+		for _, p := range profiles {
+			fmt.Fprintf(b, "- %s\n", p)
+		}
+	}
 }
 
 // isYardstick says whether rows of kind are yardsticks, which the others are divided by.

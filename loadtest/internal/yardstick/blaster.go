@@ -160,29 +160,7 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 		workers[i] = w
 		wg.Go(func() {
 			defer w.close()
-			for ctx.Err() == nil {
-				n := next.Add(1) - 1
-				if b.Requests > 0 && n >= int64(b.Requests) {
-					return
-				}
-				t0 := time.Now()
-				if !t0.Before(stopAt) {
-					return
-				}
-				status, code, err := w.do(int(n%int64(len(hosts))), n, t0)
-				t1 := time.Now()
-				w.tally.add(status, code, err, t1.Sub(t0), !t1.Before(windowStart) && !t1.After(stopAt))
-				if b.OnAnswer != nil {
-					b.OnAnswer(status, t0, t1)
-				}
-				if err != nil {
-					// A refused or broken connection fails at once: do not spin on it.
-					select {
-					case <-ctx.Done():
-					case <-time.After(10 * time.Millisecond):
-					}
-				}
-			}
+			w.run(ctx, &next, windowStart, stopAt)
 		})
 	}
 	wg.Wait()
@@ -193,6 +171,41 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 	if end.After(stopAt) {
 		end = stopAt // answers after the window's end are not in it
 	}
+	return b.result(workers, end.Sub(windowStart).Seconds()), nil
+}
+
+// run sends requests, the n-th of the blast as next counts them, until ctx ends, the blast has
+// sent its Requests or stopAt has come; it tallies the answers that arrived from windowStart to
+// stopAt as measured.
+func (w *worker) run(ctx context.Context, next *atomic.Int64, windowStart, stopAt time.Time) {
+	b := w.blast
+	for ctx.Err() == nil {
+		n := next.Add(1) - 1
+		if b.Requests > 0 && n >= int64(b.Requests) {
+			return
+		}
+		t0 := time.Now()
+		if !t0.Before(stopAt) {
+			return
+		}
+		status, code, err := w.do(int(n%int64(len(w.hosts))), n, t0)
+		t1 := time.Now()
+		w.tally.add(status, code, err, t1.Sub(t0), !t1.Before(windowStart) && !t1.After(stopAt))
+		if b.OnAnswer != nil {
+			b.OnAnswer(status, t0, t1)
+		}
+		if err != nil {
+			// A refused or broken connection fails at once: do not spin on it.
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// result merges the workers' tallies into the blast's Result, whose window lasted seconds.
+func (b *Blast) result(workers []*worker, seconds float64) *Result {
 	sum := newTally()
 	for _, w := range workers {
 		sum.merge(w.tally)
@@ -200,7 +213,7 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 	r := &Result{
 		Targets: b.Targets, Workers: b.Workers, Sent: sum.sent,
 		Answers: sum.answers, Status: sum.status, Failures: sum.failures,
-		Seconds: end.Sub(windowStart).Seconds(), Measured: map[int]int{}, Latency: map[int]Latency{},
+		Seconds: seconds, Measured: map[int]int{}, Latency: map[int]Latency{},
 	}
 	var all []time.Duration
 	for status, lat := range sum.window {
@@ -212,7 +225,7 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 	if r.Seconds > 0 {
 		r.PerSec = float64(len(all)) / r.Seconds
 	}
-	return r, nil
+	return r
 }
 
 // tally is one worker's count of answers; the workers' are merged at the end.
