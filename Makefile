@@ -51,26 +51,29 @@ build: ## build bin/seckill and bin/devbroker with the release flags
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/seckill ./cmd/seckill
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/devbroker ./cmd/devbroker
 
-test: ## all tests (integration and the browser test included) against the local services (started if needed), then every fuzz target for FUZZTIME_TEST
+test: ## all tests (integration and the browser test included, the fuzz targets' seed corpora as regression tests) against the local services (started if needed)
 	scripts/services.sh up
 	scripts/chromium.sh
 	$(GO) test $(GOTESTFLAGS) ./...
-	$(call fuzz_each,$(FUZZTIME_TEST))
 
 # The fuzz targets are internal/httpapi's (every input surface of the API; the FuzzApp* ones
-# against the real app and services). `make test` runs each for FUZZTIME_TEST (12 targets, under a
-# minute in all), `make fuzz` for FUZZTIME. The instrumented test binary is built once and run per
-# target, in the package's directory, with go test's corpus cache: a finding is written to
-# internal/httpapi/testdata/fuzz/<target>/, and committed with its fix it is a regression test.
+# against the real app and services). `go test` (make test) runs each target's seed corpus, the
+# committed internal/httpapi/testdata/fuzz/<target>/ included, as a regression test; `make fuzz`
+# explores: it builds the instrumented test binary once and runs each target for FUZZTIME in the
+# package's directory. A finding is written to testdata/fuzz/<target>/, and committed with its fix
+# it is a regression test. The corpus the fuzzer found interesting is kept in go's cache and
+# grows with each run, and a run first replays all of it (baseline coverage): worth it for long
+# runs, but it can take more than a few seconds, so FUZZ_FROM=seeds starts from the seed corpora
+# alone and spends a short FUZZTIME fuzzing (CI's short form).
 FUZZTIME ?= 1m
-FUZZTIME_TEST ?= 3s
+FUZZ_FROM ?= cache
 FUZZ_PKG := github.com/seckill-go/seckill-go/internal/httpapi
-fuzz_each = set -e; bin=$$(mktemp -d)/httpapi.test; $(GO) test -c -fuzz=. -o $$bin $(FUZZ_PKG); \
-	cache=$$($(GO) env GOCACHE)/fuzz/$(FUZZ_PKG); cd internal/httpapi; \
+fuzz_each = set -e; tmp=$$(mktemp -d); bin=$$tmp/httpapi.test; $(GO) test -c -fuzz=. -o $$bin $(FUZZ_PKG); \
+	cache=$$($(GO) env GOCACHE)/fuzz/$(FUZZ_PKG); if [[ "$(FUZZ_FROM)" == seeds ]]; then cache=$$tmp/cache; fi; cd internal/httpapi; \
 	for t in $$($$bin -test.list '^Fuzz'); do echo "fuzz $$t for $(1)"; \
-	$$bin -test.run='^$$' -test.fuzz="^$$t\$$" -test.fuzztime=$(1) -test.fuzzcachedir=$$cache; done; rm -r $$(dirname $$bin)
+	$$bin -test.run='^$$' -test.fuzz="^$$t\$$" -test.fuzztime=$(1) -test.fuzzcachedir=$$cache; done; rm -r $$tmp
 
-fuzz: ## every fuzz target for FUZZTIME each (default 1m, e.g. make fuzz FUZZTIME=10m) against the local services
+fuzz: ## every fuzz target for FUZZTIME each (default 1m, e.g. make fuzz FUZZTIME=10m; FUZZ_FROM=seeds: from the seed corpora, not the cached one) against the local services
 	scripts/services.sh up
 	$(call fuzz_each,$(FUZZTIME))
 

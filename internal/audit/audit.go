@@ -30,7 +30,7 @@ type Facts struct {
 	UsersOverLimit int
 	// OrphanOrders counts orders without their reservation.
 	OrphanOrders int
-	// The order lifecycle (issue #14): units in paid orders, in expired or cancelled ones
+	// The order lifecycle: units in paid orders, in expired or cancelled ones
 	// (ClosedUnits), and of those the units back in stock (ReturnedUnits).
 	PaidUnits     int
 	ClosedUnits   int

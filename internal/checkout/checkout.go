@@ -1,4 +1,4 @@
-// Package checkout is what happens to an order after its purchase (issue #14: pay or release): the
+// Package checkout is what happens to an order after its purchase (pay or release): the
 // buyer pays it through the payment provider or cancels it, or its payment window runs out and the
 // expirer expires it; the units of an expired or cancelled order go back on sale exactly once,
 // through the product's strategy.

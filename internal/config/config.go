@@ -150,7 +150,7 @@ type Config struct {
 		Burst  float64
 		MaxLag time.Duration
 	}
-	// Payment is the order lifecycle (issue #14): the payment window, the simulated provider, and
+	// Payment is the order lifecycle: the payment window, the simulated provider, and
 	// the expirer that expires unpaid orders and returns their units.
 	Payment struct {
 		// Window is how long an order waits for payment once it exists.

@@ -162,7 +162,7 @@ type statsJSON struct {
 	// purchase is of one unit) and units sold beyond the initial stock (0 for a safe strategy).
 	ConfirmedUnits int `json:"confirmed_units"`
 	Oversold       int `json:"oversold"`
-	// Where the orders' units are (issue #14): awaiting payment, paid, expired, cancelled, and
+	// Where the orders' units are: awaiting payment, paid, expired, cancelled, and
 	// returned to the stock (the expired and cancelled ones back on sale).
 	AwaitingUnits  int `json:"awaiting_payment_units"`
 	PaidUnits      int `json:"paid_units"`

@@ -1,6 +1,6 @@
 package metrics
 
-// The poison rows of issue #29: what a background loop can never get through (a value MySQL
+// The poison rows: what a background loop can never get through (a value MySQL
 // refuses, a message the broker refuses, bytes nothing decodes) is parked and counted here, by
 // loop, and the loop goes on. Any increase is an alert: a parked row is a buyer's unit waiting
 // for an operator (docs/order-pipeline.md).

@@ -102,8 +102,8 @@ func (t Topology) String() string {
 // ClusterReload is how old a cluster client's map of slots to masters may grow before the next
 // call reads it again. go-redis's default is a minute, and a refused connection does not make it
 // read again (only a MOVED or ASK answer does): after a master's crash, its slots' calls went to
-// the dead address for 60 s (347 failed calls in a row, measured by itest's cluster test), while
-// the replica had taken over in 2.5 s. The read is one CLUSTER SLOTS, lazily, on a call.
+// the dead address for up to that minute (itest's cluster failover test shows it), long after
+// the replica had taken over. The read is one CLUSTER SLOTS, lazily, on a call.
 const ClusterReload = 500 * time.Millisecond
 
 // Open returns a client of t. opts tunes pools, timeouts and retries; its addresses, master name,

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The statuses of an order after its creation (issue #14: pay or release). An order is confirmed
+// The statuses of an order after its creation (pay or release). An order is confirmed
 // when the consumer creates it, and waits for payment until its ExpiresAt. Each change of status
 // is one conditional write on the order's row, so the payer, the expirer and the buyer's cancel
 // race on that one write and exactly one of them wins.

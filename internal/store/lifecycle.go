@@ -14,7 +14,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// The order lifecycle (issue #14). Every change of an order's status is one conditional UPDATE on
+// The order lifecycle. Every change of an order's status is one conditional UPDATE on
 // its row, `... WHERE status = <the status it leaves>`: a payment's claim (confirmed → paying),
 // the expirer's (confirmed → expired) and the buyer's cancel (confirmed → cancelled) race on that
 // one write, and the row lock and the condition let exactly one of them change it. The event of a

@@ -11,7 +11,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// Poison rows (issue #29): what the background loops cannot get through is parked rather than
+// Poison rows: what the background loops cannot get through is parked rather than
 // retried for ever. The outboxes park in place (parked_at, park_error: the claims skip such
 // rows); what the consumers and the redis-lua persister cannot apply goes to parked_messages.
 

@@ -15,8 +15,8 @@ import (
 // it down; while it is down, Acquire and TryAcquire refuse at once and waiters give up, and one
 // prober PINGs Redis every Options.ProbeEvery until it answers. Without this, every purchase of
 // an outage would spend go-redis's dial retries and the rest of its lock wait before hearing the
-// same answer (measured against a stopped Redis with go-redis's defaults: 3.4 s, and then the
-// ctx's deadline made it look like a busy lock).
+// same answer (with go-redis's defaults, seconds against a stopped Redis, and then the ctx's
+// deadline made it look like a busy lock).
 type health struct {
 	// outage is closed while Redis is down; while it is up, it is the open channel that the next
 	// outage closes, so that waiters hear of it. Both guarded by Client.mu.

@@ -36,13 +36,13 @@
 // The Acquire calls of one Client that wait for the same name take turns (see the room type):
 // only one of them waits in Redis, on one subscription that is handed from turn to turn and
 // closed Options.KeepSubscribed after nobody waits any more (a name contended by several
-// processes has a waiter in each, one after another: without the delay, every wait would dial). A release therefore wakes one goroutine per Client, not
-// every waiting one, and a contended name costs one Pub/Sub connection per Client, not one per
-// waiting call (go-redis never pools Pub/Sub connections: each one dials). A subscription per
-// waiting call is simpler, and was measured first: with 16 goroutines of one process contending
-// for a name, each cycle cost 12.6 acquire attempts and 0.78 TCP dials, against 2.0 and 0.0005
-// now, and throughput was a third. Waiting is not fair: a call that finds the lock free takes
-// it, even while others wait (as with RLock).
+// processes has a waiter in each, one after another: without the delay, every wait would dial).
+// A release therefore wakes one goroutine per Client, not every waiting one, and a contended name
+// costs one Pub/Sub connection per Client, not one per waiting call (go-redis never pools Pub/Sub
+// connections: each one dials). A subscription per waiting call is simpler, but every waiter
+// woke on every release and most woke only to fail again, and dials came with the wakes
+// (BenchmarkAcquireRelease reports the attempts and dials per cycle). Waiting is not fair: a call that
+// finds the lock free takes it, even while others wait (as with RLock).
 //
 // A Lease extends its key (compare-and-PEXPIRE) every TTL/3. When an extension finds the key
 // gone or owned by another grant, or none is confirmed before the lease would have run out

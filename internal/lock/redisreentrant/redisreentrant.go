@@ -54,8 +54,8 @@
 // within the TTL. Two limits remain. Re-entry is only as right as the owner's name (a name two
 // flows share lets both in; a count out of balance holds the lock until its holder dies). And it
 // is a single-master lock: when the Redis master fails over to a replica that missed the grant,
-// the replica hands the lock to someone else while the first holder still holds it (issue #17,
-// the failover fault). The fencing token is what keeps that safe: the storage claims a token
+// the replica hands the lock to someone else while the first holder still holds it (make chaos's
+// redis-failover fault). The fencing token is what keeps that safe: the storage claims a token
 // before it reads and refuses any token not larger than the largest it has seen, so of two
 // holders only the later claim writes. A failover can also roll the counter back (the replica
 // missed INCRs) and hand out a token again or a smaller one: the storage then refuses the new

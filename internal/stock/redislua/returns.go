@@ -13,7 +13,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// Returning units (issue #14) is a decision like a purchase: the return script puts the units of
+// Returning units is a decision like a purchase: the return script puts the units of
 // closed orders back into the sale's stock in Redis, each order once (the sale's Returned set),
 // and appends one entry per order to the sale's stream; the persister then marks the orders
 // returned in MySQL and gives their units back there, idempotently (an order marked already gives
