@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +81,7 @@ func (s *stack) startChild(t *testing.T, overrides map[string]string) *instance 
 		t.Fatal(err)
 	}
 	logs := &logTail{}
+	n := children.Add(1)
 	listening := make(chan string, 1)
 	exited := make(chan struct{})
 	var waitErr error
@@ -102,6 +104,13 @@ func (s *stack) startChild(t *testing.T, overrides map[string]string) *instance 
 	var once sync.Once
 	a := &instance{stop: func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGKILL); <-exited }) }}
 	t.Cleanup(a.stop)
+	t.Cleanup(func() {
+		// A failed test shows what each child warned of: a stalled consumer group, a broker or
+		// lock service that would not answer. (Its whole log: SECKILL_TEST_LOG=info.)
+		if t.Failed() {
+			t.Logf("child %d (pid %d): its last warnings and errors:\n%s", n, cmd.Process.Pid, logs.warnings())
+		}
+	})
 	select {
 	case addr := <-listening:
 		a.URL = "http://" + addr
@@ -113,25 +122,48 @@ func (s *stack) startChild(t *testing.T, overrides map[string]string) *instance 
 	return a
 }
 
-// logTail keeps the last lines a child process wrote, for a failure message.
+// children numbers the child processes of a test binary, for their failure messages.
+var children atomic.Int64
+
+// logTail keeps the last lines a child process wrote, and apart from them its last warnings and
+// errors, for a failure message.
 type logTail struct {
 	mu    sync.Mutex
 	lines []string
+	warns []string
 }
 
 func (l *logTail) add(line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, line)
-	if len(l.lines) > 30 {
-		l.lines = l.lines[len(l.lines)-30:]
+	l.lines = keepLast(append(l.lines, line), 30)
+	warn := strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`)
+	if warn && !strings.Contains(line, `"msg":"http request"`) { // the access log repeats "request failed"
+		l.warns = keepLast(append(l.warns, line), 40)
 	}
+}
+
+// keepLast returns the last n of lines.
+func keepLast(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
 }
 
 func (l *logTail) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
+}
+
+func (l *logTail) warnings() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.warns) == 0 {
+		return "(none)"
+	}
+	return strings.Join(l.warns, "\n")
 }
 
 var adminHeader = map[string]string{"Authorization": "Bearer " + adminToken}

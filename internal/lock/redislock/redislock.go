@@ -108,6 +108,13 @@ const (
 	MinTTL = 10 * time.Millisecond
 )
 
+// DefaultRecheck is how long a waiter of a lease of ttl sleeps, by default, without a release
+// notification before it tries again: a tenth of the lease, at least 100 ms (a lost notification
+// costs little) and at most a second (a short lease is rechecked well before it runs out).
+func DefaultRecheck(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 100*time.Millisecond), time.Second)
+}
+
 // Options configures a Client. The zero value is valid.
 type Options struct {
 	// TTL is the lease: how long a grant outlives its holder when the holder stops renewing it
@@ -118,8 +125,7 @@ type Options struct {
 	// lock name is the Cluster hash tag; with one, every lock lands in the prefix's slot.
 	Prefix string
 	// Recheck bounds how long a waiter sleeps without a release notification before it tries
-	// again (the wait is also bounded by the holder's remaining lease). Default TTL/10, at least
-	// 100 ms and at most 1 s.
+	// again (the wait is also bounded by the holder's remaining lease). Default DefaultRecheck(TTL).
 	Recheck time.Duration
 	// KeepSubscribed is how long a lock name's release subscription stays open after its last
 	// waiter left, so that the next wait for that name need not dial a new Pub/Sub connection
@@ -170,7 +176,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	recheck := opts.Recheck
 	switch {
 	case recheck == 0:
-		recheck = min(max(ttl/10, 100*time.Millisecond), time.Second)
+		recheck = DefaultRecheck(ttl)
 	case recheck < 0:
 		return nil, fmt.Errorf("redislock: negative Recheck %s", recheck)
 	}

@@ -80,6 +80,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/lock"
+	"github.com/seckill-go/seckill-go/internal/lock/redislock"
 )
 
 // Defaults of Options.
@@ -87,9 +88,9 @@ const (
 	// DefaultTTL is Redisson's lockWatchdogTimeout.
 	DefaultTTL    = 30 * time.Second
 	DefaultPrefix = "seckill:rlock:"
-	// MinTTL is the shortest lease New accepts: renewal runs every TTL/3, and Redis expiry has
-	// millisecond resolution.
-	MinTTL = 10 * time.Millisecond
+	// MinTTL is the shortest lease New accepts, redislock's: the same renewal every TTL/3, on
+	// the same millisecond expiry.
+	MinTTL = redislock.MinTTL
 )
 
 // Options configures a Client. The zero value is valid.
@@ -152,7 +153,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	}
 	return &Client{
 		id: rand.Text(), rdb: rdb, ttl: ttl, prefix: prefix, log: log, onAttempt: onAttempt, publish: publishCommand(rdb),
-		recheck: min(max(ttl/10, 100*time.Millisecond), time.Second),
+		recheck: redislock.DefaultRecheck(ttl),
 		holds:   map[holdKey]*hold{}, subs: map[string]*sub{},
 	}, nil
 }

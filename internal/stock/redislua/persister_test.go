@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -428,29 +429,47 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 			ps.gate.exit = tc.exit
 			runBeforeABurst(t, s, st, p, ps)
 
-			// Three times: 300 ms as fast as one buyer goes (thousands a second), then 600 ms at
-			// half of Burst (above a quarter of it): each dip spans two of hold's 250 ms checks.
-			n := 0
-			one := func() {
-				u := "dip" + strconv.Itoa(n)
+			// Three times: 300 ms as fast as four buyers go (thousands a second; four, so that a
+			// machine busy with other tests still goes well above Burst), then 600 ms at half of
+			// Burst (above a quarter of it): each dip spans two of hold's 250 ms checks.
+			var bought atomic.Int64
+			one := func() error {
+				i := bought.Add(1)
+				u := "dip" + strconv.FormatInt(i, 10)
 				o, err := s.Purchase(context.Background(), p.ID, Attempt{Epoch: p.Epoch, UserID: u, Quantity: 1, Key: "k-" + u, OrderID: "o-" + itest.Suffix(8)})
 				if err != nil || o.Result != Accepted {
-					t.Fatalf("purchase %d: %v %v", n, o.Result, err)
+					return fmt.Errorf("purchase %d: %v %v", i, o.Result, err)
 				}
 				ps.Wake(p.ID, 1)
-				n++
+				return nil
 			}
 			for range 3 {
-				for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
-					one()
+				var buyers sync.WaitGroup
+				end := time.Now().Add(300 * time.Millisecond)
+				for range 4 {
+					buyers.Go(func() {
+						for time.Now().Before(end) {
+							if err := one(); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					})
 				}
+				buyers.Wait()
 				tick := time.NewTicker(time.Second / (burstRate / 2))
-				for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+				for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end) && !t.Failed(); {
 					<-tick.C
-					one()
+					if err := one(); err != nil {
+						t.Fatal(err)
+					}
 				}
 				tick.Stop()
+				if t.Failed() {
+					t.FailNow()
+				}
 			}
+			n := int(bought.Load())
 			during := reserved(t, st, p) - 1
 			t.Logf("bought %d in the burst; %d of them in MySQL before it ended", n, during)
 			if n < 3*(burstRate/2) {
