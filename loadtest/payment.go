@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/pause"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -235,7 +236,7 @@ func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *optio
 	p.WaitSeconds = time.Since(begun).Seconds()
 	p.Expired, p.Returned = f1.ClosedUnits, f1.ReturnedUnits
 	say("%s: %d units expired, %d back in stock after %.1f s; second wave in %s", sr.Strategy, p.Expired, p.Returned, p.WaitSeconds, restockSettle)
-	if err := sleep(ctx, restockSettle); err != nil {
+	if err := pause.For(ctx, restockSettle); err != nil {
 		return nil, f1, false, err
 	}
 	return w1, f1, backOK, nil
@@ -373,7 +374,7 @@ func waitSettled(ctx context.Context, db *sql.DB, productID int64, deadline time
 		if time.Now().After(deadline) {
 			return f, false, nil
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := pause.For(ctx, pollEvery); err != nil {
 			return f, false, err
 		}
 	}
@@ -398,7 +399,7 @@ func readOrders(ctx context.Context, client *http.Client, o *options, ws []winne
 			case status == http.StatusNotFound:
 				v.Status = "missing"
 			case status == http.StatusOK && v.Status != string(sale.StatusQueued):
-			case time.Now().Before(deadline) && sleep(ctx, pollEvery) == nil:
+			case time.Now().Before(deadline) && pause.For(ctx, pollEvery) == nil:
 				continue
 			default:
 				v.Status = string(sale.StatusQueued)
@@ -526,7 +527,7 @@ func payOne(ctx context.Context, client *http.Client, targets []string, w winner
 			}
 			if try > 0 {
 				r.retried++
-				if sleep(ctx, pollEvery) != nil {
+				if pause.For(ctx, pollEvery) != nil {
 					continue
 				}
 			}
@@ -629,16 +630,4 @@ func forEach(ctx context.Context, n, workers int, fn func(i int)) {
 	}
 	close(next)
 	wg.Wait()
-}
-
-// sleep waits d, or until ctx ends (its error).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
