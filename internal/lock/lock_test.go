@@ -82,7 +82,8 @@ func TestNeverLost(t *testing.T) {
 		t.Fatal("NeverLost is closed")
 	default:
 	}
-	if lock.NeverLost() != lock.NeverLost() {
+	first, second := lock.NeverLost(), lock.NeverLost()
+	if first != second {
 		t.Fatal("NeverLost is not one channel")
 	}
 }

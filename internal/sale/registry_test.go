@@ -246,3 +246,56 @@ func jsNames(tb testing.TB, path string, names map[string]bool) []string {
 	}
 	return found
 }
+
+// TestTheRegistryRuleCatches: the rule sees planted lists as lists — by name in a slice, by
+// constant in a map, in a switch case, in one comma-separated string, in a JavaScript file — and
+// lets through one strategy alone, the allowed table, and the ambiguous names alone.
+func TestTheRegistryRuleCatches(t *testing.T) {
+	names := map[string]bool{}
+	for _, st := range sale.Strategies {
+		names[string(st)] = true
+	}
+	consts := strategyConsts(t, filepath.Join(moduleRoot(t), registryFile))
+	dir := t.TempDir()
+	goFile := filepath.Join(dir, "planted.go")
+	src := `package planted
+
+import "github.com/seckill-go/seckill-go/internal/sale"
+
+var bySlice = []string{"redis-lua", "zk-herd"}
+var byConst = map[sale.Strategy]int{sale.StrategyRedisLua: 1, sale.StrategyZK: 2}
+var flags = "redis-lua,redlock"
+
+func kind(s string) int {
+	switch s {
+	case "memcached", "redlock":
+		return 1
+	}
+	return 0
+}
+
+var one = []string{"redis-lua"}
+var services = []string{"mysql", "redis", "zk"}
+var allowedTable = []string{"redis-lua", "redlock"}
+`
+	if err := os.WriteFile(goFile, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := goLists(t, goFile, names, consts, "allowedTable")
+	var lines []int
+	for _, v := range got {
+		line, _, _ := strings.Cut(v.pos, ":")
+		n, _ := strconv.Atoi(line)
+		lines = append(lines, n)
+	}
+	if want := []int{5, 6, 7, 11}; !slices.Equal(lines, want) {
+		t.Errorf("planted lists found on lines %v, want %v (%+v)", lines, want, got)
+	}
+	jsFile := filepath.Join(dir, "planted.js")
+	if err := os.WriteFile(jsFile, []byte(`const fallback = ["redis-lua", "zk-reentrant"];`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if found := jsNames(t, jsFile, names); !isList(found, len(found)) {
+		t.Errorf("planted JavaScript list not found: %v", found)
+	}
+}

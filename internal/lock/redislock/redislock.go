@@ -86,6 +86,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -180,14 +181,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	case recheck < 0:
 		return nil, fmt.Errorf("redislock: negative Recheck %s", recheck)
 	}
-	prefix := opts.Prefix
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	prefix := cmp.Or(opts.Prefix, DefaultPrefix)
+	log := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	keep := opts.KeepSubscribed
 	if keep == 0 {
 		keep = 5 * time.Second

@@ -67,6 +67,7 @@
 package redisreentrant
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -139,14 +140,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisreentrant: %w", err)
 	}
-	prefix := opts.Prefix
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	prefix := cmp.Or(opts.Prefix, DefaultPrefix)
+	log := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	onAttempt := opts.OnAttempt
 	if onAttempt == nil {
 		onAttempt = lock.NoAttempts
