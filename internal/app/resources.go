@@ -117,7 +117,7 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 
 	r.zk, err = zklock.Connect(ctx, cfg.ZK.Servers, zklock.Options{
 		SessionTimeout: cfg.ZK.SessionTimeout,
-		Logger:         log.With("component", "zklock"),
+		Logger:         log, // zklock names itself (component=zklock)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: %w", err)
