@@ -85,7 +85,7 @@ func (a *appReplica) everyAnswerHeader(tb testing.TB) http.Header {
 	for _, k := range []string{"Date", "Content-Length", "X-Request-Id"} {
 		h.Del(k)
 	}
-	for _, k := range []string{"Content-Type", "Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options", "Cache-Control"} {
+	for _, k := range []string{"Content-Type", "Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "Cache-Control"} {
 		if h.Get(k) == "" {
 			tb.Fatalf("the app's 404 has no %s: %v", k, res.Header)
 		}

@@ -286,13 +286,15 @@ var (
 )
 
 // secureHeaders sets the security headers of an API answer on every response; the storefront's
-// routes replace the policy with pageCSP. The keys are in canonical form already.
+// routes replace the policy with pageCSP and add X-Frame-Options for browsers that predate CSP's
+// frame-ancestors. An API answer does without it: no browser renders JSON in a frame as a page,
+// frame-ancestors says the same to those that would, and each field is a header map entry on
+// every answer (see netHTTPBuffer). The keys are in canonical form already.
 func secureHeaders(c *gin.Context) {
 	h := c.Writer.Header()
 	h["Content-Security-Policy"] = apiCSP
 	h["X-Content-Type-Options"] = nosniff
 	h["Referrer-Policy"] = noReferrer
-	h["X-Frame-Options"] = frameDeny
 	// No cache keeps an answer unless its handler declares it public (reads.go): what depends on
 	// who asks is never kept by anyone.
 	h["Cache-Control"] = noStore

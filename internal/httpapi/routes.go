@@ -262,6 +262,7 @@ func (w webFiles) serve(name func(*gin.Context) string) gin.HandlerFunc {
 		}
 		h := c.Writer.Header()
 		h["Content-Security-Policy"] = pageCSP
+		h["X-Frame-Options"] = frameDeny
 		h["Cache-Control"] = revalidate
 		serveTagged(c, &f.tagged, f.contentType)
 	}
