@@ -74,7 +74,7 @@ type fault struct {
 const failFastWithin = time.Second
 
 // faultNames lists the faults in the order `-faults all` runs them.
-var faultNames = []string{"redis", "redis-kill", "redis-flush", "zk", "mysql", "kafka", "kill", "term", "consumer",
+var faultNames = []string{"redis", "redis-kill", "redis-flush", "zk", "mysql", "mariadb-kill", "kafka", "broker-kill", "kill", "term", "consumer",
 	failpointPersisterBefore, failpointPersisterAfter, "redis-failover", "redis-lua-failover", "zk-leader"}
 
 // The test failpoints of the replicas (SECKILL_TEST_FAILPOINT), each fired by a trigger file of
@@ -171,6 +171,15 @@ func serviceFault(name, service, what, failFast string) fault {
 	}
 }
 
+// crashFault SIGKILLs one backing service (scripts/services.sh kill) and starts it again.
+func crashFault(name, service, what string) fault {
+	return fault{
+		name: name, what: what, outage: true,
+		inject:  func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "kill", service) },
+		restore: func(ctx context.Context, e *faultEnv) error { return e.services(ctx, "start", service) },
+	}
+}
+
 // faultsByName are the faults -faults knows.
 func faultsByName(o *options) map[string]fault {
 	kill, term := strconv.Itoa(o.chaos.replica), strconv.Itoa(o.fault.termReplica)
@@ -197,7 +206,11 @@ func faultsByName(o *options) map[string]fault {
 		},
 		"zk":    serviceFault("zk", "zookeeper", "ZooKeeper stopped, started again from its data directory", "zk"),
 		"mysql": serviceFault("mysql", "mariadb", "MariaDB shut down cleanly, started again", ""),
+		"mariadb-kill": crashFault("mariadb-kill", "mariadb", "MariaDB SIGKILLed mid-burst (a crash: InnoDB recovers what it committed from its redo log, "+
+			"synced at every commit), started again"),
 		"kafka": serviceFault("kafka", "kafka", "the Kafka broker stopped, started again from its data directory", ""),
+		"broker-kill": crashFault("broker-kill", "kafka", "the Kafka broker SIGKILLed mid-burst (a crash: it keeps what it had written to its data directory; "+
+			"nothing it acknowledged was only in its memory), started again from it"),
 		"kill": {
 			name: "kill", what: "replica " + kill + " SIGKILLed (a crash), restarted at once",
 			inject: func(ctx context.Context, e *faultEnv) error { return e.replica(ctx, "kill", kill) },

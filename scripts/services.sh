@@ -21,8 +21,8 @@
 #               cleanly and Redis with SHUTDOWN NOSAVE (no RDB snapshot: what it
 #               keeps is what its append-only file has, see below).
 #   kill NAME   SIGKILL one service, as a crash would (no shutdown, no flush): one
-#               these scripts started by its pid file; a Redis that was already
-#               running after recording how it runs, as "stop" does.
+#               these scripts started by its pid file; a MariaDB or Redis that was
+#               already running after recording how it runs, as "stop" does.
 #   start NAME  start one service again and wait until it answers: one stopped by
 #               "stop" the way it ran before (and still not one of ours, so "down"
 #               leaves it alone), any other as "up" would. "up" restarts every
@@ -301,7 +301,7 @@ service_kill() {
 	elif declare -F "${name}_kill_foreign" >/dev/null; then
 		"${name}_kill_foreign"
 	else
-		die "$name: not started by these scripts, and they crash only a Redis they did not start"
+		die "$name: not started by these scripts, and they crash only a MariaDB or Redis they did not start"
 	fi
 	log "$name: SIGKILLed"
 }
@@ -449,11 +449,11 @@ mariadb_start() {
 	start_bg mariadb /usr/sbin/mariadbd --user=mysql --bind-address="$HOST" --port="$MYSQL_PORT"
 }
 
-# mariadb_stop_foreign stops a MariaDB these scripts did not start, cleanly
-# (mysqladmin shutdown, SIGTERM if that is refused), after recording how it ran:
+# mariadb_record_foreign records how a MariaDB these scripts did not start runs:
 # the same binary and arguments, as the same user (mariadbd drops to it by
-# itself with --user, as FACTS.md starts it), output to the same file.
-mariadb_stop_foreign() {
+# itself with --user, as FACTS.md starts it), output to the same file. It prints
+# its pid.
+mariadb_record_foreign() {
 	local pid pidfile exe out args=()
 	pidfile=$(mysql_root -h"$HOST" -P"$MYSQL_PORT" -N -B -e 'SELECT @@pid_file' 2>/dev/null) ||
 		die "mariadb: cannot ask it for its pid file (root over TCP refused?)"
@@ -465,10 +465,30 @@ mariadb_stop_foreign() {
 	out=$(readlink "/proc/$pid/fd/2") || true
 	[[ $out == /* && -w $out ]] || out=$(log_file mariadb-restarted)
 	record_foreign mariadb "$pid" "$out" "$exe" "${args[@]}"
+	echo "$pid"
+}
+
+# mariadb_stop_foreign stops a MariaDB these scripts did not start, cleanly
+# (mysqladmin shutdown, SIGTERM if that is refused), after recording how it ran.
+mariadb_stop_foreign() {
+	local pid
+	pid=$(mariadb_record_foreign)
 	log "mariadb: shutting down pid $pid"
 	mysqladmin -h"$HOST" -P"$MYSQL_PORT" -uroot --connect-timeout=5 shutdown 2>/dev/null || kill -TERM "$pid"
 	wait_until "mariadb (pid $pid) to exit" "$(stop_timeout mariadb)" pid_gone "$pid" ||
 		die "mariadb (pid $pid) still runs $(stop_timeout mariadb)s after its shutdown"
+}
+
+# mariadb_kill_foreign SIGKILLs a MariaDB these scripts did not start, after
+# recording how it ran: a crash, after which InnoDB recovers from its redo log what
+# it had committed (innodb_flush_log_at_trx_commit=1 writes and syncs the log at
+# every commit).
+mariadb_kill_foreign() {
+	local pid
+	pid=$(mariadb_record_foreign)
+	log "mariadb: SIGKILL (pid $pid)"
+	kill -KILL "$pid"
+	wait_until "mariadb (pid $pid) to die" 5 pid_gone "$pid" || die "mariadb (pid $pid) survived SIGKILL"
 }
 
 # mariadb_prepare_foreign USER: the directory of its socket and pid file, which
@@ -505,6 +525,17 @@ mariadb_ensure_database() {
 	[[ $db =~ ^[A-Za-z0-9_]+$ ]] || die "cannot read a database name from SECKILL_MYSQL_DSN"
 	mariadb_root_over_tcp || return 0
 	mysql_root -h"$HOST" -P"$MYSQL_PORT" -e "CREATE DATABASE IF NOT EXISTS \`$db\` CHARACTER SET utf8mb4"
+	mariadb_check_durability
+}
+
+# mariadb_check_durability warns when the server syncs its redo log less often than
+# at every commit: a crash would then lose purchases it acknowledged
+# (docs/failure-modes.md, Durability).
+mariadb_check_durability() {
+	local flush
+	flush=$(mysql_root -h"$HOST" -P"$MYSQL_PORT" -N -B -e 'SELECT @@innodb_flush_log_at_trx_commit' 2>/dev/null) || return 0
+	[[ $flush == 1 ]] ||
+		warn "mariadb: innodb_flush_log_at_trx_commit=$flush: a crash may lose committed purchases (set it to 1: docs/failure-modes.md)"
 }
 
 # ---------------------------------------------------------------- Redis
