@@ -27,7 +27,7 @@ ifdef ZK_MODE
 export SECKILL_ZK_MODE := $(ZK_MODE)
 endif
 
-.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos zoo k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos soak zoo k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -133,6 +133,12 @@ CHAOS_FLAGS ?=
 chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; Redis, MariaDB, the broker SIGKILLed; Redis emptied; a replica SIGKILLed, one SIGTERMed; the order consumer and the redis-lua persister killed between their commits; with REDIS_MODE=cluster|sentinel ZK_MODE=ensemble also a Redis master's and the ZooKeeper leader's failover; each audited; report in loadtest/results/
 	scripts/up.sh
 	$(STACK_ENV) $(GO) run ./loadtest -faults all -strategies mysql,redis,zk,redis-lua,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
+
+# Flags for `make soak`, e.g. make soak SOAK_FLAGS='-for 3m -rate 100' (.ci/run runs a short form).
+SOAK_FLAGS ?=
+soak: ## a steady mixed load on the stack of make up (started if needed) for 30 min: purchases of every safe strategy, pays, expiries, stream viewers; fails on growth of a replica's heap, goroutines, open files or MySQL connections past a bound after warm-up, or on any audit failure; report with the gauges plotted in loadtest/results/
+	scripts/up.sh
+	$(STACK_ENV) $(GO) run ./loadtest/soak $(SOAK_FLAGS)
 
 # Flags for `make zoo`, e.g. make zoo ZOO_FLAGS='-strategies zk,zk-herd -zoo-pause 8s'
 # (.ci/run runs a short form: a few strategies, one of each lesson).

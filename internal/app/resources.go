@@ -127,6 +127,7 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 	r.openKafka(ctx)
 	r.metrics = metrics.New()
 	r.metrics.CollectStock(r.store)
+	r.metrics.CollectDB(r.store.DB(), "seckill")
 	if r.persister != nil {
 		r.metrics.CountRedisLuaRefused(r.persister.Refused)
 	}
