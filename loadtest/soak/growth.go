@@ -34,8 +34,25 @@ var bounds = map[gauge]bound{
 	mysqlThreads: {Share: 0.25, Floor: 10},
 }
 
+// inRun are the gauges judged over the run; goroutines and open files are judged at rest
+// (judgeIdle), for under load they follow the connections open at the moment, which follow how
+// busy the machine is.
+var inRun = map[gauge]bool{heap: true, dbConns: true, mysqlThreads: true}
+
+// restBounds are the bounds at rest, from the rest after the warm-up to the rest after the run:
+// nothing but what the run left behind is then there. A twentieth plus 10 goroutines or 5 files:
+// a goroutine or a file left per purchase, per payment, per stream or per sale (there is one sale
+// per strategy and period) is past them within the run.
+var restBounds = map[gauge]bound{
+	goroutines: {Share: 0.05, Floor: 10},
+	openFiles:  {Share: 0.05, Floor: 5},
+}
+
 // A growth is one gauge of one source over the run after warm-up, judged.
 type growth struct {
+	// When is "run" (medians of the first and last quarter under load) or "rest" (after the
+	// warm-up and after the run, at rest).
+	When   string
 	Source string
 	Gauge  gauge
 	// Early and Late are the medians of the first and the last quarter after warm-up; Limit is
@@ -70,6 +87,9 @@ func judgeGrowth(samples []sample, warmEnd, end time.Time) ([]growth, error) {
 			continue
 		}
 		for g := range s.Values {
+			if !inRun[g] {
+				continue
+			}
 			k := key{s.Source, g}
 			if _, seen := series[k]; !seen {
 				keys = append(keys, k)
@@ -98,10 +118,33 @@ func judgeGrowth(samples []sample, warmEnd, end time.Time) ([]growth, error) {
 				k.source, k.g, len(early), len(late))
 		}
 		b := bounds[k.g]
-		gr := growth{Source: k.source, Gauge: k.g, Early: median(early), Late: median(late), PerHour: slope(xs, ys), Samples: len(xs)}
+		gr := growth{When: "run", Source: k.source, Gauge: k.g, Early: median(early), Late: median(late), PerHour: slope(xs, ys), Samples: len(xs)}
 		gr.Limit = gr.Early*(1+b.Share) + b.Floor
 		gr.OK = gr.Late <= gr.Limit
 		out = append(out, gr)
+	}
+	return out, nil
+}
+
+// judgeIdle judges goroutines and open files of each replica at rest after the run (after)
+// against the rest after the warm-up (before).
+func judgeIdle(before, after []sample) ([]growth, error) {
+	if len(before) == 0 || len(before) != len(after) {
+		return nil, fmt.Errorf("the replicas did not come to rest (%d and %d samples at rest)", len(before), len(after))
+	}
+	var out []growth
+	for i, b := range before {
+		a := after[i]
+		if a.Source != b.Source {
+			return nil, fmt.Errorf("samples at rest of %s and %s", b.Source, a.Source)
+		}
+		for _, g := range []gauge{goroutines, openFiles} {
+			gr := growth{When: "rest", Source: b.Source, Gauge: g, Early: b.Values[g], Late: a.Values[g], Samples: 2}
+			bd := restBounds[g]
+			gr.Limit = gr.Early*(1+bd.Share) + bd.Floor
+			gr.OK = gr.Late <= gr.Limit
+			out = append(out, gr)
+		}
 	}
 	return out, nil
 }

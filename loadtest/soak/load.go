@@ -31,7 +31,7 @@ const maxInFlight = 256
 // load sells until ctx ends, at o.rate purchases a second spread over the strategies' current
 // sales, and pays a share of what it bought. It returns once every purchase and payment it
 // started has its answer.
-func (s *soak) load(ctx context.Context) {
+func (s *soak) load(ctx context.Context, round int) {
 	slots := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -44,6 +44,7 @@ func (s *soak) load(ctx context.Context) {
 		case <-tick.C:
 		}
 		strategy := s.o.strategies[n%len(s.o.strategies)]
+		target := s.o.replicas[n%len(s.o.replicas)]
 		s.mu.Lock()
 		product := s.current[strategy]
 		s.mu.Unlock()
@@ -56,7 +57,7 @@ func (s *soak) load(ctx context.Context) {
 		wg.Go(func() {
 			defer func() { <-slots }()
 			// Answers are awaited past ctx: a purchase sent is settled, never abandoned.
-			s.buy(context.WithoutCancel(ctx), product, fmt.Sprintf("soak-%s-%d", s.runID, n), &wg)
+			s.buy(context.WithoutCancel(ctx), target, product, fmt.Sprintf("soak-%s-%d-%d", s.runID, round, n), &wg)
 		})
 	}
 }
@@ -67,18 +68,18 @@ func (s *soak) count(f func(*tally)) {
 	f(&s.tally)
 }
 
-// buy purchases one unit for user, retrying with the same Idempotency-Key on no answer, 429 and
+// buy purchases one unit for user at the replica target, retrying with the same Idempotency-Key on no answer, 429 and
 // 5xx as a client would, and pays for it in a share of the 202s.
-func (s *soak) buy(ctx context.Context, product int64, user string, wg *sync.WaitGroup) {
+func (s *soak) buy(ctx context.Context, target string, product int64, user string, wg *sync.WaitGroup) {
 	body := map[string]any{"user_id": user, "quantity": 1}
 	path := fmt.Sprintf("/api/v1/products/%d/purchase", product)
 	var outcome string
 	for attempt := range 8 {
-		status, code, out, err := s.post(ctx, path, user, body)
+		status, code, out, err := s.post(ctx, target+path, user, body)
 		outcome = answerOf(status, code, err)
 		if err == nil && status != http.StatusTooManyRequests && status < 500 {
 			if status == http.StatusAccepted {
-				s.wasAccepted(ctx, product, user, out, wg)
+				s.wasAccepted(ctx, target, product, user, out, wg)
 			}
 			s.count(func(t *tally) { t.Purchases[outcome]++ })
 			return
@@ -88,7 +89,7 @@ func (s *soak) buy(ctx context.Context, product int64, user string, wg *sync.Wai
 	s.count(func(t *tally) { t.Purchases["no final answer: "+outcome]++; t.Unanswered++ })
 }
 
-func (s *soak) wasAccepted(ctx context.Context, product int64, user string, out map[string]any, wg *sync.WaitGroup) {
+func (s *soak) wasAccepted(ctx context.Context, target string, product int64, user string, out map[string]any, wg *sync.WaitGroup) {
 	id, _ := out["order_id"].(string)
 	s.mu.Lock()
 	s.accepted[id] = product
@@ -96,17 +97,17 @@ func (s *soak) wasAccepted(ctx context.Context, product int64, user string, out 
 	if id == "" || rand.Float64() >= s.o.payShare {
 		return
 	}
-	wg.Go(func() { s.pay(ctx, id, user) })
+	wg.Go(func() { s.pay(ctx, target, id, user) })
 }
 
 // pay pays order id a moment after it was accepted, waiting for the order queue to make it an
 // order (404, then 409 order_not_confirmed, until then).
-func (s *soak) pay(ctx context.Context, id, user string) {
+func (s *soak) pay(ctx context.Context, target, id, user string) {
 	sleep(ctx, time.Duration(rand.Int64N(int64(3*time.Second))))
 	deadline := time.Now().Add(time.Minute)
 	outcome := "gave up"
 	for time.Now().Before(deadline) {
-		status, code, _, err := s.post(ctx, "/api/v1/orders/"+id+"/pay", "pay-"+id, map[string]any{"user_id": user})
+		status, code, _, err := s.post(ctx, target+"/api/v1/orders/"+id+"/pay", "pay-"+id, map[string]any{"user_id": user})
 		outcome = answerOf(status, code, err)
 		if err == nil && status < 500 && !retryPay(status, code) {
 			break
@@ -123,14 +124,14 @@ func retryPay(status int, code string) bool {
 		status == http.StatusConflict && code == "order_not_confirmed"
 }
 
-// post sends body as JSON with an Idempotency-Key and returns the answer's status, error code and
+// post sends body as JSON to url with an Idempotency-Key and returns the answer's status, error code and
 // JSON object.
-func (s *soak) post(ctx context.Context, path, key string, body any) (int, string, map[string]any, error) {
+func (s *soak) post(ctx context.Context, url, key string, body any) (int, string, map[string]any, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return 0, "", nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.o.base+path, bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -178,10 +179,10 @@ func sleep(ctx context.Context, d time.Duration) {
 // sell out near the end of its period at the pace, and points the load at it once every replica
 // shows it. The first round's error is returned at once (the stack is not up); later ones are
 // reported and the load stays on the previous sale.
-func (s *soak) sales(ctx context.Context, first chan<- error) {
+func (s *soak) sales(ctx context.Context, round int, first chan<- error) {
 	perStrategy := s.o.rate / float64(len(s.o.strategies))
 	stock := int(math.Max(10, 0.9*perStrategy*s.o.salePeriod.Seconds()))
-	for round := 0; ; round++ {
+	for ; ; round++ {
 		err := s.openSales(ctx, round, stock)
 		if first != nil {
 			first <- err
@@ -256,6 +257,11 @@ func (s *soak) crowd(ctx context.Context) viewerTally {
 type viewerTally struct {
 	Crowds, Events, Drops int
 	Failures              []string
+}
+
+func (v *viewerTally) merge(o viewerTally) {
+	v.Crowds, v.Events, v.Drops = v.Crowds+o.Crowds, v.Events+o.Events, v.Drops+o.Drops
+	v.Failures = append(v.Failures, o.Failures[:min(len(o.Failures), max(0, 10-len(v.Failures)))]...)
 }
 
 func (v *viewerTally) add(r *viewers.Result) {

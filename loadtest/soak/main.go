@@ -45,7 +45,7 @@ type options struct {
 	strategies                                []string
 	payShare                                  float64
 	viewers                                   int
-	base, adminBase                           string
+	adminBase                                 string
 	replicas                                  []string
 	token, dsn, results                       string
 }
@@ -62,9 +62,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	strategies := fs.String("strategies", "mysql,redis,zk,redis-lua", "the strategies sold, each its own sale")
 	fs.Float64Var(&o.payShare, "pay", 0.5, "the share of accepted orders paid; the others expire (SECKILL_PAYMENT_WINDOW) and return their units")
 	fs.IntVar(&o.viewers, "viewers", 100, "event-stream viewers following the newest sale of the first strategy (0: none)")
-	fs.StringVar(&o.base, "base", "http://127.0.0.1:8080", "where buyers go: nginx's public server in front of the replicas")
-	fs.StringVar(&o.adminBase, "admin", "http://127.0.0.1:8079", "where the admin API is: nginx's operations server")
-	replicas := fs.String("replicas", getenv("SECKILL_PEERS"), "the replicas' base URLs, comma-separated: their /metrics are sampled, the viewers connect to them")
+	fs.StringVar(&o.adminBase, "admin", "", "where the admin API is (default: the first replica)")
+	replicas := fs.String("replicas", getenv("SECKILL_PEERS"), "the replicas' base URLs, comma-separated: buyers and viewers go to them in turn (not through nginx, whose idle connections to them would blur what a replica keeps), their /metrics are sampled")
 	fs.StringVar(&o.token, "admin-token", getenv("SECKILL_ADMIN_TOKEN"), "the admin API's token")
 	fs.StringVar(&o.dsn, "dsn", getenv("SECKILL_MYSQL_DSN"), "MySQL, for the audit and its connected threads")
 	fs.StringVar(&o.results, "results", "loadtest/results", "where the report goes")
@@ -72,6 +71,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, err
 	}
 	o.strategies, o.replicas = cli.SplitList(*strategies), cli.SplitList(*replicas)
+	if o.adminBase == "" && len(o.replicas) > 0 {
+		o.adminBase = o.replicas[0]
+	}
 	if o.warmup == 0 {
 		o.warmup = min(max(o.duration/6, time.Minute), 5*time.Minute)
 	}

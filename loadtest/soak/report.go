@@ -30,14 +30,14 @@ func (r *report) markdown() string {
 		"Viewers: %d crowds, %d events, %d streams dropped.\n\n",
 		joinMap(r.Tally.Purchases, "%s × %d"), r.Tally.Skipped, joinMap(r.Tally.Pays, "%s × %d"), r.Products, joinMap(r.Orders, "%s %d"),
 		r.Viewers.Crowds, r.Viewers.Events, r.Viewers.Drops)
-	b.WriteString("Growth after the warm-up: the median of the first quarter (early) against the last (late) and its limit (late ≤ early × (1 + share) + floor); the slope is over the whole judged run.\n\n")
-	b.WriteString("| source | gauge | early | late | limit | slope per hour | samples | verdict |\n|---|---|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("Growth. *run*: under load after the warm-up, the median of the first quarter (early) against the last (late); *rest*: at rest after the warm-up (early) and after the run (late), every connection closed. Each against its limit (late ≤ early × (1 + share) + floor); the slope is over the judged run under load.\n\n")
+	b.WriteString("| when | source | gauge | early | late | limit | slope per hour | samples | verdict |\n|---|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, g := range r.Growth {
 		v := "ok"
 		if !g.OK {
 			v = "**GREW**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %s |\n", g.Source, g.Gauge, format(g.Gauge, g.Early), format(g.Gauge, g.Late),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", g.When, g.Source, g.Gauge, format(g.Gauge, g.Early), format(g.Gauge, g.Late),
 			format(g.Gauge, g.Limit), signed(format(g.Gauge, g.PerHour)), g.Samples, v)
 	}
 	fmt.Fprintf(&b, "\nAudit: %d products, %d violations; purchases answered 202 without an order: %d.\n", r.Products, len(r.Violations), r.Missing)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -24,13 +25,17 @@ type report struct {
 	Orders                  map[string]int // the run's orders by status
 	Products                int
 	Samples                 []sample
-	Growth                  []growth
-	Violations              []string // the audit's, by product
-	Missing                 int      // purchases answered 202 without their order
-	Failures                []string
-	Pass                    bool
+	// Idle are the replicas' samples at rest after the warm-up and after the run (settle).
+	Idle       [2][]sample
+	Growth     []growth
+	Violations []string // the audit's, by product
+	Missing    int      // purchases answered 202 without their order
+	Failures   []string
+	Pass       bool
 }
 
+// run is the warm-up's load, a rest, the judged load, a rest; the gauges are sampled throughout,
+// and at each rest once the replicas have let go of every connection (settle).
 func (s *soak) run(ctx context.Context) (*report, error) {
 	o := s.o
 	s.current, s.accepted = map[string]int64{}, map[string]int64{}
@@ -38,45 +43,103 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 	rep := &report{Run: s.runID, Commit: cli.GitCommit(ctx), Options: map[string]string{
 		"for": o.duration.String(), "warmup": o.warmup.String(), "sample": o.sampleEvery.String(), "sale-every": o.salePeriod.String(),
 		"rate": fmt.Sprint(o.rate), "strategies": strings.Join(o.strategies, ","), "pay": fmt.Sprint(o.payShare),
-		"viewers": fmt.Sprint(o.viewers), "base": o.base, "replicas": strings.Join(o.replicas, ","),
+		"viewers": fmt.Sprint(o.viewers), "replicas": strings.Join(o.replicas, ","),
 	}}
-	loadCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	first := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { s.sales(loadCtx, first) })
-	if err := <-first; err != nil {
-		stop()
-		wg.Wait()
-		return nil, fmt.Errorf("open the first sales (is the stack up? make up): %w", err)
-	}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); s.sample(sampleCtx) }()
+	defer func() { stopSampling(); <-sampled }()
+
 	rep.Started = time.Now()
-	rep.WarmEnd = rep.Started.Add(o.warmup)
 	s.say("soak %s: %s at %.0f purchases/s over %s, %d viewers; warm-up %s; sampling every %s",
 		s.runID, o.duration, o.rate, strings.Join(o.strategies, ", "), o.viewers, o.warmup, o.sampleEvery)
-	wg.Go(func() { s.load(loadCtx) })
-	wg.Go(func() { rep.Viewers = s.crowd(loadCtx) })
-	s.sample(ctx, rep.Started.Add(o.duration))
+	if err := s.phase(ctx, rep, o.warmup, 0); err != nil {
+		return nil, err
+	}
+	s.say("warm-up over; resting until the replicas let go of their connections")
+	rep.Idle[0] = s.settle(ctx)
+	rep.WarmEnd = time.Now()
+	if err := s.phase(ctx, rep, o.duration-o.warmup, 1000); err != nil {
+		return nil, err
+	}
 	rep.Ended = time.Now()
-	stop()
-	s.say("load stopped; waiting for the last answers")
-	wg.Wait()
+	s.say("load over; resting again")
+	rep.Idle[1] = s.settle(ctx)
 	if ctx.Err() != nil {
 		return nil, cli.Failure("interrupted")
 	}
+	stopSampling()
+	<-sampled
 	rep.Tally, rep.Samples, rep.Products = s.tally, s.samples, len(s.products)
 	s.judge(ctx, rep)
 	return rep, nil
 }
 
-// sample reads the gauges every o.sampleEvery until until, and prints a line a minute.
-func (s *soak) sample(ctx context.Context, until time.Time) {
+// phase runs the load for d: sales (numbered from round), purchases, payments and the viewers,
+// then waits for every answer.
+func (s *soak) phase(ctx context.Context, rep *report, d time.Duration, round int) error {
+	loadCtx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	first := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.sales(loadCtx, round, first) })
+	if err := <-first; err != nil {
+		stop()
+		wg.Wait()
+		return fmt.Errorf("open the sales (is the stack up? make up): %w", err)
+	}
+	wg.Go(func() { s.load(loadCtx, round) })
+	var vt viewerTally
+	wg.Go(func() { vt = s.crowd(loadCtx) })
+	wg.Wait()
+	rep.Viewers.merge(vt)
+	if ctx.Err() != nil {
+		return cli.Failure("interrupted")
+	}
+	return nil
+}
+
+// settleMax bounds a rest: a replica still letting go of connections after it is not at rest.
+const settleMax = 30 * time.Second
+
+// settle closes every idle connection of the soak's clients and samples the replicas every
+// second until none of them has fewer goroutines than at the sample before, three times running:
+// then every request and stream has ended and every connection is closed. It returns that sample.
+func (s *soak) settle(ctx context.Context) []sample {
+	s.buyers.CloseIdleConnections()
+	http.DefaultClient.CloseIdleConnections() // the admin calls' and WaitVisible's
+	deadline := time.Now().Add(settleMax)
+	var last []sample
+	calm := 0
+	for calm < 3 && time.Now().Before(deadline) && ctx.Err() == nil {
+		sleep(ctx, time.Second)
+		got, err := s.sampler.take(ctx, time.Now())
+		if err != nil {
+			continue
+		}
+		got = got[:len(got)-1] // the replicas only: MySQL's threads are the whole server's
+		calm++
+		for i := range got {
+			if last == nil || got[i].Values[goroutines] < last[i].Values[goroutines] {
+				calm = 0
+			}
+		}
+		last = got
+	}
+	return last
+}
+
+// sample reads the gauges every o.sampleEvery until ctx ends, and prints a line a minute.
+func (s *soak) sample(ctx context.Context) {
 	t := time.NewTicker(s.o.sampleEvery)
 	defer t.Stop()
-	lastSaid := time.Now()
+	start, lastSaid := time.Now(), time.Now()
 	for {
 		now := time.Now()
 		got, err := s.sampler.take(ctx, now)
+		if ctx.Err() != nil {
+			return
+		}
 		s.mu.Lock()
 		if err != nil {
 			s.sampleErrs = append(s.sampleErrs, now.Format(time.TimeOnly)+" "+err.Error())
@@ -86,10 +149,7 @@ func (s *soak) sample(ctx context.Context, until time.Time) {
 		s.mu.Unlock()
 		if now.Sub(lastSaid) >= time.Minute && len(got) > 0 {
 			lastSaid = now
-			s.say("%s in: %d accepted, %d ticks skipped; %s", now.Sub(until.Add(-s.o.duration)).Round(time.Second), accepted, skipped, summary(got))
-		}
-		if !now.Before(until) {
-			return
+			s.say("%s in: %d accepted, %d ticks skipped; %s", now.Sub(start).Round(time.Second), accepted, skipped, summary(got))
 		}
 		select {
 		case <-ctx.Done():
@@ -123,7 +183,11 @@ func (s *soak) judge(ctx context.Context, rep *report) {
 	if err != nil {
 		fail("growth: %v", err)
 	}
-	rep.Growth = growth
+	idle, err := judgeIdle(rep.Idle[0], rep.Idle[1])
+	if err != nil {
+		fail("at rest: %v", err)
+	}
+	rep.Growth = append(growth, idle...)
 	for _, g := range growth {
 		if !g.OK {
 			fail("grew past its bound: %s", g)

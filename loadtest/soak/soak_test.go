@@ -47,14 +47,15 @@ func series(start time.Time, d, step time.Duration, g gauge, value func(time.Dur
 	return out
 }
 
-// TestJudgeGrowth: a heap that saws with each GC cycle and a goroutine count that jitters pass;
-// a heap leaking 1 MiB a minute and goroutines leaking one a second over 30 minutes fail (the
-// negative controls); a run too short to fill the windows is an error, not a pass.
+// TestJudgeGrowth: a heap that saws with each GC cycle and a pool that jitters pass; a heap
+// leaking 1 MiB a minute and a pool leaking a connection every two minutes over 30 minutes fail
+// (the negative controls); goroutines are not judged under load; a run too short to fill the
+// windows is an error, not a pass.
 func TestJudgeGrowth(t *testing.T) {
 	start := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	warm, end := start.Add(5*time.Minute), start.Add(35*time.Minute)
 	saw := func(at time.Duration) float64 { return 20<<20 + float64(int(at.Seconds())%40)*(1<<20)/4 } // 20–30 MiB
-	jitter := func(at time.Duration) float64 { return 150 + 20*math.Sin(at.Seconds()) }
+	jitter := func(at time.Duration) float64 { return 16 + 3*math.Sin(at.Seconds()) }
 	for _, tc := range []struct {
 		name  string
 		g     gauge
@@ -62,10 +63,9 @@ func TestJudgeGrowth(t *testing.T) {
 		ok    bool
 	}{
 		{"sawing heap", heap, saw, true},
-		{"jittering goroutines", goroutines, jitter, true},
+		{"jittering pool", dbConns, jitter, true},
 		{"leaking heap", heap, func(at time.Duration) float64 { return saw(at) + at.Minutes()*(1<<20) }, false},
-		{"leaking goroutines", goroutines, func(at time.Duration) float64 { return jitter(at) + at.Seconds() }, false},
-		{"leaking file descriptors", openFiles, func(at time.Duration) float64 { return 80 + at.Minutes() }, false},
+		{"leaking pool", dbConns, func(at time.Duration) float64 { return jitter(at) + at.Minutes()/2 }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := judgeGrowth(series(start, 35*time.Minute, 10*time.Second, tc.g, tc.value), warm, end)
@@ -77,11 +77,42 @@ func TestJudgeGrowth(t *testing.T) {
 			}
 		})
 	}
+	if got, err := judgeGrowth(series(start, 35*time.Minute, 10*time.Second, goroutines, func(at time.Duration) float64 { return at.Seconds() }), warm, end); err == nil {
+		t.Errorf("goroutines judged under load: %+v", got)
+	}
 	if _, err := judgeGrowth(series(start, 35*time.Minute, 10*time.Minute, heap, saw), warm, end); err == nil {
 		t.Error("a sample every 10 minutes was judged")
 	}
 	if _, err := judgeGrowth(nil, end, warm); err == nil {
 		t.Error("a run that ended before its warm-up was judged")
+	}
+}
+
+// TestJudgeIdle: at rest, a replica back where it was passes; one that kept 17 more goroutines
+// or 8 more files (a leak the run left behind) fails, as do rests that do not pair up.
+func TestJudgeIdle(t *testing.T) {
+	at := func(g, f float64) []sample {
+		return []sample{{Source: "r1", Values: map[gauge]float64{goroutines: g, openFiles: f}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		after       []sample
+		okG, okFile bool
+	}{
+		{"back where it was", at(95, 41), true, true},
+		{"goroutines left", at(100+17, 40), false, true},
+		{"files left", at(100, 40+8), true, false},
+	} {
+		got, err := judgeIdle(at(100, 40), tc.after)
+		if err != nil || len(got) != 2 || got[0].OK != tc.okG || got[1].OK != tc.okFile {
+			t.Errorf("%s: %+v %v", tc.name, got, err)
+		}
+	}
+	if _, err := judgeIdle(nil, nil); err == nil {
+		t.Error("no rest was judged")
+	}
+	if _, err := judgeIdle(at(1, 1), []sample{{Source: "r2"}}); err == nil {
+		t.Error("rests of different replicas were judged")
 	}
 }
 
