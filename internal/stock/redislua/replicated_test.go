@@ -161,11 +161,18 @@ func (f *failoverSale) retryUntilAccepted(t *testing.T, user string, accepted ma
 		return true, ""
 	})
 	t.Logf("%s's retry with its key answered 202 at try %d, once the old master was back as a replica", user, tries)
-	// Once more: now a replay of the receipt, which waits for the replica too, and confirms.
-	r, err := f.purchase(user)
-	if err != nil || !r.Replayed || r.OrderID != accepted[user] {
-		t.Fatalf("%s's replay: %+v, %v; want order %s replayed", user, r, err, accepted[user])
-	}
+	// Again: now a replay of the receipt, which waits for the replica too (a rejoining node's
+	// link may still drop once: the replay is then unconfirmed, and retried).
+	itest.Eventually(t, 30*time.Second, func() (bool, string) {
+		r, err := f.purchase(user)
+		switch {
+		case err != nil:
+			return false, user + "'s replay: " + err.Error()
+		case !r.Replayed || r.OrderID != accepted[user]:
+			t.Fatalf("%s's replay: %+v; want order %s replayed", user, r, accepted[user])
+		}
+		return true, ""
+	})
 }
 
 // TestUnconfirmedWithoutAReplica: waiting for a replica on a server that has none (a throwaway
