@@ -286,6 +286,9 @@ var strategyTable = []strategyDef{
 			return nil, err
 		}
 		d.SetReturned(r.store.ReturnedOrders) // a rebuilt state must know the orders returned already
+		if err := d.SetReplication(redislua.Replication{MinReplicas: r.cfg.RedisLua.MinReplicas, Timeout: r.cfg.RedisLua.WaitTimeout}); err != nil {
+			return nil, err
+		}
 		return d, nil
 	}},
 	// The row lock of SELECT … FOR UPDATE, waited for at most the lock wait.

@@ -135,6 +135,13 @@ type Config struct {
 		// Expirer expires unpaid orders and returns the units of expired and cancelled ones.
 		Expirer bool
 	}
+	// RedisLua says when a redis-lua purchase is answered accepted: with MinReplicas above 0,
+	// only once that many replicas of the sale's Redis master acknowledged it (WAIT), within
+	// WaitTimeout; otherwise it is answered 503 unconfirmed.
+	RedisLua struct {
+		MinReplicas int
+		WaitTimeout time.Duration
+	}
 	// Persist tunes the redis-lua persister.
 	Persist struct {
 		// Every is the interval of the sweep over every redis-lua product's stream (a replica's
@@ -255,6 +262,8 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_PAYMENT_LATENCY", flag: "payment-latency", def: "50ms", usage: "the simulated payment provider's mean time per charge (0: instant)", set: dur(&c.Payment.Latency)},
 		{env: "SECKILL_PAYMENT_FAILURE_RATE", flag: "payment-failure-rate", def: "0.05", usage: "the share of charges the simulated payment provider declines, 0 to 1", set: float(&c.Payment.FailureRate)},
 		{env: "SECKILL_EXPIRE_EVERY", flag: "expire-every", def: "1s", usage: "how often the expirer looks for unpaid orders past their window and closed orders to return", set: dur(&c.Payment.ExpireEvery)},
+		{env: "SECKILL_REDISLUA_MIN_REPLICAS", flag: "redislua-min-replicas", def: "0", usage: "redis-lua: replicas of the sale's Redis master that must acknowledge a batch (WAIT) before its purchases are answered 202; fewer in time answers 503 unconfirmed, which a retry with the same Idempotency-Key resolves (0: answer once the script ran on the master, as on one node)", set: integer(&c.RedisLua.MinReplicas)},
+		{env: "SECKILL_REDISLUA_WAIT_TIMEOUT", flag: "redislua-wait-timeout", def: "100ms", usage: "redis-lua with SECKILL_REDISLUA_MIN_REPLICAS: how long a batch waits for the replicas (1ms to 5s)", set: dur(&c.RedisLua.WaitTimeout)},
 		{env: "SECKILL_PERSIST_EVERY", flag: "persist-every", def: "1s", usage: "how often the persister sweeps every redis-lua product's stream", set: dur(&c.Persist.Every)},
 		{env: "SECKILL_PERSIST_LINGER", flag: "persist-linger", def: "20ms", usage: "how long a woken persister lets purchases gather before it writes them to MySQL in one transaction", set: dur(&c.Persist.Linger)},
 		{env: "SECKILL_PERSIST_BURST", flag: "persist-burst", def: "1000", usage: "purchases a second, accepted by this process, above which its persister holds off until the burst is over (peak shaving; 0 or negative: never)", set: float(&c.Persist.Burst)},
@@ -321,6 +330,13 @@ func (c *Config) validate() error {
 	}
 	if c.Sale.BatchLinger < 0 || c.Sale.BatchLinger > time.Second {
 		add("SECKILL_BATCH_LINGER must be between 0 and 1s")
+	}
+	if c.RedisLua.MinReplicas < 0 || c.RedisLua.MinReplicas > MaxRedisLuaReplicas {
+		add("SECKILL_REDISLUA_MIN_REPLICAS must be between 0 and %d", MaxRedisLuaReplicas)
+	}
+	// WAIT takes whole milliseconds, and its 0 means forever.
+	if c.RedisLua.WaitTimeout < time.Millisecond || c.RedisLua.WaitTimeout > 5*time.Second {
+		add("SECKILL_REDISLUA_WAIT_TIMEOUT must be between 1ms and 5s")
 	}
 	if len(c.AdminToken) < 8 {
 		add("SECKILL_ADMIN_TOKEN is required and must have at least 8 characters (`make up` sets a dev value)")
@@ -507,6 +523,10 @@ func list(dst *[]string) func(string) error {
 // MaxBatch bounds SECKILL_BATCH_MAX: one batch is one multi-row INSERT, and its statement must
 // stay far below max_allowed_packet.
 const MaxBatch = 1000
+
+// MaxRedisLuaReplicas bounds SECKILL_REDISLUA_MIN_REPLICAS: more replicas than any Redis
+// topology here runs is a typo, and would answer every purchase 503.
+const MaxRedisLuaReplicas = 16
 
 // MaxStampedeBuyers bounds SECKILL_STAMPEDE_MAX_BUYERS: a stampede is a demo, not a load test.
 const MaxStampedeBuyers = 1_000_000

@@ -21,8 +21,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{c.HTTP.Addr, c.Kafka.Topic, c.Sale.DefaultStrategy, c.Sale.AllowUnsafe, c.Run.API, c.Run.Relay, c.Run.Consumer, c.ZK.Servers}
-	want := []any{":8080", "seckill.orders", sale.StrategyMySQL, false, true, true, true, []string{"127.0.0.1:2181"}}
+	got := []any{c.HTTP.Addr, c.Kafka.Topic, c.Sale.DefaultStrategy, c.Sale.AllowUnsafe, c.Run.API, c.Run.Relay, c.Run.Consumer, c.ZK.Servers, c.RedisLua.MinReplicas, c.RedisLua.WaitTimeout}
+	want := []any{":8080", "seckill.orders", sale.StrategyMySQL, false, true, true, true, []string{"127.0.0.1:2181"}, 0, 100 * time.Millisecond}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)
 	}
@@ -71,6 +71,12 @@ func TestInvalid(t *testing.T) {
 		{"buyer token lifetime negative", map[string]string{"SECKILL_BUYER_JWT_MAX_TTL": "-1h"}, "SECKILL_BUYER_JWT_MAX_TTL"},
 		{"buyer public key missing", map[string]string{"SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/nonexistent.pem"}, "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE"},
 		{"unknown Redis mode", map[string]string{"SECKILL_REDIS_MODE": "ring"}, "SECKILL_REDIS_"},
+		{"negative redis-lua replicas", map[string]string{"SECKILL_REDISLUA_MIN_REPLICAS": "-1"}, "SECKILL_REDISLUA_MIN_REPLICAS"},
+		{"too many redis-lua replicas", map[string]string{"SECKILL_REDISLUA_MIN_REPLICAS": "17"}, "SECKILL_REDISLUA_MIN_REPLICAS"},
+		{"redis-lua replicas not a number", map[string]string{"SECKILL_REDISLUA_MIN_REPLICAS": "one"}, "SECKILL_REDISLUA_MIN_REPLICAS"},
+		// WAIT's 0 is forever: a sub-millisecond wait must not round to it.
+		{"redis-lua wait under a millisecond", map[string]string{"SECKILL_REDISLUA_WAIT_TIMEOUT": "500us"}, "SECKILL_REDISLUA_WAIT_TIMEOUT"},
+		{"redis-lua wait too long", map[string]string{"SECKILL_REDISLUA_WAIT_TIMEOUT": "6s"}, "SECKILL_REDISLUA_WAIT_TIMEOUT"},
 		{"single Redis with two addresses", map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"}, "SECKILL_REDIS_"},
 		{"both buyer keys", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32), "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/etc/os-release"}, "SECKILL_BUYER_JWT_"},
 	} {

@@ -204,6 +204,8 @@ func TestErrorContract(t *testing.T) {
 			want: response{429, errorJSON(string(sale.CodeRateLimited), "product 7: rate limited"), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
 		{name: "unavailable", purchase: failWith(fmt.Errorf("redis: %w", sale.ErrUnavailable)),
 			want: response{503, errorJSON(string(sale.CodeUnavailable), generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
+		{name: "unconfirmed", purchase: failWith(fmt.Errorf("product 7: %w", sale.ErrUnconfirmed)),
+			want: response{503, errorJSON(string(sale.CodeUnconfirmed), msgUnconfirmed), map[string]string{"Content-Type": jsonContentTypeV, "Retry-After": "1"}}},
 		{name: "canceled", purchase: failWith(context.Canceled),
 			want: response{503, errorJSON(string(sale.CodeUnavailable), generic5xx), map[string]string{"Content-Type": jsonContentTypeV}}},
 		{name: "unexpected", purchase: failWith(errors.New("boom: secret dsn user:pw@db")),

@@ -34,6 +34,7 @@ var statusOf = map[sale.Code]int{
 	sale.CodeLimitReached:      http.StatusConflict,
 	sale.CodeRateLimited:       http.StatusTooManyRequests,
 	sale.CodeUnavailable:       http.StatusServiceUnavailable,
+	sale.CodeUnconfirmed:       http.StatusServiceUnavailable,
 	sale.CodeOrderNotConfirmed: http.StatusConflict,
 	sale.CodeOrderExpired:      http.StatusConflict,
 	sale.CodeOrderCancelled:    http.StatusConflict,
@@ -67,9 +68,12 @@ func domainErrors() []errorMapping {
 	return out
 }
 
-// The messages of the errors whose details are logged, not shown.
+// The messages of the errors whose details are logged, not shown. An unconfirmed purchase has a
+// message of its own: unlike every other 5xx, something may have changed, and the buyer must
+// retry with the same Idempotency-Key to learn what.
 const (
 	msgUnavailable = "a dependency is unavailable or too slow; nothing was changed, retry shortly"
+	msgUnconfirmed = "the purchase is decided but not yet confirmed by the Redis replicas; retry with the same Idempotency-Key to get its answer"
 	msgInternal    = "internal error; it has been logged with the request id"
 )
 
@@ -85,7 +89,10 @@ type errorMapping struct {
 func withBodies(table []errorMapping) []errorMapping {
 	for i, e := range table {
 		msg := e.err.Error()
-		if e.status >= 500 {
+		switch {
+		case e.code == string(sale.CodeUnconfirmed):
+			msg = msgUnconfirmed
+		case e.status >= 500:
 			msg = msgUnavailable
 		}
 		table[i].body = encodeError(e.code, msg)
@@ -139,6 +146,9 @@ func (h *handlers) respondError(c *gin.Context, err error) {
 		h.logFor(c).Error("request failed unexpectedly", "err", err)
 		abortJSONBody(c, http.StatusInternalServerError, internalBody)
 		return
+	case e.code == string(sale.CodeUnconfirmed):
+		// Not a fault of this request: the replicas are slow or away, and the retry is the answer.
+		c.Writer.Header()["Retry-After"] = retryAfter
 	case e.status >= 500:
 		h.logFor(c).Warn("request failed", "status", e.status, "err", err)
 	case e.status == http.StatusTooManyRequests:

@@ -22,6 +22,8 @@ const (
 	CodeLimitReached   Code = "limit_reached"
 	CodeRateLimited    Code = "rate_limited"
 	CodeUnavailable    Code = "unavailable"
+	// CodeUnconfirmed: decided on the Redis master, not yet on its replicas (ErrUnconfirmed).
+	CodeUnconfirmed Code = "unconfirmed"
 	// The order lifecycle's refusals (see lifecycle.go).
 	CodeOrderNotConfirmed Code = "order_not_confirmed"
 	CodeOrderExpired      Code = "order_expired"
@@ -52,6 +54,7 @@ var codeTable = []ErrorCode{
 	{ErrLimitReached, CodeLimitReached},
 	{ErrRateLimited, CodeRateLimited},
 	{ErrUnavailable, CodeUnavailable},
+	{ErrUnconfirmed, CodeUnconfirmed},
 	{ErrOrderNotConfirmed, CodeOrderNotConfirmed},
 	{ErrOrderExpired, CodeOrderExpired},
 	{ErrOrderCancelled, CodeOrderCancelled},

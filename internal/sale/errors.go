@@ -36,6 +36,13 @@ var (
 	// ErrUnavailable means a dependency (database, lock service, broker) failed or is unreachable.
 	// Nothing was deducted; the caller may retry.
 	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrUnconfirmed means the purchase was decided and its units taken on the Redis master, but
+	// fewer replicas than required confirmed it in time (redis-lua with
+	// SECKILL_REDISLUA_MIN_REPLICAS): a failover now could lose it, so it is not answered accepted.
+	// It is not ErrUnavailable: something may have been deducted. A retry with the same
+	// Idempotency-Key answers the first purchase's receipt once the replicas confirm it, or, if a
+	// failover lost it, decides the purchase anew.
+	ErrUnconfirmed = errors.New("the purchase is decided but not yet confirmed by the Redis replicas: retry with the same Idempotency-Key")
 	// ErrLockTimeout means the product's lock could not be acquired in time. A busy lock is
 	// back-pressure, not a fault: it is answered like ErrRateLimited. Nothing was deducted.
 	ErrLockTimeout = fmt.Errorf("lock wait timed out: %w", ErrRateLimited)

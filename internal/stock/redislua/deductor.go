@@ -21,6 +21,7 @@ type Deductor struct {
 	reload   Reload
 	returned ReturnedOrders // nil: no returns (SetReturned)
 	accepted func(productID int64, purchases int)
+	repl     Replication // the zero value: no WAIT (SetReplication)
 }
 
 // NewDeductor returns the strategy over s's sales in rdb. reload reads a sale from MySQL to load or
@@ -53,6 +54,9 @@ func (d *Deductor) Deduct(ctx context.Context, r sale.Reservation) error {
 // a rebuild is one MySQL read and one Redis write), then is refused as unavailable (503),
 // deducting nothing. A replayed or conflicting key is reported as sale.ErrIdempotencyKeyInUse:
 // the service then reads the receipt (Receipt) and answers as the first purchase was answered.
+// With replicas to wait for (SetReplication), a batch that accepted any purchase sends WAIT after
+// the script, on its connection, and its accepted purchases are sale.ErrUnconfirmed unless enough
+// replicas acknowledged them in time.
 func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
@@ -68,9 +72,10 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 		as[i] = Attempt{Epoch: epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID}
 	}
 	var out []Outcome
+	confirmed := true
 	err := d.inState(ctx, id, epoch, func() (Result, uint64, error) {
 		var err error
-		out, err = d.sale.PurchaseBatch(ctx, id, epoch, as)
+		out, confirmed, err = d.purchase(ctx, id, epoch, as)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -79,7 +84,35 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 	if err != nil {
 		return nil, err
 	}
-	return d.decided(id, out), nil
+	return d.decided(id, out, confirmed), nil
+}
+
+// purchase runs the script for as and, with replicas to wait for and a purchase accepted, WAIT
+// on the same connection to the sale's master. confirmed is false when the replicas did not
+// acknowledge the accepted purchases in time.
+func (d *Deductor) purchase(ctx context.Context, id int64, epoch uint64, as []Attempt) (out []Outcome, confirmed bool, err error) {
+	if d.repl.MinReplicas == 0 {
+		out, err = d.sale.PurchaseBatch(ctx, id, epoch, as)
+		return out, true, err
+	}
+	err = d.onMaster(ctx, d.sale.Keys(id).State, func(c *redis.Conn) error {
+		var err error
+		if out, err = d.sale.purchaseOn(ctx, c, id, epoch, as); err != nil {
+			return err
+		}
+		confirmed = !anyAccepted(out) || d.confirmed(ctx, c)
+		return nil
+	})
+	return out, confirmed, err
+}
+
+func anyAccepted(out []Outcome) bool {
+	for _, o := range out {
+		if o.Result == Accepted {
+			return true
+		}
+	}
+	return false
 }
 
 // inState runs script, a run of one of the sale's scripts that reports the state it found (its
@@ -125,14 +158,19 @@ func (d *Deductor) inState(ctx context.Context, productID int64, epoch uint64, s
 	}
 }
 
-// decided turns the script's outcomes into the batch's answers.
-func (d *Deductor) decided(productID int64, out []Outcome) []error {
+// decided turns the script's outcomes into the batch's answers: an accepted purchase the
+// replicas did not confirm is sale.ErrUnconfirmed, and still counts as accepted for the
+// persister (its units are taken; it becomes an order unless a failover loses it).
+func (d *Deductor) decided(productID int64, out []Outcome, confirmed bool) []error {
 	errs := make([]error, len(out))
 	accepted := 0
 	for i, o := range out {
 		switch o.Result {
 		case Accepted:
 			accepted++
+			if !confirmed {
+				errs[i] = sale.ErrUnconfirmed
+			}
 		case Replayed, KeyInUse:
 			errs[i] = sale.ErrIdempotencyKeyInUse
 		case LimitReached:
@@ -155,12 +193,40 @@ const (
 )
 
 // Receipt returns the receipt the script keeps for userID's purchase of productID with key, or
-// sale.ErrNotFound (none, or the state is not loaded: the store may have it).
+// sale.ErrNotFound (none, or the state is not loaded: the store may have it). With replicas to
+// wait for, the receipt is read on the sale's master and returned only once enough replicas hold
+// it, else sale.ErrUnconfirmed: the retry of a purchase answered unconfirmed must not turn into
+// a 202 that a failover can still take back. Its WAIT follows a write of its own (Keys.Confirm),
+// so that it covers every write the master had made before, the receipt's included.
 func (d *Deductor) Receipt(ctx context.Context, productID int64, userID, key string) (sale.Receipt, error) {
-	v, err := d.rdb.HGet(ctx, d.sale.Keys(productID).Buyers, userID).Result()
+	k := d.sale.Keys(productID)
+	var v string
+	var err error
+	if d.repl.MinReplicas == 0 {
+		v, err = d.rdb.HGet(ctx, k.Buyers, userID).Result()
+	} else {
+		err = d.onMaster(ctx, k.Buyers, func(c *redis.Conn) error {
+			var err error
+			if v, err = c.HGet(ctx, k.Buyers, userID).Result(); err != nil {
+				return err
+			}
+			if b, perr := parseBought(v); perr != nil || key == "" || b.Key != key {
+				return nil // answered below, without a wait: nothing of it is accepted
+			}
+			if err := c.Set(ctx, k.Confirm, "", confirmTTL).Err(); err != nil {
+				return err
+			}
+			if !d.confirmed(ctx, c) {
+				return sale.ErrUnconfirmed
+			}
+			return nil
+		})
+	}
 	switch {
 	case errors.Is(err, redis.Nil):
 		return sale.Receipt{}, sale.ErrNotFound
+	case errors.Is(err, sale.ErrUnconfirmed):
+		return sale.Receipt{}, err
 	case err != nil:
 		return sale.Receipt{}, fmt.Errorf("%w: %w", sale.ErrUnavailable, err)
 	}
@@ -173,6 +239,9 @@ func (d *Deductor) Receipt(ctx context.Context, productID int64, userID, key str
 	}
 	return sale.Receipt{OrderID: b.OrderID, Status: sale.StatusQueued, ProductID: productID, UserID: userID, Quantity: b.Quantity, Strategy: Strategy}, nil
 }
+
+// confirmTTL is how long Keys.Confirm stays: it holds nothing anyone reads.
+const confirmTTL = time.Minute
 
 // Prepare is told of a product's new sale epoch (a create or a reset). Sold with redis-lua, its
 // state is loaded now rather than at its first purchase, replacing whatever Redis holds under the

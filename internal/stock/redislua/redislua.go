@@ -43,13 +43,17 @@ type Keys struct {
 	Returned string
 	// Rebuild is the lease of the one process rebuilding a lost state (see Sale.Rebuild).
 	Rebuild string
+	// Confirm is a scratch key a replayed receipt writes before its WAIT: WAIT waits for the
+	// writes of its own connection, and a receipt read alone writes nothing (see
+	// Deductor.Receipt).
+	Confirm string
 }
 
 // KeysFor returns the keys of productID's sale. ns separates deployments (and tests) sharing a
 // Redis; the app uses its database name. The hash tag is {ns:id}.
 func KeysFor(ns string, productID int64) Keys {
 	tag := "seckill:{" + ns + ":" + strconv.FormatInt(productID, 10) + "}:"
-	return Keys{State: tag + "state", Buyers: tag + "buyers", Stream: tag + "stream", Returned: tag + "returned", Rebuild: tag + "rebuild"}
+	return Keys{State: tag + "state", Buyers: tag + "buyers", Stream: tag + "stream", Returned: tag + "returned", Rebuild: tag + "rebuild", Confirm: tag + "confirm"}
 }
 
 // KeysPattern matches every key of every sale under namespace ns (a SCAN pattern).
@@ -61,7 +65,7 @@ func (k Keys) script() []string { return []string{k.State, k.Buyers, k.Stream} }
 // data are the keys that hold the sale: the purchase script's and Returned.
 func (k Keys) data() []string { return append(k.script(), k.Returned) }
 
-func (k Keys) all() []string { return append(k.data(), k.Rebuild) }
+func (k Keys) all() []string { return append(k.data(), k.Rebuild, k.Confirm) }
 
 // Result is what the script decided.
 type Result int
@@ -152,6 +156,12 @@ func (s *Sale) Purchase(ctx context.Context, productID int64, a Attempt) (Outcom
 // exactly as many separate runs would, in one round trip. The attempts' own Epoch is ignored. When
 // the sale is not loaded, or loaded in another epoch, every outcome says so.
 func (s *Sale) PurchaseBatch(ctx context.Context, productID int64, epoch uint64, as []Attempt) ([]Outcome, error) {
+	return s.purchaseOn(ctx, s.rdb, productID, epoch, as)
+}
+
+// purchaseOn is PurchaseBatch on c: a connection of its own when the caller then waits for the
+// replicas (WAIT counts the writes of its own connection).
+func (s *Sale) purchaseOn(ctx context.Context, c redis.Scripter, productID int64, epoch uint64, as []Attempt) ([]Outcome, error) {
 	if len(as) == 0 {
 		return nil, nil
 	}
@@ -163,7 +173,7 @@ func (s *Sale) PurchaseBatch(ctx context.Context, productID int64, epoch uint64,
 		}
 		args = append(args, a.UserID, a.Quantity, a.Key, a.OrderID)
 	}
-	res, err := purchaseScript.Run(ctx, s.rdb, s.Keys(productID).script(), args...).StringSlice()
+	res, err := purchaseScript.Run(ctx, c, s.Keys(productID).script(), args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redislua: purchase script: %w", err)
 	}
