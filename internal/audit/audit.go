@@ -189,10 +189,11 @@ func (f Facts) Violations(drained bool) []string {
 }
 
 // WaitDrained polls until MySQL holds at least accepted reservations and refused orders of the
-// product and every reservation has its order, or ctx ends, and returns the last facts read (with ctx's error if it
-// ended first). accepted is how many purchases the caller saw accepted, 0 if it does not know: a
-// redis-lua purchase is answered before its reservation reaches MySQL (its persister holds off
-// during a burst), so without it a queue can look drained before the last of them arrive.
+// product and every reservation has its order, or ctx ends, and returns the last facts read (with
+// ctx's error if it ended first). accepted is how many purchases the caller saw accepted, 0 if it
+// does not know: a redis-lua purchase is answered before its reservation reaches MySQL (its
+// persister holds off during a burst), so without it a queue can look drained before the last of
+// them arrive.
 func WaitDrained(ctx context.Context, db *sql.DB, productID int64, accepted int, poll time.Duration) (Facts, error) {
 	var last Facts // the last facts read: a read cut short by ctx's end must not replace them
 	for {
