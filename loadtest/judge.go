@@ -239,7 +239,9 @@ func auditDatabase(ctx context.Context, db *sql.DB, o *options, sr *StrategyRepo
 		return nil, err
 	}
 	sr.Facts = facts
-	sr.Oversold = max(facts.Oversold(), sr.Accepted-sr.Lost-facts.InitialStock)
+	// A refused order is a 202 the sale did not keep, but no unit: it is reported below, not
+	// counted as sold.
+	sr.Oversold = max(facts.Oversold(), sr.Accepted-sr.Lost-facts.Refused-facts.InitialStock)
 	v := dbViolations(dbEvidence{facts: facts, drained: drained, missing: missing, unexpected: unexpected},
 		sr.Oversold, o.buyers, o.drainTimeout)
 	if facts.ClosedUnits > 0 {
@@ -262,7 +264,8 @@ type dbEvidence struct {
 
 // dbViolations are the broken invariants in e: a queue that did not drain within drainTimeout,
 // the facts' own (audit.Facts.Violations), a purchase acknowledged but never ordered (once the
-// queue drained: before, it may still come), an order nobody was told of, and stock left over
+// queue drained: before, it may still come), an order nobody was told of, a purchase acknowledged
+// and then refused (a refused order: no unit lost, but a 202 not kept), and stock left over
 // although more buyers came than units (undersold: units lost) when nothing was oversold.
 func dbViolations(e dbEvidence, oversold, buyers int, drainTimeout time.Duration) []string {
 	var v []string
@@ -280,6 +283,9 @@ func dbViolations(e dbEvidence, oversold, buyers int, drainTimeout time.Duration
 	}
 	if len(e.unexpected) > 0 {
 		add("%d orders were never acknowledged to a buyer (first: %s)", len(e.unexpected), e.unexpected[0])
+	}
+	if f.Refused > 0 {
+		add("%d accepted purchases were refused when they were recorded (refused orders: the redis-lua state went backwards)", f.Refused)
 	}
 	if buyers > f.InitialStock && f.Stock > 0 && oversold == 0 {
 		add("UNDERSOLD: %d of %d units left although %d buyers came", f.Stock, f.InitialStock, buyers)

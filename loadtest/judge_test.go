@@ -298,6 +298,12 @@ func TestDBViolations(t *testing.T) {
 			0, 10,
 			[]string{"UNDERSOLD: 1 of 2 units left although 10 buyers came"},
 		},
+		{
+			"acknowledged, then refused: ordered as refused, no unit",
+			dbEvidence{facts: with(sound, func(f *audit.Facts) { f.Refused, f.RefusedUnits = 1, 1 }), drained: true},
+			0, 10,
+			[]string{"1 accepted purchases were refused when they were recorded (refused orders: the redis-lua state went backwards)"},
+		},
 		{"stock left, but no more buyers than units", dbEvidence{facts: oneLeft, drained: true}, 0, 2, nil},
 		{"stock left on an oversold product is not an undersell", dbEvidence{facts: oneLeft, drained: true}, 3, 10, nil},
 		{

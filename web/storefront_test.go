@@ -515,13 +515,13 @@ func TestStorefront(t *testing.T) {
 			}
 		}
 		for _, code := range []string{"payment_declined", "order_expired", "order_cancelled", "order_already_paid", "payment_in_progress",
-			"order_not_confirmed", "not_found", "unavailable", "network"} {
+			"order_not_confirmed", "order_refused", "not_found", "unavailable", "network"} {
 			msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.payMessage({code: %q, message: 'x'}))`, code))
 			if msg == "" || strings.Contains(msg, "The payment failed") {
 				t.Errorf("no payment message for %s: %q", code, msg)
 			}
 		}
-		for _, code := range []string{"order_already_paid", "order_expired", "payment_in_progress", "order_not_confirmed", "not_found", "network"} {
+		for _, code := range []string{"order_already_paid", "order_expired", "payment_in_progress", "order_not_confirmed", "order_refused", "not_found", "network"} {
 			msg := a.eval(fmt.Sprintf(`import('/static/messages.js').then((m) => m.cancelMessage({code: %q, message: 'x'}))`, code))
 			if msg == "" || strings.Contains(msg, "could not be cancelled (") {
 				t.Errorf("no cancel message for %s: %q", code, msg)

@@ -21,9 +21,19 @@ type Facts struct {
 	// Reservations and ReservedUnits count accepted purchases (rows and units).
 	Reservations  int
 	ReservedUnits int
-	// Orders and OrderUnits count orders created by the consumer.
+	// Orders and OrderUnits count orders created by the consumer: the orders of every status but
+	// refused.
 	Orders     int
 	OrderUnits int
+	// Refused and RefusedUnits count refused orders: redis-lua purchases accepted (202) that MySQL
+	// then could not hold. They hold no unit: no reservation, no stock taken, no charge. Every
+	// accepted purchase ends as an order or a refused order (Accepted).
+	Refused      int
+	RefusedUnits int
+	// RefusedReserved counts refused orders whose order id has a reservation too, or that carry
+	// a reservation, a payment or a return: a refusal that took a unit after all, or one the
+	// consumer would skip creating the real order for.
+	RefusedReserved int
 	// Unpublished counts reservations the relay has not yet published.
 	Unpublished int
 	// UsersOverLimit counts users holding more units than PerUserLimit.
@@ -60,14 +70,20 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (_ Facts, err error)
 		SELECT p.initial_stock, p.stock, p.per_user_limit,
 		       (SELECT COUNT(*) FROM reservations r WHERE r.product_id = p.id),
 		       (SELECT COALESCE(SUM(r.quantity), 0) FROM reservations r WHERE r.product_id = p.id),
-		       (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id),
-		       (SELECT COALESCE(SUM(o.quantity), 0) FROM orders o WHERE o.product_id = p.id),
+		       (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id AND o.status <> 'refused'),
+		       (SELECT COALESCE(SUM(o.quantity), 0) FROM orders o WHERE o.product_id = p.id AND o.status <> 'refused'),
 		       (SELECT COUNT(*) FROM reservations r WHERE r.product_id = p.id AND r.published_at IS NULL),
 		       (SELECT COUNT(*) FROM orders o LEFT JOIN reservations r ON r.id = o.reservation_id
-		        WHERE o.product_id = p.id AND (r.id IS NULL OR r.order_id <> o.order_id))
+		        WHERE o.product_id = p.id AND o.status <> 'refused' AND (r.id IS NULL OR r.order_id <> o.order_id)),
+		       (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id AND o.status = 'refused'),
+		       (SELECT COALESCE(SUM(o.quantity), 0) FROM orders o WHERE o.product_id = p.id AND o.status = 'refused'),
+		       (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id AND o.status = 'refused'
+		        AND (o.reservation_id IS NOT NULL OR o.pay_key IS NOT NULL OR o.paid_at IS NOT NULL
+		             OR o.closed_at IS NOT NULL OR o.returned_at IS NOT NULL
+		             OR EXISTS (SELECT 1 FROM reservations r WHERE r.order_id = o.order_id)))
 		FROM products p WHERE p.id = ?`, productID).Scan(
 		&f.InitialStock, &f.Stock, &f.PerUserLimit, &f.Reservations, &f.ReservedUnits,
-		&f.Orders, &f.OrderUnits, &f.Unpublished, &f.OrphanOrders)
+		&f.Orders, &f.OrderUnits, &f.Unpublished, &f.OrphanOrders, &f.Refused, &f.RefusedUnits, &f.RefusedReserved)
 	if err != nil {
 		return Facts{}, fmt.Errorf("audit product %d: %w", productID, err)
 	}
@@ -102,6 +118,10 @@ func Load(ctx context.Context, db *sql.DB, productID int64) (_ Facts, err error)
 	}
 	return f, nil
 }
+
+// Accepted returns the purchases that ended as an order of any status: the consumer's orders and
+// the refused ones. Once the queue drains, it is every purchase the buyers were told was accepted.
+func (f Facts) Accepted() int { return f.Orders + f.Refused }
 
 // Sold returns the units sold and not given back: reserved, less those of expired and cancelled
 // orders that went back into the stock.
@@ -149,6 +169,9 @@ func (f Facts) Violations(drained bool) []string {
 	if f.UsersOverLimit > 0 {
 		add("%d users hold more than the per-user limit of %d", f.UsersOverLimit, f.PerUserLimit)
 	}
+	if f.RefusedReserved > 0 {
+		add("%d refused orders hold a reservation, a payment or a return: a refusal took a unit, or hides the order the consumer owes", f.RefusedReserved)
+	}
 	if f.OrphanOrders > 0 {
 		add("%d orders have no matching reservation", f.OrphanOrders)
 	}
@@ -165,17 +188,18 @@ func (f Facts) Violations(drained bool) []string {
 	return v
 }
 
-// WaitDrained polls until MySQL holds at least accepted reservations of the product and every
-// reservation has its order, or ctx ends, and returns the last facts read (with ctx's error if it
-// ended first). accepted is how many purchases the caller saw accepted, 0 if it does not know: a
-// redis-lua purchase is answered before its reservation reaches MySQL (its persister holds off
-// during a burst), so without it a queue can look drained before the last of them arrive.
+// WaitDrained polls until MySQL holds at least accepted reservations and refused orders of the
+// product and every reservation has its order, or ctx ends, and returns the last facts read (with
+// ctx's error if it ended first). accepted is how many purchases the caller saw accepted, 0 if it
+// does not know: a redis-lua purchase is answered before its reservation reaches MySQL (its
+// persister holds off during a burst), so without it a queue can look drained before the last of
+// them arrive.
 func WaitDrained(ctx context.Context, db *sql.DB, productID int64, accepted int, poll time.Duration) (Facts, error) {
 	var last Facts // the last facts read: a read cut short by ctx's end must not replace them
 	for {
 		f, err := Load(ctx, db, productID)
 		if err == nil {
-			if f.Reservations >= accepted && f.Drained() {
+			if f.Reservations+f.Refused >= accepted && f.Drained() {
 				return f, nil
 			}
 			last = f
@@ -191,8 +215,9 @@ func WaitDrained(ctx context.Context, db *sql.DB, productID int64, accepted int,
 	}
 }
 
-// CompareAccepted checks the orders of a product against the order ids the clients were told
-// were accepted: missing are accepted ids with no order, unexpected are orders nobody was told of.
+// CompareAccepted checks the orders of a product, of every status (refused ones included: the
+// buyer reads what happened), against the order ids the clients were told were accepted: missing
+// are accepted ids with no order, unexpected are orders nobody was told of.
 func CompareAccepted(ctx context.Context, db *sql.DB, productID int64, accepted []string) (missing, unexpected []string, err error) {
 	rows, err := db.QueryContext(ctx, "SELECT order_id FROM orders WHERE product_id = ?", productID)
 	if err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,7 +132,22 @@ type orderJSON struct {
 	ClosedAt  *time.Time `json:"closed_at,omitempty"`
 	PaymentID string     `json:"payment_id,omitempty"`
 	Returned  bool       `json:"returned"`
+	// A refused order's why, as an error code (sold_out, limit_reached), and what it means for
+	// its buyer, in words.
+	Refusal string `json:"refusal,omitempty"`
+	Message string `json:"message,omitempty"`
 }
+
+// refusalMessages say to the buyer what a refused order's refusal means; refusedMessage is said
+// for a refusal not listed.
+var refusalMessages = map[sale.Code]string{
+	sale.CodeSoldOut: "This purchase was accepted, then refused when it was recorded: " +
+		"the last units had already gone to other buyers. The order is void and nothing will be charged.",
+	sale.CodeLimitReached: "This purchase was accepted, then refused when it was recorded: " +
+		"this buyer already holds this product's per-user limit. The order is void and nothing will be charged.",
+}
+
+const refusedMessage = "This purchase was accepted, then refused when it was recorded. The order is void and nothing will be charged."
 
 func toOrderJSON(o sale.Order) orderJSON {
 	at := func(t time.Time) *time.Time {
@@ -141,9 +157,13 @@ func toOrderJSON(o sale.Order) orderJSON {
 		t = t.UTC()
 		return &t
 	}
-	return orderJSON{OrderID: o.OrderID, Status: string(o.Status), ProductID: o.ProductID, UserID: o.UserID,
+	out := orderJSON{OrderID: o.OrderID, Status: string(o.Status), ProductID: o.ProductID, UserID: o.UserID,
 		Quantity: o.Quantity, AmountCents: o.AmountCents, ExpiresAt: at(o.ExpiresAt), PaidAt: at(o.PaidAt),
 		ClosedAt: at(o.ClosedAt), PaymentID: o.PaymentID, Returned: o.Returned}
+	if o.Status == sale.StatusRefused {
+		out.Refusal, out.Message = string(o.Refusal), cmp.Or(refusalMessages[o.Refusal], refusedMessage)
+	}
+	return out
 }
 
 // orderBuyerJSON is the body of a payment or a cancel: who asks.
@@ -169,6 +189,8 @@ type statsJSON struct {
 	ExpiredUnits   int `json:"expired_units"`
 	CancelledUnits int `json:"cancelled_units"`
 	ReturnedUnits  int `json:"returned_units"`
+	// Orders accepted (202) and then refused when they were recorded: no unit, no charge.
+	RefusedOrders int `json:"refused_orders"`
 	ratesJSON
 }
 

@@ -151,3 +151,39 @@ func FuzzUnmarshalStrict(f *testing.F) {
 		check(new(newProductJSON), new(newProductJSON))
 	})
 }
+
+// TestRefusedOrderJSON: a refused order says why, as a code and in words that tell its buyer
+// nothing will be charged, and has no payment window; an order of any other status carries
+// neither field.
+func TestRefusedOrderJSON(t *testing.T) {
+	for _, tc := range []struct {
+		o       sale.Order
+		refusal string
+		says    string // part of the message; "" for none
+	}{
+		{sale.Order{OrderID: "o1", Status: sale.StatusRefused, Refusal: sale.CodeSoldOut}, "sold_out", "last units"},
+		{sale.Order{OrderID: "o2", Status: sale.StatusRefused, Refusal: sale.CodeLimitReached}, "limit_reached", "per-user limit"},
+		{sale.Order{OrderID: "o3", Status: sale.StatusRefused}, "", "refused when it was recorded"},
+		{sale.Order{OrderID: "o4", Status: sale.StatusConfirmed}, "", ""},
+	} {
+		b, err := json.Marshal(toOrderJSON(tc.o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := got["message"].(string)
+		switch {
+		case tc.says == "" && (got["message"] != nil || got["refusal"] != nil):
+			t.Errorf("%s: %s; want no refusal and no message", tc.o.OrderID, b)
+		case tc.says != "" && (!strings.Contains(msg, tc.says) || !strings.Contains(msg, "nothing will be charged")):
+			t.Errorf("%s: message %q; want it to say %q and that nothing will be charged", tc.o.OrderID, msg, tc.says)
+		case tc.refusal != "" && got["refusal"] != tc.refusal:
+			t.Errorf("%s: refusal %v, want %s", tc.o.OrderID, got["refusal"], tc.refusal)
+		case got["expires_at"] != nil:
+			t.Errorf("%s: %s; want no payment window", tc.o.OrderID, b)
+		}
+	}
+}

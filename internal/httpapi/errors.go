@@ -39,6 +39,7 @@ var statusOf = map[sale.Code]int{
 	sale.CodeOrderExpired:      http.StatusConflict,
 	sale.CodeOrderCancelled:    http.StatusConflict,
 	sale.CodeOrderPaid:         http.StatusConflict,
+	sale.CodeOrderRefused:      http.StatusConflict,
 	sale.CodePaymentInProgress: http.StatusConflict,
 	sale.CodePaymentDeclined:   http.StatusPaymentRequired,
 	sale.CodeAmountOutOfRange:  http.StatusConflict,

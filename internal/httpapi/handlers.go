@@ -291,6 +291,7 @@ func (h *handlers) getAudit(c *gin.Context) {
 		ExpiredUnits:    st.ExpiredUnits,
 		CancelledUnits:  st.CancelledUnits,
 		ReturnedUnits:   st.ReturnedUnits,
+		RefusedOrders:   st.RefusedOrders,
 	}
 	var rates *board.Rates
 	if r, ok := h.rates(c, id); ok {

@@ -29,9 +29,9 @@ func TestStatsWithRates(t *testing.T) {
 		want string
 	}{
 		{"audit", audit, `{"initial_stock":10,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,` +
-			`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,` + ratesOut + `}`},
+			`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,"refused_orders":0,` + ratesOut + `}`},
 		{"audit without rates", statsJSON{ratesJSON: ratesOf(nil)}, `{"initial_stock":0,"stock":0,"reserved":0,"orders_confirmed":0,"confirmed_units":0,"oversold":0,` +
-			`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,` + noRates + `}`},
+			`"awaiting_payment_units":0,"paid_units":0,"expired_units":0,"cancelled_units":0,"returned_units":0,"refused_orders":0,` + noRates + `}`},
 		{"viewer", viewer, `{"initial_stock":10,"stock":4,"sold_units":6,` + ratesOut + `}`},
 		{"viewer without rates", viewerStatsOf(&board.Item{Product: sale.Product{InitialStock: 3, Stock: 3}}), `{"initial_stock":3,"stock":3,"sold_units":0,` + noRates + `}`},
 	} {

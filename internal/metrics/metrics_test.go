@@ -138,14 +138,14 @@ func TestCountRedisLuaRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() == "seckill_redislua_refused_total" {
+		if f.GetName() == "seckill_redislua_refused_orders_total" {
 			if got := f.GetMetric()[0].GetCounter().GetValue(); got != 5 {
-				t.Fatalf("seckill_redislua_refused_total = %v, want 5 (read at the scrape)", got)
+				t.Fatalf("seckill_redislua_refused_orders_total = %v, want 5 (read at the scrape)", got)
 			}
 			return
 		}
 	}
-	t.Fatal("seckill_redislua_refused_total not registered")
+	t.Fatal("seckill_redislua_refused_orders_total not registered")
 }
 
 // TestLostLockSeriesFromRegistry: every strategy of the registry with a lease of its own (and no

@@ -58,11 +58,13 @@ func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// CountRedisLuaRefused registers seckill_redislua_refused_total, read from refused at every
-// scrape: the redis-lua purchases this process's persister found MySQL cannot hold and refused.
+// CountRedisLuaRefused registers seckill_redislua_refused_orders_total, read from refused at
+// every scrape: the redis-lua purchases this process's persister found MySQL cannot hold, each
+// now a refused order. The name says what an alert on it means: buyers told 202 whose orders were
+// refused.
 func (m *Metrics) CountRedisLuaRefused(refused func() int64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "seckill_redislua_refused_total",
-		Help: "Accepted redis-lua purchases this process's persister refused because MySQL cannot hold them (the Redis state went backwards: a failover to a lagging replica). Each one's buyer was told 202 and has no order; anything above 0 needs an operator.",
+		Name: "seckill_redislua_refused_orders_total",
+		Help: "Accepted (202) redis-lua purchases that this process's persister found MySQL cannot hold, each now an order of status refused (nothing charged): the Redis state went backwards (a failover to a lagging replica). Anything above 0 needs an operator.",
 	}, func() float64 { return float64(refused()) }))
 }

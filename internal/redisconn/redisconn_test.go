@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -82,5 +84,48 @@ func TestSlogPrintf(t *testing.T) {
 	}
 	if line.Level != "WARN" || line.Component != "go-redis" || line.Msg != "redis: connection pool: failed to dial after 1 attempts: refused" {
 		t.Fatalf("logged %+v", line)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that go-redis's goroutines and the test may use at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestSetLoggerRoutesGoRedis: once SetLogger ran, a line go-redis itself logs (here: an expiry
+// below its millisecond resolution, which it truncates and says so, before it sends anything)
+// reaches the slog JSON log as a warning of component go-redis, and not stderr. No Redis is
+// needed: the line is logged while the command is built.
+func TestSetLoggerRoutesGoRedis(t *testing.T) {
+	var out lockedBuffer
+	SetLogger(slog.New(slog.NewJSONHandler(&out, nil)))
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	_ = rdb.Set(t.Context(), "redisconn-logger-test", "v", 500*time.Microsecond).Err() // no server: fails, logged first
+	var found bool
+	for line := range strings.Lines(out.String()) {
+		var l struct{ Level, Msg, Component string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", line, err)
+		}
+		if strings.Contains(l.Msg, "truncating to 1ms") {
+			found = l.Level == "WARN" && l.Component == "go-redis"
+		}
+	}
+	if !found {
+		t.Fatalf("go-redis's truncation line not logged as a go-redis warning; the log:\n%s", out.String())
 	}
 }

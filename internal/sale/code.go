@@ -29,6 +29,7 @@ const (
 	CodeOrderExpired      Code = "order_expired"
 	CodeOrderCancelled    Code = "order_cancelled"
 	CodeOrderPaid         Code = "order_already_paid"
+	CodeOrderRefused      Code = "order_refused"
 	CodePaymentInProgress Code = "payment_in_progress"
 	CodePaymentDeclined   Code = "payment_declined"
 	CodeAmountOutOfRange  Code = "amount_out_of_range"
@@ -59,6 +60,7 @@ var codeTable = []ErrorCode{
 	{ErrOrderExpired, CodeOrderExpired},
 	{ErrOrderCancelled, CodeOrderCancelled},
 	{ErrOrderPaid, CodeOrderPaid},
+	{ErrOrderRefused, CodeOrderRefused},
 	{ErrPaymentInProgress, CodePaymentInProgress},
 	{ErrPaymentDeclined, CodePaymentDeclined},
 	{ErrAmountOutOfRange, CodeAmountOutOfRange},

@@ -22,6 +22,10 @@ const (
 	StatusExpired OrderStatus = "expired"
 	// StatusCancelled: the buyer cancelled before paying. Final; its units go back on sale.
 	StatusCancelled OrderStatus = "cancelled"
+	// StatusRefused: a redis-lua purchase its Lua script accepted (answered 202) that MySQL then
+	// could not hold (Order.Refusal says why): the Redis state had gone backwards. Final from the
+	// start: it holds no unit, is never charged, and never expires or returns anything.
+	StatusRefused OrderStatus = "refused"
 )
 
 // Closed reports whether the order ended without payment: its units go back on sale.
@@ -36,6 +40,9 @@ var (
 	ErrOrderExpired = errors.New("the order expired")
 	// ErrOrderCancelled: the buyer cancelled the order; nothing was charged.
 	ErrOrderCancelled = errors.New("the order was cancelled")
+	// ErrOrderRefused: the purchase was accepted, then refused when it was recorded (see
+	// StatusRefused); there is nothing to pay or cancel, and nothing will be charged.
+	ErrOrderRefused = errors.New("the order was refused after it was accepted; nothing will be charged")
 	// ErrOrderPaid: the order was paid already (by a payment with another Idempotency-Key), so it
 	// cannot be paid again or cancelled.
 	ErrOrderPaid = errors.New("the order is paid already")

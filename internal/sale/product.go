@@ -164,6 +164,9 @@ type Stats struct {
 	// Where the orders' units are in their lifecycle: awaiting payment (confirmed or paying), paid,
 	// expired, cancelled, and returned to the stock (expired or cancelled, and back on sale).
 	AwaitingUnits, PaidUnits, ExpiredUnits, CancelledUnits, ReturnedUnits int
+	// RefusedOrders counts the orders refused after they were accepted (StatusRefused): they
+	// hold no unit and are counted in none of the figures above.
+	RefusedOrders int
 }
 
 // Oversold returns how many units were handed out beyond the initial stock (0 when none).

@@ -126,6 +126,9 @@ type Order struct {
 	Quantity  int
 	// AmountCents is what the order costs: Quantity at the product's price.
 	AmountCents int64
+	// Refusal is why a refused order (StatusRefused) was refused: CodeSoldOut (no unit was left
+	// for it) or CodeLimitReached (its buyer held a unit of the product already). Empty otherwise.
+	Refusal Code
 	OrderTimes
 }
 

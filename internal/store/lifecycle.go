@@ -50,6 +50,7 @@ type orderState struct {
 	ClosedAt    sql.NullTime
 	Returned    bool
 	PaymentID   sql.NullString
+	Refusal     string
 }
 
 func (o orderState) domain() sale.Order {
@@ -59,7 +60,7 @@ func (o orderState) domain() sale.Order {
 		out.Status = sale.OrderStatus(o.Status)
 	}
 	out.ExpiresAt, out.PaidAt, out.ClosedAt = o.ExpiresAt.Time, o.PaidAt.Time, o.ClosedAt.Time
-	out.Returned, out.PaymentID = o.Returned, o.PaymentID.String
+	out.Returned, out.PaymentID, out.Refusal = o.Returned, o.PaymentID.String, sale.Code(o.Refusal)
 	return out
 }
 
@@ -76,20 +77,31 @@ func (o orderState) refusal() error {
 		return sale.ErrOrderExpired
 	case sale.StatusCancelled:
 		return sale.ErrOrderCancelled
+	case sale.StatusRefused:
+		return sale.ErrOrderRefused
 	}
 	// Confirmed, but the window has run out and the expirer has not come by yet.
 	return sale.ErrOrderExpired
 }
 
+// orderStateQuery reads an accepted purchase by its order id: its reservation with its order, if
+// it has one yet, or its refused order (which has no reservation). At most one of the two halves
+// finds a row: an order id is refused only where it is not reserved (PersistReservations).
 const orderStateQuery = `
 	SELECT r.order_id, r.product_id, r.user_id, r.quantity, p.price_cents,
 	       COALESCE(o.status, '') AS status, o.pay_key, o.expires_at, o.paid_at, o.closed_at,
-	       o.returned_at IS NOT NULL AS returned, o.payment_id
+	       o.returned_at IS NOT NULL AS returned, o.payment_id, '' AS refusal
 	FROM reservations r JOIN products p ON p.id = r.product_id LEFT JOIN orders o ON o.reservation_id = r.id
-	WHERE r.order_id = ?`
+	WHERE r.order_id = ?
+	UNION ALL
+	SELECT o.order_id, o.product_id, o.user_id, o.quantity, p.price_cents,
+	       o.status, o.pay_key, o.expires_at, o.paid_at, o.closed_at,
+	       o.returned_at IS NOT NULL, o.payment_id, COALESCE(o.refusal, '')
+	FROM orders o JOIN products p ON p.id = o.product_id
+	WHERE o.order_id = ? AND o.reservation_id IS NULL`
 
 func (s *Store) orderState(ctx context.Context, db *gorm.DB, orderID string) (o orderState, err error) {
-	res := db.WithContext(ctx).Raw(orderStateQuery, orderID).Scan(&o)
+	res := db.WithContext(ctx).Raw(orderStateQuery, orderID, orderID).Scan(&o)
 	if res.Error != nil {
 		return orderState{}, res.Error
 	}

@@ -24,8 +24,10 @@ import (
 //
 // MySQL's stock and its one reservation per buyer stay the truth whatever the decider says: a
 // reservation that would take more units than MySQL has left, or that is a second one of a buyer
-// who holds a reservation of the product already, is not written but returned as refused
-// (Refused). A decider in step with MySQL never makes one; a Redis state that went backwards
+// who holds a reservation of the product already, is not reserved: it becomes an order of status
+// refused (sale.StatusRefused) in the same transaction, and is returned as refused. Only those
+// refused now are returned: written again, the batch finds them refused already, and neither
+// refuses nor reserves them again. A decider in step with MySQL never makes one; a Redis state that went backwards
 // does (a failover to a replica that had not copied the latest purchases, a restart from an older
 // file): it still counts units that MySQL gave to purchases it forgot, and no longer knows those
 // buyers. Without the check, its purchases would oversell.
@@ -98,8 +100,8 @@ func (s *Store) ReloadSale(ctx context.Context, productID int64, st sale.Strateg
 		if err != nil {
 			return err
 		}
-		// What MySQL cannot hold of the survivors (see PersistReservations) is not written: the
-		// state rebuilt below counts it nowhere.
+		// What MySQL cannot hold of the survivors (see PersistReservations) becomes a refused
+		// order, not a reservation: the state rebuilt below counts it nowhere.
 		if _, err := tx.persist(ctx, productID, row.Stock, surviving(row.SaleEpoch, row.LuaGen)); err != nil {
 			return err
 		}
@@ -164,7 +166,11 @@ func (t *PurchaseTx) lockLuaState(ctx context.Context, productID int64, st sale.
 // persist inserts those of rs whose order id is not stored yet and takes their units, under the
 // product's row lock (stock is what the row holds), in order, refusing each that MySQL cannot
 // hold: more units than its capacity (luaCapacity, asked only when rs want more than stock)
-// leaves, or a buyer who has a reservation of the product already.
+// leaves, or a buyer who has a reservation of the product already. Each refused one becomes an
+// order of status refused in this transaction (refuse), so that its buyer, told 202, reads what
+// happened; an order id refused already is, like one reserved already, done: a batch written
+// again (a persister that died after its commit) refuses nothing twice, and never reserves what
+// it refused once, whatever the stock has become since.
 func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs []sale.Reservation) (persisted, error) {
 	var out persisted
 	if len(rs) == 0 {
@@ -185,17 +191,24 @@ func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs
 		return out, err
 	}
 	fresh := make([]sale.Reservation, 0, len(rs))
+	var why []sale.Code
 	units := 0
 	for _, r := range rs {
 		switch {
 		case done[r.OrderID]:
-		case held[r.UserID] || r.Quantity > capacity-units:
-			out.refused = append(out.refused, r)
+		case held[r.UserID]:
+			out.refused, why = append(out.refused, r), append(why, sale.CodeLimitReached)
+		case r.Quantity > capacity-units:
+			out.refused, why = append(out.refused, r), append(why, sale.CodeSoldOut)
 		default:
 			fresh = append(fresh, r)
 			units += r.Quantity
 			held[r.UserID] = true
 		}
+		done[r.OrderID] = true // an order id given twice is written once
+	}
+	if err := t.refuse(ctx, out.refused, why); err != nil {
+		return out, err
 	}
 	if len(fresh) == 0 {
 		return out, nil
@@ -213,9 +226,26 @@ func (t *PurchaseTx) persist(ctx context.Context, productID int64, stock int, rs
 	return out, t.Take(ctx, productID, units)
 }
 
-// stored returns, in one query, which of the reservations' order ids are already stored (done),
-// and which of their users hold a reservation of the product already (held; a done one's user
-// among them).
+// refuse writes the refused orders of rs, why[i] saying why rs[i] was refused: without a
+// reservation (they took no unit and hold no buyer's slot), a payment window or anything to
+// return. A plain INSERT: persist found none of these order ids stored, under the product's row
+// lock, so a duplicate is a bug to fail on, not one to ignore.
+func (t *PurchaseTx) refuse(ctx context.Context, rs []sale.Reservation, why []sale.Code) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	rows := make([]any, 0, 7*len(rs))
+	for i, r := range rs {
+		rows = append(rows, r.OrderID, r.ProductID, r.UserID, r.Quantity, string(sale.StatusRefused), string(why[i]), r.CreatedAt)
+	}
+	return t.tx.WithContext(ctx).Exec("INSERT INTO orders (order_id, product_id, user_id, quantity, status, refusal, created_at) VALUES "+
+		placeholders(len(rs), 7), rows...).Error
+}
+
+// stored returns, in one query, which of the reservations' order ids are already stored (done:
+// reserved, or refused as an order of status refused), and which of their users hold a
+// reservation of the product already (held; a reserved done one's user among them). A refused
+// order holds no slot: its user is not held for it.
 func (t *PurchaseTx) stored(ctx context.Context, productID int64, rs []sale.Reservation) (done, held map[string]bool, err error) {
 	ids, users := make([]string, len(rs)), make([]string, len(rs))
 	asked := make(map[string]bool, len(rs))
@@ -227,9 +257,13 @@ func (t *PurchaseTx) stored(ctx context.Context, productID int64, rs []sale.Rese
 		OrderID   string
 		ProductID int64
 		UserID    string
+		Refused   bool
 	}
-	err = t.tx.WithContext(ctx).Raw("SELECT order_id, product_id, user_id FROM reservations WHERE order_id IN ? OR (product_id = ? AND user_id IN ?)",
-		ids, productID, users).Scan(&found).Error
+	err = t.tx.WithContext(ctx).Raw(`SELECT order_id, product_id, user_id, FALSE AS refused FROM reservations
+		WHERE order_id IN ? OR (product_id = ? AND user_id IN ?)
+		UNION ALL
+		SELECT order_id, product_id, user_id, TRUE FROM orders WHERE order_id IN ? AND reservation_id IS NULL`,
+		ids, productID, users, ids).Scan(&found).Error
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,7 +272,7 @@ func (t *PurchaseTx) stored(ctx context.Context, productID int64, rs []sale.Rese
 		if asked[f.OrderID] {
 			done[f.OrderID] = true
 		}
-		if f.ProductID == productID {
+		if f.ProductID == productID && !f.Refused {
 			held[f.UserID] = true
 		}
 	}

@@ -192,16 +192,18 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 }
 
 // Stats counts a product's stock, reservations, orders and where its orders are in their
-// lifecycle, in one statement.
+// lifecycle, in one statement. Refused orders are counted apart: they hold no unit.
 func (s *Store) Stats(ctx context.Context, id int64) (sale.Stats, error) {
 	st := sale.Stats{ProductID: id}
 	row := s.db.WithContext(ctx).Raw(`
 		SELECT p.initial_stock, p.stock,
 		       (SELECT COALESCE(SUM(quantity), 0) FROM reservations WHERE product_id = p.id),
 		       (SELECT COUNT(*) FROM reservations WHERE product_id = p.id),
-		       o.n, o.units, o.awaiting, o.paid, o.expired, o.cancelled, o.returned
+		       o.n, o.units, o.awaiting, o.paid, o.expired, o.cancelled, o.returned, o.refused
 		FROM products p, (
-		    SELECT COUNT(*) AS n, COALESCE(SUM(quantity), 0) AS units,
+		    SELECT COUNT(CASE WHEN status <> 'refused' THEN 1 END) AS n,
+		           COALESCE(SUM(CASE WHEN status <> 'refused' THEN quantity END), 0) AS units,
+		           COUNT(CASE WHEN status = 'refused' THEN 1 END) AS refused,
 		           COALESCE(SUM(CASE WHEN status IN ('confirmed', 'paying') THEN quantity END), 0) AS awaiting,
 		           COALESCE(SUM(CASE WHEN status = 'paid' THEN quantity END), 0) AS paid,
 		           COALESCE(SUM(CASE WHEN status = 'expired' THEN quantity END), 0) AS expired,
@@ -210,7 +212,7 @@ func (s *Store) Stats(ctx context.Context, id int64) (sale.Stats, error) {
 		    FROM orders WHERE product_id = ?) o
 		WHERE p.id = ?`, id, id).Row()
 	err := row.Scan(&st.InitialStock, &st.Stock, &st.ReservedUnits, &st.Reservations, &st.OrdersConfirmed, &st.ConfirmedUnits,
-		&st.AwaitingUnits, &st.PaidUnits, &st.ExpiredUnits, &st.CancelledUnits, &st.ReturnedUnits)
+		&st.AwaitingUnits, &st.PaidUnits, &st.ExpiredUnits, &st.CancelledUnits, &st.ReturnedUnits, &st.RefusedOrders)
 	if err != nil {
 		return sale.Stats{}, classify("stats", err)
 	}

@@ -87,7 +87,8 @@ export const purchase = (id, user, key, token) => call(`/api/v1/products/${enc(i
 
 /**
  * order returns user's accepted purchase: status "queued", "confirmed" (awaiting payment until
- * expires_at), "paying", "paid", "expired" or "cancelled". A server without the payment window
+ * expires_at), "paying", "paid", "expired", "cancelled" or "refused" (accepted, then refused when
+ * it was recorded: final, with a "message"). A server without the payment window
  * answers "queued" or "confirmed" with no expires_at. An order is its buyer's alone: asked as
  * anyone else (user, or the token's subject where the shop verifies buyers), it is not_found.
  */

@@ -464,11 +464,11 @@ function stopOrderPoll(orderID) {
 
 /**
  * settled reports whether an order will not change any more, by itself or by this page: paid;
- * expired or cancelled with its unit back on sale; or confirmed by a server that has no payment
- * window (no expires_at: nothing to pay).
+ * refused (accepted, then refused when it was recorded: final); expired or cancelled with its unit
+ * back on sale; or confirmed by a server that has no payment window (no expires_at: nothing to pay).
  */
 function settled(o) {
-  return o.status === 'paid' || (closedStatuses.has(o.status) && o.returned === true) ||
+  return o.status === 'paid' || o.status === 'refused' || (closedStatuses.has(o.status) && o.returned === true) ||
     (o.status === 'confirmed' && !o.expires_at);
 }
 

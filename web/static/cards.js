@@ -199,7 +199,7 @@ export class CardView {
       label = 'Buying…';
     } else if (pu.orderID) {
       label = {
-        queued: 'Bought · confirming…', expired: 'Not paid in time', cancelled: 'Order cancelled',
+        queued: 'Bought · confirming…', expired: 'Not paid in time', cancelled: 'Order cancelled', refused: 'Order refused',
       }[pu.status] || 'Bought';
     } else if (st.phase === 'upcoming') {
       label = `Opens in ${formatCountdown(st.until)}`;
@@ -265,6 +265,10 @@ export class CardView {
         }
         break;
       }
+      case 'refused': // accepted, then refused when it was recorded: the server says why
+        line.append('.');
+        note.textContent = o.message || 'It was accepted, then refused when it was recorded. Nothing will be charged.';
+        break;
       default: // expired, cancelled
         line.append('.');
         note.textContent = `${status === 'expired' ? 'It was not paid in time. ' : ''}Nothing was charged; ${returned
@@ -275,13 +279,14 @@ export class CardView {
     const steps = document.createElement('ol');
     steps.className = 'steps';
     steps.setAttribute('aria-hidden', 'true');
-    const reached = { queued: 1, confirmed: 2, paying: 2, paid: 3, expired: 3, cancelled: 3 }[status];
-    const names = ['reserved', 'queued', 'confirmed'];
-    if (lifecycle) names.push(closedStatuses.has(status) ? status : 'paid');
+    const reached = { queued: 1, confirmed: 2, paying: 2, paid: 3, expired: 3, cancelled: 3, refused: 2 }[status];
+    // A refused order never was confirmed: its steps end where it was refused.
+    const names = ['reserved', 'queued', status === 'refused' ? 'refused' : 'confirmed'];
+    if (lifecycle && status !== 'refused') names.push(closedStatuses.has(status) ? status : 'paid');
     names.forEach((name, i) => {
       const li = document.createElement('li');
       li.textContent = name;
-      if (i <= reached) li.className = closedStatuses.has(name) ? 'done closed' : 'done';
+      if (i <= reached) li.className = closedStatuses.has(name) || name === 'refused' ? 'done closed' : 'done';
       steps.append(li);
     });
     this.order.replaceChildren(...(note.firstChild ? [line, note, steps] : [line, steps]));
@@ -384,6 +389,7 @@ export class CardView {
 // What an order's status is called on its card.
 const ORDER_STATUS = {
   queued: 'queued', confirmed: 'confirmed', paying: 'being paid', paid: 'paid', expired: 'expired', cancelled: 'cancelled',
+  refused: 'refused',
 };
 
 // The audit's fields of the order lifecycle and the live panel's cells that show them.

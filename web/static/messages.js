@@ -24,6 +24,7 @@ const payment = {
   payment_declined: 'The payment was declined and nothing was charged. Your unit is still held for you: pay again before the time runs out.',
   order_expired: 'Too late: the payment window closed, nothing was charged and the unit went back on sale.',
   order_cancelled: 'This order was cancelled, so it cannot be paid; nothing was charged.',
+  order_refused: 'This order was refused after it was accepted, so there is nothing to pay; nothing will be charged.',
   order_already_paid: 'This order is already paid (from another tab or device): nothing more was charged.',
   payment_in_progress: 'A payment for this order is already in progress. Wait a moment: the order updates by itself.',
   order_not_confirmed: 'Your order is still being confirmed. Try again in a moment.',
@@ -39,6 +40,7 @@ const payment = {
 const cancel = {
   order_already_paid: 'This order is already paid: it can no longer be cancelled.',
   order_expired: 'The payment window already closed: the order expired and its unit went back on sale.',
+  order_refused: 'This order was refused after it was accepted: there is nothing to cancel, and nothing will be charged.',
   payment_in_progress: 'A payment for this order is in progress: it cannot be cancelled now.',
   order_not_confirmed: 'Your order is still being confirmed. Try again in a moment.',
   not_found: 'The shop does not know this order for this buyer (was the sale reset, or the buyer changed?).',

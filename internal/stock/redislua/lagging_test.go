@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
+	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
 // TestLaggingStateNeverOversells plays a failover to a replica that had not copied the latest
@@ -13,9 +14,10 @@ import (
 // buyers. What it accepts that MySQL cannot hold (a forgotten buyer's second purchase, units MySQL
 // gave to the forgotten purchases) is refused by MySQL, never written: no oversell, one purchase
 // per buyer. The state is dropped and rebuilt from MySQL, which sells what MySQL has left. The
-// buyers the lagging state accepted and MySQL refused were told 202 and have no order: that is
-// what such a failover loses, and Refused counts it. (The store's test shows the oversell the
-// check prevents: TestPersistRefusesWhatMySQLCannotHold.)
+// buyers the lagging state accepted and MySQL refused were told 202: that is what such a failover
+// loses, and each reads it as a refused order under the order id of its 202 (with why, and
+// nothing charged), counted by Refused and by the audit. (The store's test shows the oversell
+// the check prevents: TestPersistRefusesWhatMySQLCannotHold.)
 func TestLaggingStateNeverOversells(t *testing.T) {
 	ctx := t.Context()
 	s, rdb, st, p := saleInMySQL(t, 8)
@@ -73,8 +75,20 @@ func TestLaggingStateNeverOversells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Oversold() != 0 || f.Stock != 0 || f.ReservedUnits != 8 || f.UsersOverLimit != 0 {
-		t.Fatalf("after the lagging state: %+v; want stock 0, 8 reserved, no oversell", f)
+	if f.Oversold() != 0 || f.Stock != 0 || f.ReservedUnits != 8 || f.UsersOverLimit != 0 || f.Refused != 3 || f.RefusedUnits != 3 {
+		t.Fatalf("after the lagging state: %+v; want stock 0, 8 reserved, 3 refused, no oversell", f)
+	}
+	if v := f.Violations(false); len(v) != 0 {
+		t.Fatalf("after the lagging state: %q", v)
+	}
+	for u, why := range map[string]sale.Code{"buyer4": sale.CodeLimitReached, "new2": sale.CodeSoldOut, "new3": sale.CodeSoldOut} {
+		o, err := st.BuyerOrder(ctx, "o2-"+u, u)
+		if err != nil || o.Status != sale.StatusRefused || o.Refusal != why {
+			t.Errorf("%s's order: %+v, %v; want refused, %s", u, o, err, why)
+		}
+	}
+	if o, err := st.BuyerOrder(ctx, "o2-new0", "new0"); err != nil || o.Status != sale.StatusQueued {
+		t.Errorf("new0's order: %+v, %v; want queued", o, err)
 	}
 	// The state was dropped: the next purchase finds it missing, and the rebuild from MySQL sells
 	// nothing more.

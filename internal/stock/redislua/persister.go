@@ -107,7 +107,9 @@ type Persister struct {
 
 // Refused is how many accepted purchases this persister found MySQL refusing since it started:
 // purchases a Redis state that went backwards accepted (see refused). Each one's buyer was told
-// 202 and has no order.
+// 202; its order is a refused one (sale.StatusRefused), which the buyer reads under that order id.
+// A batch written again after a crash between its commit and its acknowledgement finds its
+// refusals made already and counts them no more.
 func (p *Persister) Refused() int64 { return p.refusedN.Load() }
 
 // SetPersisted makes f be called after each commit of new reservations (the outbox relay's Wake:
@@ -505,21 +507,29 @@ func (p *Persister) ack(ctx context.Context, stream string, ids []string) error 
 // refused handles what MySQL refused of generation gen's reservations: purchases the script
 // accepted that MySQL cannot hold, because the state in Redis went backwards (a failover to a
 // replica that had not copied the latest purchases; a restart from an older file): it still
-// counted units MySQL had given to purchases it forgot, or no longer knew a buyer. Their entries
-// are acknowledged like the rest (they can never be written), loudly: their buyers were told 202.
-// The state is dropped, if it is still that generation, so that the next purchase rebuilds it
-// from MySQL (a forgotten buyer's refused purchase took a unit from the state that MySQL still
-// has, which would otherwise stay unsold).
+// counted units MySQL had given to purchases it forgot, or no longer knew a buyer. The Writer made
+// each a refused order in the transaction that refused it; their entries are acknowledged like the
+// rest, and each is logged once, loudly, by order id: their buyers were told 202. The state is
+// dropped, if it is still that generation, so that the next purchase rebuilds it from MySQL (a
+// forgotten buyer's refused purchase took a unit from the state that MySQL still has, which would
+// otherwise stay unsold).
 func (p *Persister) refused(ctx context.Context, productID int64, gen uint64, rs []sale.Reservation) {
 	p.refusedN.Add(int64(len(rs)))
-	var ids []string
-	for _, r := range rs[:min(len(rs), 10)] {
-		ids = append(ids, r.OrderID)
-	}
 	dropped, err := dropStateScript.Run(ctx, p.rdb, []string{p.sale.Keys(productID).State}, gen).Int()
-	p.o.Log.Error("accepted redis-lua purchases that MySQL cannot hold: refused, their buyers have no order; the Redis state went backwards (a failover to a lagging replica?)",
-		"product_id", productID, "gen", gen, "refused", len(rs), "first_order_ids", ids, "state_dropped_for_rebuild", dropped == 1, "err", err)
+	// One line per refusedPerLine orders: every refused order id is in the log, and a failover
+	// that refuses a whole batch writes a few lines, not hundreds.
+	for chunk := range slices.Chunk(rs, refusedPerLine) {
+		ids := make([]string, len(chunk))
+		for i, r := range chunk {
+			ids[i] = r.OrderID
+		}
+		p.o.Log.Error("accepted redis-lua purchases that MySQL cannot hold: refused, each now a refused order (nothing charged); the Redis state went backwards (a failover to a lagging replica?)",
+			"product_id", productID, "gen", gen, "refused", len(chunk), "order_ids", ids, "state_dropped_for_rebuild", dropped == 1, "err", err)
+	}
 }
+
+// refusedPerLine is the most refused order ids one log line lists.
+const refusedPerLine = 100
 
 // dropStateScript deletes a sale's state (KEYS[1]) if it is still of generation ARGV[1].
 var dropStateScript = redis.NewScript(`
