@@ -30,6 +30,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the audit reads the database directly
 
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
 )
@@ -59,7 +60,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.sampleEvery, "sample", 0, "how often the gauges are read (default: -for / 180, at least 2s, at most 10s)")
 	fs.DurationVar(&o.salePeriod, "sale-every", 2*time.Minute, "a new sale per strategy this often, stocked to sell out near its end")
 	fs.Float64Var(&o.rate, "rate", 60, "purchases per second, over every strategy")
-	strategies := fs.String("strategies", "mysql,redis,zk,redis-lua", "the strategies sold, each its own sale")
+	strategies := fs.String("strategies", sale.JoinStrategies(sale.StrategiesWhere(sale.OwnSafe), ","), "the strategies sold, each its own sale")
 	fs.Float64Var(&o.payShare, "pay", 0.5, "the share of accepted orders paid; the others expire (SECKILL_PAYMENT_WINDOW) and return their units")
 	fs.IntVar(&o.viewers, "viewers", 100, "event-stream viewers following the newest sale of the first strategy (0: none)")
 	fs.StringVar(&o.adminBase, "admin", "", "where the admin API is (default: the first replica)")

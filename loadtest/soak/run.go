@@ -218,6 +218,9 @@ func (s *soak) judge(ctx context.Context, rep *report) {
 	if missing > 0 {
 		fail("%d purchases answered 202 have no order", missing)
 	}
+	if n := orders["refused"]; n > 0 {
+		fail("%d purchases answered 202 were refused by MySQL afterwards (a Redis state that went backwards)", n)
+	}
 	rep.Pass = len(rep.Failures) == 0
 }
 
