@@ -30,12 +30,12 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +71,12 @@ type Options struct {
 	// takes milliseconds, a server that is down takes seconds, and a buyer is better told so
 	// at once than after the whole lock wait. Default DefaultFailAfter; negative: no wait at all.
 	FailAfter time.Duration
+	// EnsembleNode is the persistent node whose czxid, ctime and content name the data of the
+	// ensemble, which every Lease reports as its Issuer: tokens of other data (a wiped or
+	// replaced ensemble) are not comparable with its own. The first acquisition on data without
+	// it creates it. One per ensemble, shared by every Client on it whatever its Root. Default
+	// DefaultEnsembleNode.
+	EnsembleNode string
 	// Logger receives the Client's and go-zookeeper's messages. Default: discard.
 	Logger *slog.Logger
 
@@ -89,14 +95,16 @@ type testHooks struct {
 // Client acquires locks on one ZooKeeper session (renewed transparently by go-zookeeper after an
 // expiry; leases of the expired session are lost). It is safe for concurrent use.
 type Client struct {
-	conn    *zk.Conn
-	log     *slog.Logger
-	root    string
-	timeout time.Duration // session timeout asked for
-	grace   time.Duration // disconnection after which leases are reported lost
-	failAft time.Duration // disconnection after which calls refuse (Options.FailAfter)
-	acl     []zk.ACL
-	hooks   testHooks
+	conn *zk.Conn
+	log  *slog.Logger
+	root string
+	// ensembleNode names the data of the ensemble (Options.EnsembleNode, ensemble.go).
+	ensembleNode string
+	timeout      time.Duration // session timeout asked for
+	grace        time.Duration // disconnection after which leases are reported lost
+	failAft      time.Duration // disconnection after which calls refuse (Options.FailAfter)
+	acl          []zk.ACL
+	hooks        testHooks
 
 	mu     sync.Mutex
 	sess   *session      // the current session; nil before the first
@@ -171,8 +179,12 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 	if root == "" {
 		root = DefaultRoot
 	}
-	if !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || strings.Contains(root, "//") {
+	if !validPath(root) {
 		return nil, fmt.Errorf("zklock: root %q must be an absolute ZooKeeper path without a trailing slash", root)
+	}
+	ensembleNode := cmp.Or(opts.EnsembleNode, DefaultEnsembleNode)
+	if !validPath(ensembleNode) {
+		return nil, fmt.Errorf("zklock: ensemble node %q must be an absolute ZooKeeper path without a trailing slash", ensembleNode)
 	}
 	timeout := opts.SessionTimeout
 	if timeout == 0 {
@@ -194,9 +206,10 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	c := &Client{
-		log:     log.With("component", "zklock"),
-		root:    root,
-		timeout: timeout,
+		log:          log.With("component", "zklock"),
+		root:         root,
+		ensembleNode: ensembleNode,
+		timeout:      timeout,
 		// go-zookeeper declares the connection dead after 2/3 of the session timeout without a
 		// packet; the server expires the session a full timeout after the last packet it got.
 		// So when the client sees the disconnection, at least a third of the timeout is left
@@ -350,7 +363,7 @@ func (c *Client) Close() {
 // Locker returns c as a lock.Locker.
 func (c *Client) Locker() lock.Locker { return lock.Adapt[*Lease](c) }
 
-var _ lock.Lease = (*Lease)(nil)
+var _ lock.Issued = (*Lease)(nil)
 
 // goOwned runs f on a goroutine that Close waits for; it returns false, running nothing, once
 // the Client is closed.
