@@ -87,6 +87,7 @@ type Options struct {
 // testHooks let tests inject faults and observe steps that no ZooKeeper state reveals.
 type testHooks struct {
 	dialer      zk.Dialer
+	keepZxid    bool                           // never forget the last zxid (handshake.go): the control of its test
 	beforeWatch func(pred string)              // after listing the children, before watching pred
 	watchFired  func(pred string, ev zk.Event) // the watch on pred delivered ev
 	recovered   func(found string)             // a create with unknown outcome was resolved by GUID
@@ -115,6 +116,11 @@ type Client struct {
 	// coming back installs an open one for the next outage.
 	unreachable chan struct{}
 	closed      bool
+	// handshaking is set while a TCP connection waits for the server's answer to its connect
+	// request; refusals counts the connections closed in that state since the last session
+	// (handshake.go).
+	handshaking bool
+	refusals    int
 
 	kick      chan struct{} // wakes the monitor after a session event
 	done      chan struct{} // closed by Close
@@ -225,9 +231,16 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 		bg:          bg,
 		cancelBg:    cancel,
 	}
-	dialer := opts.test.dialer
-	if dialer == nil {
-		dialer = net.DialTimeout
+	dial := opts.test.dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		nc, err := dial(network, addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &handshakeConn{Conn: nc, c: c}, nil
 	}
 	// onEvent reads c.conn under c.mu; holding it here makes an event that arrives before
 	// zk.Connect returns wait for the assignment.
@@ -408,6 +421,7 @@ func (c *Client) onEvent(ev zk.Event) {
 	c.mu.Lock()
 	switch ev.State {
 	case zk.StateHasSession:
+		c.handshaking, c.refusals = false, 0
 		id := c.conn.SessionID()
 		if c.sess == nil || c.sess.id != id || c.sess.ended() {
 			if c.sess != nil && c.sess.id != id {
@@ -427,6 +441,7 @@ func (c *Client) onEvent(ev zk.Event) {
 		c.downAt = time.Time{}
 		logf = func() { c.log.Info("zookeeper session established", "session", sessionHex(id), "server", ev.Server) }
 	case zk.StateExpired:
+		c.handshaking = false
 		if c.sess != nil {
 			c.sess.expire("session expired")
 			old := c.sess.id
@@ -434,6 +449,7 @@ func (c *Client) onEvent(ev zk.Event) {
 		}
 		c.markDownLocked()
 	default: // Disconnected, Connecting, Connected (TCP only, no session yet)
+		c.countRefusalLocked(ev.State)
 		if c.isUp && !c.closed {
 			logf = func() { c.log.Warn("zookeeper disconnected", "state", ev.State.String(), "server", ev.Server) }
 		}
