@@ -13,7 +13,10 @@
 //     lock.ErrUnavailable instead of waiting out their ctx, and recover once the session is back;
 //   - Lease.Lost() reports a lost lock (session expired, disconnected too long, node deleted);
 //   - Lease.Token() is the node's czxid: a fencing token that strictly increases with every grant
-//     of a name, even if the lock's parent node is deleted and its sequence numbers restart.
+//     of a name, even if the lock's parent node is deleted and its sequence numbers restart;
+//   - Lease.Issuer() names the ensemble's data that counted the token (ensemble.go), since a
+//     wiped ensemble counts czxids from zero again, and a Client that every server refuses for
+//     having seen later data forgets what it saw after a session timeout (handshake.go).
 //
 // For the lock zoo it also makes two variants on the same session and code: a Mutex whose waiters
 // all watch the whole queue (herd.go: the naive lock, and its herd effect) and a Reentrant lock
