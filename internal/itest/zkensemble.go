@@ -30,6 +30,7 @@ const javaLib = "/usr/share/java"
 type Ensemble struct {
 	tb      testing.TB
 	servers []*Server
+	data    []string // each server's data directory
 }
 
 // ZKEnsemble starts a three-server ensemble and waits until it has elected a leader and every
@@ -62,6 +63,7 @@ func ZKEnsemble(tb testing.TB) *Ensemble {
 			tb.Fatal(err)
 		}
 		writeConf(tb, data, "myid", strconv.Itoa(i+1)+"\n")
+		e.data = append(e.data, data)
 		cfg := writeConf(tb, dir, "zoo.cfg", fmt.Sprintf(`tickTime=%d
 initLimit=20
 syncLimit=10
@@ -106,6 +108,36 @@ func zookeeperClasspath() (string, error) {
 		cp = append(cp, found)
 	}
 	return strings.Join(cp, ":"), nil
+}
+
+// Wipe gives the ensemble new, empty data, as a rebuilt cluster or lost disks would: it
+// SIGKILLs every server, deletes everything in their data directories but myid (snapshots,
+// transaction logs, epochs), starts them again on the same ports and waits for the quorum.
+// Clients on the server list reconnect to data that knows neither their sessions nor any node,
+// and whose zxids count from the start again.
+func (e *Ensemble) Wipe() {
+	e.tb.Helper()
+	for _, s := range e.servers {
+		s.Kill()
+	}
+	for _, dir := range e.data {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		for _, en := range entries {
+			if en.Name() == "myid" {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(dir, en.Name())); err != nil {
+				e.tb.Fatal(err)
+			}
+		}
+	}
+	for _, s := range e.servers {
+		s.Start()
+	}
+	e.WaitQuorum()
 }
 
 // Servers returns the client addresses of the ensemble, for a ZooKeeper client's server list.

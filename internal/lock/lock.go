@@ -50,6 +50,26 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
+// Issued is a Lease whose tokens count from state the lock service can lose: ZooKeeper's czxids
+// start low again on an ensemble whose data was wiped, so a token of the new data can be below
+// every token of the old. Issuer names that state (for ZooKeeper, the ensemble's data lifetime):
+// tokens compare only between leases of one issuer, and the storage that keeps the fence orders
+// the issuers themselves (internal/store: in the order it first saw them). A Lease that is not
+// Issued hands out tokens that never go back, whatever happens to its service.
+type Issued interface {
+	Lease
+	// Issuer names the data the token was counted from; "" for none.
+	Issuer() string
+}
+
+// IssuerOf returns l's Issuer, or "" if l is not Issued.
+func IssuerOf(l Lease) string {
+	if i, ok := l.(Issued); ok {
+		return i.Issuer()
+	}
+	return ""
+}
+
 // Locker acquires locks by name. Implementations adapt their concrete lease type to Lease.
 type Locker interface {
 	// Acquire blocks until the lock is held, ctx ends (ErrTimeout, or ErrUnavailable if the lock

@@ -149,7 +149,7 @@ func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]e
 	defer l.release(ctx, lease)
 
 	if !l.unfenced {
-		if err := l.store.ClaimFence(ctx, r0.ProductID, l.strategy, r0.Epoch, lease.Token()); err != nil {
+		if err := l.store.ClaimFence(ctx, r0.ProductID, l.strategy, r0.Epoch, fenceOf(lease)); err != nil {
 			return nil, err
 		}
 	}
@@ -209,7 +209,14 @@ func (l *Locked) write(ctx context.Context, tx *store.PurchaseTx, lease lock.Lea
 		return fmt.Errorf("%w: lease lost during the critical section", sale.ErrFenced)
 	default:
 	}
-	return tx.SetStockFenced(ctx, r0.ProductID, l.strategy, r0.Epoch, lease.Token(), stock)
+	return tx.SetStockFenced(ctx, r0.ProductID, l.strategy, r0.Epoch, fenceOf(lease), stock)
+}
+
+// fenceOf is what a holder of lease claims and writes under: its token, and the data that
+// counted it (a ZooKeeper ensemble's identity), so that a new ensemble's lower tokens move the
+// fence on instead of being refused (store.Fence).
+func fenceOf(lease lock.Lease) store.Fence {
+	return store.Fence{Issuer: lock.IssuerOf(lease), Token: lease.Token()}
 }
 
 // withOwner names, for Reentrant, the owner of what ctx acquires: host, process and a number of

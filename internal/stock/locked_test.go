@@ -119,6 +119,10 @@ type unawareLease struct{ lock.Lease }
 
 func (unawareLease) Lost() <-chan struct{} { return nil }
 
+// Issuer is the wrapped lease's: the holder is unaware of its lease's loss, not of where its
+// token comes from.
+func (u unawareLease) Issuer() string { return lock.IssuerOf(u.Lease) }
+
 // TestFenceRefusesStaleHolder stalls holder A inside its critical section (after it read the
 // stock, before it writes) and cuts it off from the lock service until its lease is gone; buyer
 // B then takes the lock and the last unit. When A resumes, unaware, its write must be refused by

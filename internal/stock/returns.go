@@ -45,7 +45,7 @@ func (l *Locked) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
 	}
 	defer l.release(ctx, lease)
 	if !l.unfenced {
-		if err := l.store.ClaimFence(ctx, b.ProductID, l.strategy, b.Epoch, lease.Token()); err != nil {
+		if err := l.store.ClaimFence(ctx, b.ProductID, l.strategy, b.Epoch, fenceOf(lease)); err != nil {
 			return 0, err
 		}
 	}
@@ -61,7 +61,7 @@ func (l *Locked) Return(ctx context.Context, b sale.ReturnBatch) (int, error) {
 		if l.unfenced {
 			return tx.SetStock(ctx, b.ProductID, l.strategy, b.Epoch, stock+units)
 		}
-		return tx.SetStockFenced(ctx, b.ProductID, l.strategy, b.Epoch, lease.Token(), stock+units)
+		return tx.SetStockFenced(ctx, b.ProductID, l.strategy, b.Epoch, fenceOf(lease), stock+units)
 	})
 	return units, err
 }

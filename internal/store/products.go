@@ -23,6 +23,7 @@ type productRow struct {
 	PerUserLimit int
 	Listed       bool
 	FenceToken   uint64
+	FenceIssuer  uint64
 	SaleEpoch    uint64
 	LuaGen       uint64
 	CreatedAt    time.Time
@@ -175,7 +176,8 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 			row.Strategy = string(r.Strategy)
 		}
 		row.SaleStartsAt, row.SaleEndsAt, row.UpdatedAt = start.UTC(), end.UTC(), now
-		row.FenceToken = 0 // a new sale, a new fence: tokens of another lock service start anywhere
+		// A new sale, a new fence: tokens of another lock service start anywhere.
+		row.FenceIssuer, row.FenceToken = 0, 0
 		row.SaleEpoch++
 		for _, table := range []string{"order_events", "order_events_consumed", "order_event_tallies", "payment_charges", "orders", "reservations"} {
 			if err := tx.Exec("DELETE FROM "+table+" WHERE product_id = ?", id).Error; err != nil {

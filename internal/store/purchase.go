@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"gorm.io/gorm"
@@ -42,13 +41,14 @@ var ErrDuplicate = errors.New("store: a reservation is a duplicate")
 // commits together or not at all.
 type PurchaseTx struct {
 	tx *gorm.DB
+	s  *Store
 }
 
 // Purchase runs fn in a READ COMMITTED transaction, retried on deadlock. Errors come back as
 // sale sentinels where they have a meaning for the buyer.
 func (s *Store) Purchase(ctx context.Context, fn func(ctx context.Context, tx *PurchaseTx) error) error {
 	return s.inTx(ctx, "purchase", func(tx *gorm.DB) error {
-		return fn(ctx, &PurchaseTx{tx: tx})
+		return fn(ctx, &PurchaseTx{tx: tx, s: s})
 	})
 }
 
@@ -211,54 +211,6 @@ func (t *PurchaseTx) SetStock(ctx context.Context, productID int64, st sale.Stra
 	}
 	if res.RowsAffected == 0 {
 		return sale.ErrSaleChanged
-	}
-	return nil
-}
-
-// ClaimFence records token as the product's fence, in its own statement and before the purchase
-// transaction, if it is larger than every token the product has accepted; otherwise it returns
-// sale.ErrFenced and the caller must not touch the stock. Claiming before reading is what makes
-// the fence sound for a read-check-write: a holder whose lease ran out between its claim and its
-// write finds a newer token in place and its write (SetStockFenced) does nothing.
-func (s *Store) ClaimFence(ctx context.Context, productID int64, st sale.Strategy, epoch, token uint64) error {
-	res := s.db.WithContext(ctx).Exec(
-		"UPDATE products SET fence_token = ? WHERE id = ? AND strategy = ? AND sale_epoch = ? AND fence_token < ?",
-		token, productID, string(st), epoch, token)
-	if res.Error != nil {
-		return classify("claim fence", res.Error)
-	}
-	if res.RowsAffected == 1 {
-		return nil
-	}
-	var row struct {
-		Strategy   string
-		SaleEpoch  uint64
-		FenceToken uint64
-	}
-	err := s.db.WithContext(ctx).Raw("SELECT strategy, sale_epoch, fence_token FROM products WHERE id = ?", productID).Scan(&row).Error
-	switch {
-	case err != nil:
-		return classify("claim fence", err)
-	case row.Strategy == "":
-		return sale.ErrNotFound
-	case row.Strategy != string(st):
-		return sale.ErrStrategyChanged
-	case row.SaleEpoch != epoch:
-		return sale.ErrSaleChanged
-	}
-	return fmt.Errorf("%w: token %d, product already accepted %d", sale.ErrFenced, token, row.FenceToken)
-}
-
-// SetStockFenced writes stock only while the product's fence still holds token (see ClaimFence).
-func (t *PurchaseTx) SetStockFenced(ctx context.Context, productID int64, st sale.Strategy, epoch, token uint64, stock int) error {
-	res := t.tx.WithContext(ctx).Exec(
-		"UPDATE products SET stock = ? WHERE id = ? AND strategy = ? AND sale_epoch = ? AND fence_token = ?",
-		stock, productID, string(st), epoch, token)
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("%w: token %d was superseded before the write", sale.ErrFenced, token)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -31,6 +32,8 @@ type Store struct {
 	name string
 	// window is how long a new order waits for payment (Options.PaymentWindow).
 	window time.Duration
+	// issuers remembers the ids of lock issuers (fence.go): issuer string → uint64.
+	issuers sync.Map
 }
 
 // Options tunes the connection pool.

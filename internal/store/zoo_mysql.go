@@ -63,7 +63,7 @@ func (s *Store) lockWaitTx(ctx context.Context, secs int, fn func(ctx context.Co
 		}
 		defer restoreLockWait(ctx, conn)
 		return conn.Transaction(func(tx *gorm.DB) error {
-			return fn(ctx, &PurchaseTx{tx: tx})
+			return fn(ctx, &PurchaseTx{tx: tx, s: s})
 		})
 	})
 }

@@ -224,6 +224,11 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool,
 	}) {
 		return nil, ErrClosed
 	}
+	// The ensemble's identity, the lease's Issuer, is read beside them for the same reason.
+	ident, ok := c.readIdentity(ctx)
+	if !ok {
+		return nil, ErrClosed
+	}
 	wakes := 0 // how many times a watch woke this waiter
 	for {
 		if err := ctx.Err(); err != nil {
@@ -251,7 +256,7 @@ func (c *Client) wait(ctx context.Context, name, parent, path string, wait bool,
 			return nil, fmt.Errorf("%s: %w", path, errVanished)
 		case i == 0:
 			h.look(true)
-			return c.grant(ctx, name, path, read, wakes)
+			return c.grant(ctx, name, path, read, ident, wakes)
 		case !wait:
 			h.look(false)
 			return nil, lock.ErrNotAcquired
@@ -313,10 +318,12 @@ type ownNode struct {
 	err   error
 }
 
-// grant makes the lease of the own node at path from its czxid, the fencing token, and the watch
-// that reports the node's deletion. read delivers the read made while listing; it is made again
-// if it failed or its watch has fired since. wakes is how often the waiter was woken before.
-func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNode, wakes int) (*Lease, error) {
+// grant makes the lease of the own node at path from its czxid, the fencing token, the identity
+// of the ensemble's data, the token's issuer, and the watch that reports the node's deletion.
+// read delivers the read made while listing; it is made again if it failed or its watch has
+// fired since. ident delivers the identity read beside it. wakes is how often the waiter was
+// woken before.
+func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNode, ident <-chan identRead, wakes int) (*Lease, error) {
 	var r ownNode
 	select {
 	case r = <-read:
@@ -346,8 +353,21 @@ func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNo
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	// Taken after the read: a session re-established with the same id since proves that the
-	// server kept the session, so the node read above is still ours.
+	var id identRead
+	select {
+	case id = <-ident:
+	case <-c.unreachableCh():
+		return nil, fmt.Errorf("ensemble identity: %w", errNoSession)
+	case <-c.done:
+		return nil, ErrClosed
+	}
+	if id.err != nil {
+		return nil, fmt.Errorf("ensemble identity: %w", id.err)
+	}
+	// Taken after both reads: a session re-established with the same id since proves that the
+	// server kept the session, so the node read above is still ours, and the identity was read
+	// from the data that made the node (both reads were sent after its create, on this session:
+	// an expired session would have been replaced, and sessions do not outlive their data).
 	sess := c.currentSession()
 	switch {
 	case sess == nil:
@@ -360,6 +380,7 @@ func (c *Client) grant(ctx context.Context, name, path string, read <-chan ownNo
 		name:    name,
 		path:    path,
 		token:   uint64(stat.Czxid),
+		issuer:  id.id,
 		wakeups: wakes,
 		sess:    sess,
 		lost:    make(chan struct{}),

@@ -17,7 +17,9 @@ type Lease struct {
 	name  string
 	path  string
 	token uint64
-	sess  *session
+	// issuer is the identity of the ensemble's data that counted token (ensemble.go).
+	issuer string
+	sess   *session
 	// wakeups is how many times a watch woke the waiter before this grant (the herd's cost).
 	wakeups int
 
@@ -34,6 +36,11 @@ type Lease struct {
 // across the whole ensemble, so tokens strictly increase with every grant of a name, also after
 // its parent node was deleted and the sequence numbers restarted.
 func (l *Lease) Token() uint64 { return l.token }
+
+// Issuer returns the identity of the ensemble's data that counted the token (Options.EnsembleNode):
+// a token compares only with tokens of the same issuer. A wiped ensemble, or one whose ensemble
+// node was deleted, issues tokens under a new identity, which may be lower than the old ones.
+func (l *Lease) Issuer() string { return l.issuer }
 
 // Lost returns a channel that is closed, once, when the lease can no longer be trusted: the
 // session expired, the connection has been down for a third of the session timeout (after

@@ -144,10 +144,13 @@ type ReentrantLease struct {
 	released bool
 }
 
-var _ lock.Lease = (*ReentrantLease)(nil)
+var _ lock.Issued = (*ReentrantLease)(nil)
 
 // Token returns the fencing token of the owner's grant: a nested acquisition is no new grant.
 func (l *ReentrantLease) Token() uint64 { return l.h.lease.Token() }
+
+// Issuer returns the issuer of the owner's grant's token (Lease.Issuer).
+func (l *ReentrantLease) Issuer() string { return l.h.lease.Issuer() }
 
 // Lost returns the Lost channel of the owner's grant: when it is lost, every level is.
 func (l *ReentrantLease) Lost() <-chan struct{} { return l.h.lease.Lost() }

@@ -13,7 +13,10 @@
 //     lock.ErrUnavailable instead of waiting out their ctx, and recover once the session is back;
 //   - Lease.Lost() reports a lost lock (session expired, disconnected too long, node deleted);
 //   - Lease.Token() is the node's czxid: a fencing token that strictly increases with every grant
-//     of a name, even if the lock's parent node is deleted and its sequence numbers restart.
+//     of a name, even if the lock's parent node is deleted and its sequence numbers restart;
+//   - Lease.Issuer() names the ensemble's data that counted the token (ensemble.go), since a
+//     wiped ensemble counts czxids from zero again, and a Client that every server refuses for
+//     having seen later data forgets what it saw after a session timeout (handshake.go).
 //
 // For the lock zoo it also makes two variants on the same session and code: a Mutex whose waiters
 // all watch the whole queue (herd.go: the naive lock, and its herd effect) and a Reentrant lock
@@ -30,12 +33,12 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +74,12 @@ type Options struct {
 	// takes milliseconds, a server that is down takes seconds, and a buyer is better told so
 	// at once than after the whole lock wait. Default DefaultFailAfter; negative: no wait at all.
 	FailAfter time.Duration
+	// EnsembleNode is the persistent node whose czxid, ctime and content name the data of the
+	// ensemble, which every Lease reports as its Issuer: tokens of other data (a wiped or
+	// replaced ensemble) are not comparable with its own. The first acquisition on data without
+	// it creates it. One per ensemble, shared by every Client on it whatever its Root. Default
+	// DefaultEnsembleNode.
+	EnsembleNode string
 	// Logger receives the Client's and go-zookeeper's messages. Default: discard.
 	Logger *slog.Logger
 
@@ -81,6 +90,7 @@ type Options struct {
 // testHooks let tests inject faults and observe steps that no ZooKeeper state reveals.
 type testHooks struct {
 	dialer      zk.Dialer
+	keepZxid    bool                           // never forget the last zxid (handshake.go): the control of its test
 	beforeWatch func(pred string)              // after listing the children, before watching pred
 	watchFired  func(pred string, ev zk.Event) // the watch on pred delivered ev
 	recovered   func(found string)             // a create with unknown outcome was resolved by GUID
@@ -89,14 +99,16 @@ type testHooks struct {
 // Client acquires locks on one ZooKeeper session (renewed transparently by go-zookeeper after an
 // expiry; leases of the expired session are lost). It is safe for concurrent use.
 type Client struct {
-	conn    *zk.Conn
-	log     *slog.Logger
-	root    string
-	timeout time.Duration // session timeout asked for
-	grace   time.Duration // disconnection after which leases are reported lost
-	failAft time.Duration // disconnection after which calls refuse (Options.FailAfter)
-	acl     []zk.ACL
-	hooks   testHooks
+	conn *zk.Conn
+	log  *slog.Logger
+	root string
+	// ensembleNode names the data of the ensemble (Options.EnsembleNode, ensemble.go).
+	ensembleNode string
+	timeout      time.Duration // session timeout asked for
+	grace        time.Duration // disconnection after which leases are reported lost
+	failAft      time.Duration // disconnection after which calls refuse (Options.FailAfter)
+	acl          []zk.ACL
+	hooks        testHooks
 
 	mu     sync.Mutex
 	sess   *session      // the current session; nil before the first
@@ -107,6 +119,11 @@ type Client struct {
 	// coming back installs an open one for the next outage.
 	unreachable chan struct{}
 	closed      bool
+	// handshaking is set while a TCP connection waits for the server's answer to its connect
+	// request; refusals counts the connections closed in that state since the last session
+	// (handshake.go).
+	handshaking bool
+	refusals    int
 
 	kick      chan struct{} // wakes the monitor after a session event
 	done      chan struct{} // closed by Close
@@ -171,8 +188,12 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 	if root == "" {
 		root = DefaultRoot
 	}
-	if !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || strings.Contains(root, "//") {
+	if !validPath(root) {
 		return nil, fmt.Errorf("zklock: root %q must be an absolute ZooKeeper path without a trailing slash", root)
+	}
+	ensembleNode := cmp.Or(opts.EnsembleNode, DefaultEnsembleNode)
+	if !validPath(ensembleNode) {
+		return nil, fmt.Errorf("zklock: ensemble node %q must be an absolute ZooKeeper path without a trailing slash", ensembleNode)
 	}
 	timeout := opts.SessionTimeout
 	if timeout == 0 {
@@ -194,9 +215,10 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	c := &Client{
-		log:     log.With("component", "zklock"),
-		root:    root,
-		timeout: timeout,
+		log:          log.With("component", "zklock"),
+		root:         root,
+		ensembleNode: ensembleNode,
+		timeout:      timeout,
 		// go-zookeeper declares the connection dead after 2/3 of the session timeout without a
 		// packet; the server expires the session a full timeout after the last packet it got.
 		// So when the client sees the disconnection, at least a third of the timeout is left
@@ -212,9 +234,16 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 		bg:          bg,
 		cancelBg:    cancel,
 	}
-	dialer := opts.test.dialer
-	if dialer == nil {
-		dialer = net.DialTimeout
+	dial := opts.test.dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		nc, err := dial(network, addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &handshakeConn{Conn: nc, c: c}, nil
 	}
 	// onEvent reads c.conn under c.mu; holding it here makes an event that arrives before
 	// zk.Connect returns wait for the assignment.
@@ -350,7 +379,7 @@ func (c *Client) Close() {
 // Locker returns c as a lock.Locker.
 func (c *Client) Locker() lock.Locker { return lock.Adapt[*Lease](c) }
 
-var _ lock.Lease = (*Lease)(nil)
+var _ lock.Issued = (*Lease)(nil)
 
 // goOwned runs f on a goroutine that Close waits for; it returns false, running nothing, once
 // the Client is closed.
@@ -395,6 +424,7 @@ func (c *Client) onEvent(ev zk.Event) {
 	c.mu.Lock()
 	switch ev.State {
 	case zk.StateHasSession:
+		c.handshaking, c.refusals = false, 0
 		id := c.conn.SessionID()
 		if c.sess == nil || c.sess.id != id || c.sess.ended() {
 			if c.sess != nil && c.sess.id != id {
@@ -414,6 +444,7 @@ func (c *Client) onEvent(ev zk.Event) {
 		c.downAt = time.Time{}
 		logf = func() { c.log.Info("zookeeper session established", "session", sessionHex(id), "server", ev.Server) }
 	case zk.StateExpired:
+		c.handshaking = false
 		if c.sess != nil {
 			c.sess.expire("session expired")
 			old := c.sess.id
@@ -421,6 +452,7 @@ func (c *Client) onEvent(ev zk.Event) {
 		}
 		c.markDownLocked()
 	default: // Disconnected, Connecting, Connected (TCP only, no session yet)
+		c.countRefusalLocked(ev.State)
 		if c.isUp && !c.closed {
 			logf = func() { c.log.Warn("zookeeper disconnected", "state", ev.State.String(), "server", ev.Server) }
 		}
