@@ -106,6 +106,9 @@ type faultOptions struct {
 	failpointTrigger string
 	redis            redisconn.Topology // the app's, which the redis-flush fault empties
 	zkServers        []string           // the app's ZooKeeper servers (SECKILL_ZK_SERVERS)
+	// luaReplicated says the replicas wait for a Redis replica before a redis-lua 202
+	// (SECKILL_REDISLUA_MIN_REPLICAS > 0): then a Redis failover may lose none of them.
+	luaReplicated bool
 }
 
 // zooOptions are the lock zoo (-zoo): see zoo.go.
@@ -280,6 +283,7 @@ func (o *options) faultFlags(fs *flag.FlagSet, getenv func(string) string) (fini
 			return fmt.Errorf("SECKILL_REDIS_*: %w", err)
 		}
 		o.fault.zkServers = cli.SplitList(envOrDefault(getenv, "SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
+		o.fault.luaReplicated = envOrDefault(getenv, "SECKILL_REDISLUA_MIN_REPLICAS", "0") != "0"
 		if o.fault.names, err = parseFaults(*faults); err != nil {
 			return err
 		}
