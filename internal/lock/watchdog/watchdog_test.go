@@ -102,7 +102,7 @@ func TestFailingRenewalsLoseAtTheDeadline(t *testing.T) {
 	}
 	w.Stop()
 	r.mu.Lock()
-	if !errors.Is(r.last, boom) || r.calls.Load() < 3 {
+	if !errors.Is(r.last, boom) || r.calls.Load() < 2 { // tried again; how often depends on the scheduler
 		t.Errorf("last error %v after %d tries; want the renewal's, tried again", r.last, r.calls.Load())
 	}
 	r.mu.Unlock()
