@@ -57,7 +57,8 @@ func (a answer) outcome() string {
 		return string(sale.CodeAccepted)
 	case a.status == 0 || a.lostByProxy():
 		return "transport_error"
-	case code == sale.CodeSoldOut || code == sale.CodeLimitReached || code == sale.CodeRateLimited || code == sale.CodeUnavailable:
+	case code == sale.CodeSoldOut || code == sale.CodeLimitReached || code == sale.CodeRateLimited || code == sale.CodeUnavailable,
+		code == sale.CodeUnconfirmed: // redis-lua's replicas did not confirm in time: settled by a retry with the key
 		return a.code
 	}
 	return "other"

@@ -88,7 +88,7 @@ func paymentMarkdown(ss []StrategyReport) string {
 }
 
 // outcomeOrder is the column order of the outcome table.
-var outcomeOrder = []string{"accepted", "replayed", "sold_out", "limit_reached", "rate_limited", "unavailable", "transport_error", "other", "settled_after_attack"}
+var outcomeOrder = []string{"accepted", "replayed", "sold_out", "limit_reached", "rate_limited", "unavailable", "unconfirmed", "transport_error", "other", "settled_after_attack"}
 
 func pace(s Settings) string {
 	if s.Rate == 0 {
