@@ -130,7 +130,7 @@ loadtest-chaos: ## the same with one replica SIGKILLed and restarted during each
 # Flags for `make chaos`, e.g. make chaos CHAOS_FLAGS='-faults redis,kill -step 30s' (.ci/run
 # runs a short form: fewer strategies, shorter steps and stops, every fault).
 CHAOS_FLAGS ?=
-chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; Redis, MariaDB SIGKILLed (the broker by name: -faults broker-kill); Redis emptied; a replica SIGKILLed, one SIGTERMed; the order consumer and the redis-lua persister killed between their commits; with REDIS_MODE=cluster|sentinel ZK_MODE=ensemble also a Redis master's and the ZooKeeper leader's failover; each audited; report in loadtest/results/
+chaos: ## faults under load on the stack of make up (started if needed): Redis, ZooKeeper, MariaDB, the broker stopped; Redis, MariaDB, the broker SIGKILLed; Redis emptied; a replica SIGKILLed, one SIGTERMed; the order consumer and the redis-lua persister killed between their commits; with REDIS_MODE=cluster|sentinel ZK_MODE=ensemble also a Redis master's and the ZooKeeper leader's failover; each audited; report in loadtest/results/
 	scripts/up.sh
 	$(STACK_ENV) $(GO) run ./loadtest -faults all -strategies mysql,redis,zk,redis-lua,none -targets http://$${SECKILL_LB_ADDR:-127.0.0.1:8080} -admin http://127.0.0.1:8081 $(CHAOS_FLAGS)
 

@@ -763,7 +763,7 @@ kafka_install() {
 kafka_start() {
 	mkdir -p "$KAFKA_DIR"
 	start_bg kafka "$BIN_DIR/devbroker" -port "$KAFKA_PORT" -data-dir "$KAFKA_DIR" \
-		-partitions "$KAFKA_PARTITIONS" -topics "$SECKILL_KAFKA_TOPIC"
+		-partitions "$KAFKA_PARTITIONS" -topics "$SECKILL_KAFKA_TOPIC,$SECKILL_KAFKA_TOPIC.lifecycle"
 }
 
 # ---------------------------------------------------------------- Redlock's servers

@@ -11,10 +11,9 @@
 // their process died in the middle of joining (see reaper.go); real Kafka's
 // session timeout evicts those by itself.
 //
-// Create every topic the app uses up front, with -topics or a CreateTopics
-// request: kfake writes those to disk at once. A topic auto-created by a
-// metadata request is written only on a clean shutdown, so after a SIGKILL
-// it comes back empty (auto-created anew) and its messages are gone.
+// A topic a client's metadata request auto-creates is created through
+// kfake's CreateTopic first, which writes it to disk at once (kfake's own
+// auto-creation writes it only on a clean shutdown; see persistAutoCreated).
 //
 // It is not a Kafka: no replication, no tuning, no security, and it must
 // never be used outside local development and CI. docker-compose runs a real
@@ -38,6 +37,7 @@ import (
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func main() {
@@ -97,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
+	}
+	if cfg.autoCreate && persistAutoCreatedTopics {
+		persistAutoCreated(cluster)
 	}
 	reaper, err := newReaper(log, cluster, reapInterval)
 	if err != nil {
@@ -241,4 +244,41 @@ func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 	if l.log.Enabled(ctx, lvl) {
 		l.log.Log(ctx, lvl, "kfake: "+fmt.Sprintf(format, args...))
 	}
+}
+
+// persistAutoCreatedTopics is false only in the tests' negative control.
+var persistAutoCreatedTopics = true
+
+// persistAutoCreated creates, through kfake's CreateTopic, every topic a metadata request names
+// and may auto-create, before kfake answers the request. kfake's own auto-creation (in its
+// metadata handler) writes the topic's name to the data dir only at a clean shutdown: after a
+// SIGKILL the topic came back empty, its old segment files still on disk, and the next batches
+// were appended to them at positions kfake did not know — readers got "unsupported magic byte",
+// groups' committed offsets lay past the log's end. CreateTopic writes topics.json at once.
+// A topic that exists answers TopicAlreadyExists, which is ignored; the cost is one pass through
+// the cluster's loop per metadata request naming topics (a client sends a few a minute).
+func persistAutoCreated(cluster *kfake.Cluster) {
+	cluster.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		mr, ok := req.(*kmsg.MetadataRequest)
+		if !ok || !mr.AllowAutoTopicCreation {
+			return nil, nil, false
+		}
+		var names []string
+		for _, t := range mr.Topics {
+			if t.Topic != nil && t.TopicID == [16]byte{} {
+				names = append(names, *t.Topic)
+			}
+		}
+		if len(names) > 0 {
+			// CreateTopic runs on the cluster's loop, which this control function holds: sleep
+			// it, so that the loop is free while the topics are created.
+			cluster.SleepControl(func() {
+				for _, name := range names {
+					_ = cluster.CreateTopic(name, -1, nil) // -1: the default partitions
+				}
+			})
+		}
+		return nil, nil, false // kfake answers the request, the topics now on disk
+	})
 }
