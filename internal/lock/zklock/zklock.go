@@ -178,55 +178,58 @@ func (s *session) ended() bool {
 	}
 }
 
+// resolved returns o with its defaults filled in (FailAfter < 0 becomes 0: fail at once), or why
+// it is invalid.
+func (o Options) resolved() (Options, error) {
+	o.Root = cmp.Or(o.Root, DefaultRoot)
+	if !validPath(o.Root) {
+		return o, fmt.Errorf("zklock: root %q must be an absolute ZooKeeper path without a trailing slash", o.Root)
+	}
+	o.EnsembleNode = cmp.Or(o.EnsembleNode, DefaultEnsembleNode)
+	if !validPath(o.EnsembleNode) {
+		return o, fmt.Errorf("zklock: ensemble node %q must be an absolute ZooKeeper path without a trailing slash", o.EnsembleNode)
+	}
+	o.SessionTimeout = cmp.Or(o.SessionTimeout, DefaultSessionTimeout)
+	if o.SessionTimeout < time.Second {
+		return o, fmt.Errorf("zklock: session timeout %s is below 1s", o.SessionTimeout)
+	}
+	switch {
+	case o.FailAfter == 0:
+		o.FailAfter = DefaultFailAfter
+	case o.FailAfter < 0:
+		o.FailAfter = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
 // Connect dials the ZooKeeper ensemble and waits, until ctx ends, for the first session. Close
 // the Client when done: that closes the session, which deletes every node the Client holds.
 func Connect(ctx context.Context, servers []string, opts Options) (*Client, error) {
 	if len(servers) == 0 {
 		return nil, errors.New("zklock: no ZooKeeper servers")
 	}
-	root := opts.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	if !validPath(root) {
-		return nil, fmt.Errorf("zklock: root %q must be an absolute ZooKeeper path without a trailing slash", root)
-	}
-	ensembleNode := cmp.Or(opts.EnsembleNode, DefaultEnsembleNode)
-	if !validPath(ensembleNode) {
-		return nil, fmt.Errorf("zklock: ensemble node %q must be an absolute ZooKeeper path without a trailing slash", ensembleNode)
-	}
-	timeout := opts.SessionTimeout
-	if timeout == 0 {
-		timeout = DefaultSessionTimeout
-	}
-	if timeout < time.Second {
-		return nil, fmt.Errorf("zklock: session timeout %s is below 1s", timeout)
-	}
-	failAfter := opts.FailAfter
-	switch {
-	case failAfter == 0:
-		failAfter = DefaultFailAfter
-	case failAfter < 0:
-		failAfter = 0
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	o, err := opts.resolved()
+	if err != nil {
+		return nil, err
 	}
 	bg, cancel := context.WithCancel(context.Background())
+	timeout := o.SessionTimeout
 	c := &Client{
-		log:          log.With("component", "zklock"),
-		root:         root,
-		ensembleNode: ensembleNode,
+		log:          o.Logger.With("component", "zklock"),
+		root:         o.Root,
+		ensembleNode: o.EnsembleNode,
 		timeout:      timeout,
 		// go-zookeeper declares the connection dead after 2/3 of the session timeout without a
 		// packet; the server expires the session a full timeout after the last packet it got.
 		// So when the client sees the disconnection, at least a third of the timeout is left
 		// before the server can expire the session and grant the lock to someone else.
 		grace:       timeout / 3,
-		failAft:     failAfter,
+		failAft:     o.FailAfter,
 		acl:         zk.WorldACL(zk.PermAll),
-		hooks:       opts.test,
+		hooks:       o.test,
 		up:          make(chan struct{}),
 		unreachable: make(chan struct{}),
 		kick:        make(chan struct{}, 1),
@@ -234,7 +237,7 @@ func Connect(ctx context.Context, servers []string, opts Options) (*Client, erro
 		bg:          bg,
 		cancelBg:    cancel,
 	}
-	dial := opts.test.dialer
+	dial := o.test.dialer
 	if dial == nil {
 		dial = net.DialTimeout
 	}
