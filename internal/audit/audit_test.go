@@ -29,8 +29,9 @@ func TestWaitDrainedKeepsTheLastFacts(t *testing.T) {
 	}
 	for i := range 20 {
 		// One purchase acknowledged that never reaches MySQL: the wait runs to its end, polling
-		// with no pause, so its end falls inside a read most of the time.
-		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(20+i)*time.Millisecond)
+		// with no pause, so its end falls inside a read most of the time. Long enough for the
+		// first read to end before it even on a busy machine (20 ms was not, once, in make test).
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(150+3*i)*time.Millisecond)
 		f, err := audit.WaitDrained(ctx, db, id, 1, 0)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
