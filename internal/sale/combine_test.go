@@ -226,10 +226,14 @@ func TestCombinerMaxOneIsTheTextbookPath(t *testing.T) {
 		if len(batch) != 1 {
 			t.Errorf("batch of %d with Max 1", len(batch))
 		}
-		if running.Add(1) == n {
+		now := running.Add(1)
+		if now == n {
 			close(all)
 		}
-		peak.Store(max(peak.Load(), running.Load()))
+		// The highest count any deduction saw on its way in; a plain Store of a max read
+		// earlier could overwrite a higher one stored meanwhile (seen once in CI: 2, want 8).
+		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+		}
 		<-all
 		return []error{nil}, nil
 	})
