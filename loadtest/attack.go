@@ -76,7 +76,7 @@ func (a answer) definitive() bool {
 }
 
 // runAll measures the yardsticks, then attacks each strategy in turn.
-func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*Report, error) {
+func runAll(ctx context.Context, db *sql.DB, o *runOptions, say func(string, ...any)) (*Report, error) {
 	now := time.Now()
 	rep := &Report{
 		RunID:     now.UTC().Format("20060102-150405"),
@@ -93,7 +93,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 	admin := &adminClient{appapi.New(o.adminURL, o.adminToken)}
 	rep.Topology = topologyOf(ctx, admin)
 	if o.baselineFor > 0 {
-		ys, err := measureYardsticks(ctx, o, say)
+		ys, err := measureYardsticks(ctx, &o.options, say)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +125,7 @@ func runAll(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 // with -pay the payment phase (paymentPhase). With -viewers a crowd of viewers of that size
 // (none for 0) watches from before the attack until the sale is drained, and MySQL's counters are
 // read around the attack.
-func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminClient, runID, strategy string, crowd crowdRun, say func(string, ...any)) (*StrategyReport, error) {
+func attackStrategy(ctx context.Context, db *sql.DB, o *runOptions, admin *adminClient, runID, strategy string, crowd crowdRun, say func(string, ...any)) (*StrategyReport, error) {
 	pid, err := admin.saleProduct(ctx, productName(strategy, crowd, o.view.mode), strategy, o.stock)
 	if err != nil {
 		return nil, err
@@ -140,8 +140,8 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 		defer w.stop()
 		w.attackBegins(ctx, db)
 	}
-	plan := planAttempts(o, runID, buyerTag(strategy, crowd))
-	answers, events, err := attack(ctx, o, pid, plan, say)
+	plan := planAttempts(&o.options, runID, buyerTag(strategy, crowd))
+	answers, events, err := attack(ctx, &o.options, pid, plan, say)
 	if err != nil {
 		return nil, err
 	}
@@ -153,9 +153,9 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 	if w != nil {
 		rates, cpu, programs = w.attackEnded(ctx, db)
 	}
-	settled, stuck := settle(ctx, o, pid, answers)
+	settled, stuck := settle(ctx, &o.options, pid, answers)
 	say("%s: %d answers, %d settled after the attack; waiting for the order queue", label, len(answers), len(settled))
-	sr, err := judge(ctx, db, o, strategy, pid, answers, settled, events, nil)
+	sr, err := judge(ctx, db, &o.options, strategy, pid, answers, settled, events, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func attackStrategy(ctx context.Context, db *sql.DB, o *options, admin *adminCli
 		sr.Violations = append(sr.Violations, violations...)
 	}
 	if o.pay.share > 0 {
-		if err := paymentPhase(ctx, db, o, runID, sr, answers, settled, say); err != nil {
+		if err := paymentPhase(ctx, db, &o.options, o.pay, runID, sr, answers, settled, say); err != nil {
 			return nil, err
 		}
 	}
@@ -238,8 +238,8 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 	}
 	attacker := newAttacker(o)
 	var pacer vegeta.Pacer = vegeta.ConstantPacer{Freq: o.rate, Per: time.Second}
-	if o.fault.burstEvery > 0 {
-		pacer = burstPacer{every: o.fault.burstEvery, perBurst: max(1, int(float64(o.rate)*o.fault.burstEvery.Seconds()))}
+	if o.burstEvery > 0 {
+		pacer = burstPacer{every: o.burstEvery, perBurst: max(1, int(float64(o.rate)*o.burstEvery.Seconds()))}
 	}
 
 	actx, cancel := context.WithCancel(ctx)
@@ -247,8 +247,8 @@ func attack(ctx context.Context, o *options, productID int64, plan []attempt, sa
 	var events []Event
 	start := time.Now()
 	chaosDone := make(chan []Event, 1)
-	if o.chaos.mode == "kill" {
-		go func() { chaosDone <- killAndRestart(actx, o, start, say) }()
+	if o.during != nil {
+		go func() { chaosDone <- o.during(actx, start, say) }()
 	} else {
 		chaosDone <- nil
 	}

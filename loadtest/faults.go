@@ -93,7 +93,7 @@ const luaStrategy = "redis-lua"
 
 // faultEnv is what the faults act through: the scripts of the local stack, and the replicas.
 type faultEnv struct {
-	o   *options
+	o   *faultRunOptions
 	say func(string, ...any)
 	// armed are the replicas started by this run with the consumer failpoint armed.
 	armed map[int]bool
@@ -127,7 +127,7 @@ func (e *faultEnv) services(ctx context.Context, args ...string) error {
 }
 
 func (e *faultEnv) replica(ctx context.Context, args ...string) error {
-	return e.script(ctx, nil, e.o.chaos.script, args...)
+	return e.script(ctx, nil, e.o.fault.replicaScript, args...)
 }
 
 // trigger is the trigger file of failpoint name.
@@ -146,7 +146,7 @@ func (e *faultEnv) startArmed(ctx context.Context, n int) error {
 		specs[i] = name + ":" + e.trigger(name)
 	}
 	if err := e.script(ctx, []string{"SECKILL_TEST_FAILPOINT=" + strings.Join(specs, ",")},
-		e.o.chaos.script, "start", strconv.Itoa(n)); err != nil {
+		e.o.fault.replicaScript, "start", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	e.armed[n] = true
@@ -154,7 +154,7 @@ func (e *faultEnv) startArmed(ctx context.Context, n int) error {
 }
 
 func (e *faultEnv) alive(ctx context.Context, n int) bool {
-	return exec.CommandContext(ctx, e.o.chaos.script, "alive", strconv.Itoa(n)).Run() == nil
+	return exec.CommandContext(ctx, e.o.fault.replicaScript, "alive", strconv.Itoa(n)).Run() == nil
 }
 
 func lastLines(s string, n int) string {
@@ -181,8 +181,8 @@ func crashFault(name, service, what string) fault {
 }
 
 // faultsByName are the faults -faults knows.
-func faultsByName(o *options) map[string]fault {
-	kill, term := strconv.Itoa(o.chaos.replica), strconv.Itoa(o.fault.termReplica)
+func faultsByName(o *faultRunOptions) map[string]fault {
+	kill, term := strconv.Itoa(o.fault.killReplica), strconv.Itoa(o.fault.termReplica)
 	all := topologyFaults()
 	for name, f := range map[string]fault{
 		"redis": serviceFault("redis", "redis", "Redis stopped (SHUTDOWN NOSAVE: no snapshot; its append-only file is flushed and replayed), started again", "redis"),
@@ -218,7 +218,7 @@ func faultsByName(o *options) map[string]fault {
 			name: "kill", what: "replica " + kill + " SIGKILLed (a crash), restarted at once",
 			inject: func(ctx context.Context, e *faultEnv) error { return e.replica(ctx, "kill", kill) },
 			restore: func(ctx context.Context, e *faultEnv) error {
-				return e.startArmed(ctx, o.chaos.replica)
+				return e.startArmed(ctx, o.fault.killReplica)
 			},
 		},
 		"term": {
@@ -397,7 +397,7 @@ func (e *faultEnv) termWatched(ctx context.Context, n int) error {
 // (bash, its libraries, the checks of the pid file) takes from tens of milliseconds to over a
 // second on a busy machine, and is no part of how fast the replica answers its SIGTERM.
 func (e *faultEnv) termSignalled(ctx context.Context, n int, sent chan<- time.Time) error {
-	cmd := exec.CommandContext(ctx, e.o.chaos.script, "term", strconv.Itoa(n))
+	cmd := exec.CommandContext(ctx, e.o.fault.replicaScript, "term", strconv.Itoa(n))
 	var out bytes.Buffer // written by exec's copying goroutine until Wait returns
 	cmd.Stdout = &out
 	stderr, err := cmd.StderrPipe()
@@ -420,7 +420,7 @@ func (e *faultEnv) termSignalled(ctx context.Context, n int, sent chan<- time.Ti
 		log.WriteString(sc.Text() + "\n")
 	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("%s term %d: %w: %s", e.o.chaos.script, n, err, lastLines(out.String()+log.String(), 5))
+		return fmt.Errorf("%s term %d: %w: %s", e.o.fault.replicaScript, n, err, lastLines(out.String()+log.String(), 5))
 	}
 	return nil
 }
@@ -483,7 +483,7 @@ type faultTimes struct {
 }
 
 // runFaults is the fault run: one step per fault, in order, and its report.
-func runFaults(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*ChaosReport, error) {
+func runFaults(ctx context.Context, db *sql.DB, o *faultRunOptions, say func(string, ...any)) (*ChaosReport, error) {
 	now := time.Now()
 	rep := &ChaosReport{
 		RunID: now.UTC().Format("20060102-150405"), StartedAt: now.UTC(), Machine: yardstick.Machine(),
@@ -532,19 +532,19 @@ type stepLoad struct {
 
 // stepOptions returns the options of one strategy's load in a step: -rate shared among the
 // strategies, buyers for -step at that rate, and half as many units.
-func stepOptions(o *options) *options {
-	perStrategy := *o
+func stepOptions(o *faultRunOptions) *options {
+	perStrategy := o.options
 	perStrategy.rate = max(1, o.rate/len(o.strategies))
 	perStrategy.buyers = max(2, int(float64(perStrategy.rate)*o.fault.stepFor.Seconds())/o.attempts)
 	// Half as many units as buyers: without the fault the product would sell out mid-step, so
 	// units are left when the broken thing comes back, and every unit is sold by the end.
 	perStrategy.stock = max(1, perStrategy.buyers/2)
-	perStrategy.chaos.mode = ""
+	perStrategy.during = nil
 	return &perStrategy
 }
 
 // stepProducts puts a product of stock units on sale for each strategy of o, for fault f's step.
-func stepProducts(ctx context.Context, admin *adminClient, o *options, f fault, stock int) (map[string]int64, error) {
+func stepProducts(ctx context.Context, admin *adminClient, o *faultRunOptions, f fault, stock int) (map[string]int64, error) {
 	products := map[string]int64{}
 	for _, strategy := range o.strategies {
 		pid, err := admin.saleProduct(ctx, "loadtest · chaos · "+f.name+" · "+strategy, strategy, stock)
@@ -557,7 +557,7 @@ func stepProducts(ctx context.Context, admin *adminClient, o *options, f fault, 
 }
 
 // runStep runs one fault's step: products, the load with the fault in it, settling, the audit.
-func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
+func runStep(ctx context.Context, db *sql.DB, o *faultRunOptions, admin *adminClient, env *faultEnv, f fault, runID string, say func(string, ...any)) (*StepReport, error) {
 	st := stepOptions(o)
 	products, err := stepProducts(ctx, admin, o, f, st.stock)
 	if err != nil {
@@ -582,7 +582,7 @@ func runStep(ctx context.Context, db *sql.DB, o *options, admin *adminClient, en
 	for i, strategy := range o.strategies {
 		so := *st
 		if strategy == unsafeStrategy {
-			so.fault.burstEvery = controlBurst
+			so.burstEvery = controlBurst
 		}
 		wg.Go(func() {
 			plan := planAttempts(&so, runID+f.name, strategy)
@@ -660,7 +660,7 @@ func judgeStepLoads(ctx context.Context, db *sql.DB, st *options, env *faultEnv,
 // fault, holds it -fault-for if it is an outage, and restores it. Once begun, it runs to the end
 // even if ctx ends (an interrupted run must not leave a service stopped); what it did is in the
 // events, timed from start.
-func injectFault(ctx context.Context, o *options, e *faultEnv, f fault, start time.Time, say func(string, ...any)) (t faultTimes, events []Event, injectErr, restoreErr error) {
+func injectFault(ctx context.Context, o *faultRunOptions, e *faultEnv, f fault, start time.Time, say func(string, ...any)) (t faultTimes, events []Event, injectErr, restoreErr error) {
 	note := func(what string) {
 		events = append(events, Event{T: time.Since(start).Seconds(), What: what})
 		say("chaos: %s", what)

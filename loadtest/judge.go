@@ -395,16 +395,16 @@ func timeline(answers []answer, start time.Time) []Sample {
 
 // auditOnly drains and audits one product (the k6 run's), reading how many purchases k6 saw
 // accepted from its summary when given.
-func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
+func auditOnly(ctx context.Context, db *sql.DB, o *auditRunOptions, w io.Writer) error {
 	k6 := -1 // no summary
-	if o.audit.k6Summary != "" {
-		n, err := k6Accepted(o.audit.k6Summary)
+	if o.k6Summary != "" {
+		n, err := k6Accepted(o.k6Summary)
 		if err != nil {
 			return err
 		}
 		k6 = n
 	}
-	facts, drained, err := waitDrained(ctx, db, o.audit.productID, max(k6, 0), o.drainTimeout)
+	facts, drained, err := waitDrained(ctx, db, o.productID, max(k6, 0), o.drainTimeout)
 	if err != nil {
 		return err
 	}
@@ -420,12 +420,12 @@ func auditOnly(ctx context.Context, db *sql.DB, o *options, w io.Writer) error {
 		fmt.Fprintf(w, "k6 accepted: %d\n", n)
 	}
 	out, _ := json.MarshalIndent(facts, "", "  ")
-	fmt.Fprintf(w, "product %d: %s\n", o.audit.productID, out)
+	fmt.Fprintf(w, "product %d: %s\n", o.productID, out)
 	if len(violations) > 0 {
 		for _, v := range violations {
 			fmt.Fprintln(w, "VIOLATION:", v)
 		}
-		return cli.Failure(fmt.Sprintf("product %d: %d invariants broken", o.audit.productID, len(violations)))
+		return cli.Failure(fmt.Sprintf("product %d: %d invariants broken", o.productID, len(violations)))
 	}
 	fmt.Fprintf(w, "PASS: initial %d, stock %d, reserved %d, ordered %d, oversold %d\n",
 		facts.InitialStock, facts.Stock, facts.ReservedUnits, facts.OrderUnits, facts.Oversold())

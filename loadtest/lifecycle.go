@@ -24,14 +24,14 @@ var brokerFaults = map[string]bool{"kafka": true, "broker-kill": true}
 // auditLifecycle pays a few of the step's orders if its fault is the broker's, then waits up to
 // o.drainTimeout for every order event published since began (the database's clock) to be
 // tallied, and adds to step what it saw: an event, or a violation.
-func auditLifecycle(ctx context.Context, db *sql.DB, o *options, step *StepReport, f fault, results []stepLoad, began string, start time.Time, say func(string, ...any)) error {
+func auditLifecycle(ctx context.Context, db *sql.DB, o *faultRunOptions, step *StepReport, f fault, results []stepLoad, began string, start time.Time, say func(string, ...any)) error {
 	note := func(what string) {
 		step.Events = append(step.Events, Event{T: time.Since(start).Seconds(), What: what})
 		say("chaos: %s", what)
 	}
 	if brokerFaults[f.name] {
 		paid, tried := 0, 0
-		client := payClient(o)
+		client := payClient(&o.options)
 		for _, r := range results {
 			ws := winnersOf(r.answers, nil)
 			for _, w := range ws[:min(lifecyclePayers, len(ws))] {

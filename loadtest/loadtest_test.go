@@ -51,9 +51,21 @@ func TestSmoke(t *testing.T) {
 }
 
 // threeReplicas starts three replicas of the app, the unsafe strategies served, on a fresh
-// database, and returns the options of a run of args against them (yardsticks of 500 ms, reports
+// database, and returns the options of a load test of args against them and the database.
+func threeReplicas(t *testing.T, args ...string) (*runOptions, *sql.DB) {
+	t.Helper()
+	args, db := onThreeReplicas(t, args...)
+	o, err := parseRun(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, db
+}
+
+// onThreeReplicas starts three replicas of the app, the unsafe strategies served, on a fresh
+// database, and returns args with the flags of a run against them (yardsticks of 500 ms, reports
 // in a temporary directory) and the database.
-func threeReplicas(t *testing.T, args ...string) (*options, *sql.DB) {
+func onThreeReplicas(t *testing.T, args ...string) ([]string, *sql.DB) {
 	t.Helper()
 	stack := apptest.NewStack(t)
 	env := map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"}
@@ -61,22 +73,18 @@ func threeReplicas(t *testing.T, args ...string) (*options, *sql.DB) {
 	for range 3 {
 		targets = append(targets, stack.Start(t, env).URL)
 	}
-	o, err := parseOptions(append(args,
+	db, err := openDB(stack.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return append(args,
 		"-targets", strings.Join(targets, ","),
 		"-baseline", "500ms", "-drain-timeout", "90s",
 		"-admin-token", apptest.AdminToken,
 		"-mysql-dsn", stack.DSN,
 		"-out", t.TempDir(),
-	), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := openDB(o.mysqlDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return o, db
+	), db
 }
 
 // TestBuyerTokens: against a replica that verifies buyer tokens, the load test with
@@ -88,7 +96,7 @@ func TestBuyerTokens(t *testing.T) {
 	target := stack.Start(t, map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": key}).URL
 	run := func(extra ...string) *Report {
 		t.Helper()
-		o, err := parseOptions(append([]string{
+		o, err := parseRun(append([]string{
 			"-targets", target, "-strategies", "mysql", "-stock", "20", "-buyers", "200", "-workers", "16",
 			"-baseline", "0", "-drain-timeout", "60s", "-admin-token", apptest.AdminToken,
 			"-mysql-dsn", stack.DSN, "-out", "", "-quiet",
@@ -128,7 +136,7 @@ func TestPaymentPhase(t *testing.T) {
 		"SECKILL_PAYMENT_LATENCY":         "20ms",
 		"SECKILL_PAYMENT_FAILURE_RATE":    "0.2",
 	})
-	o, err := parseOptions([]string{
+	o, err := parseRun([]string{
 		"-targets", strings.Join(targets, ","),
 		"-strategies", "mysql,redis,zk,redis-lua,none",
 		"-stock", fmt.Sprint(stock), "-buyers", "600", "-workers", "32", "-pay", "0.5", "-second-wave", "250",

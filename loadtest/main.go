@@ -46,7 +46,7 @@ func main() {
 	cli.Main("loadtest", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
 }
 
-// options are the command line: the attack's own flags, then one group per mode.
+// options are what every mode shares: the attack of each strategy and its report.
 type options struct {
 	targets      []string
 	strategies   []string
@@ -68,11 +68,19 @@ type options struct {
 	signer *buyer.Signer
 	// tokenTTL is how long a buyer's token is valid: the whole run.
 	tokenTTL time.Duration
-	chaos    chaosOptions
-	pay      payOptions
-	fault    faultOptions
-	zoo      zooOptions
-	audit    auditOptions
+	// burstEvery paces the attack in bursts of that period instead of evenly (0: evenly): the
+	// fault run sets it for the unsafe control, see burstPacer.
+	burstEvery time.Duration
+	// during runs beside each attack from its start and returns what it did (nil: nothing):
+	// the load test's -chaos kill.
+	during func(ctx context.Context, start time.Time, say func(string, ...any)) []Event
+}
+
+// runOptions are the load test proper: the attack, and what may ride along with it.
+type runOptions struct {
+	options
+	chaos chaosOptions
+	pay   payOptions
 	// view is the crowd that watches each attack (-viewers): see viewers.go.
 	view viewerOptions
 }
@@ -81,7 +89,7 @@ type options struct {
 type chaosOptions struct {
 	mode    string
 	after   time.Duration
-	replica int // also the replica the fault run's kill fault takes
+	replica int
 	script  string
 }
 
@@ -93,15 +101,22 @@ type payOptions struct {
 	secondWave int
 }
 
-// faultOptions are the fault run (-faults): see faults.go.
+// faultRunOptions are the fault run (-faults): see faults.go.
+type faultRunOptions struct {
+	options
+	fault faultOptions
+}
+
+// faultOptions are the faults' own settings, which the zoo's steps share.
 type faultOptions struct {
 	names            []string
 	after            time.Duration
-	burstEvery       time.Duration // set per strategy by the fault run: see burstPacer
 	stopFor          time.Duration
 	stepFor          time.Duration
+	killReplica      int // the replica the kill fault takes
 	termReplica      int
 	replicas         int
+	replicaScript    string
 	servicesScript   string
 	failpointTrigger string
 	redis            redisconn.Topology // the app's, which the redis-flush fault empties
@@ -111,18 +126,24 @@ type faultOptions struct {
 	luaReplicated bool
 }
 
-// zooOptions are the lock zoo (-zoo): see zoo.go.
+// zooRunOptions are the lock zoo (-zoo): see zoo.go.
+type zooRunOptions struct {
+	options
+	zoo   zooOptions
+	fault faultOptions
+}
+
+// zooOptions are the zoo's own settings.
 type zooOptions struct {
-	on                      bool
 	pause, lockTTL, session time.Duration
 	hold                    time.Duration
 	dir                     string
 	faults                  []string
 }
 
-// auditOptions are the database audit alone (-audit-only), as make k6 uses it.
-type auditOptions struct {
-	only      bool
+// auditRunOptions are the database audit alone (-audit-only), as make k6 uses it.
+type auditRunOptions struct {
+	options
 	productID int64
 	k6Summary string
 }
@@ -140,39 +161,134 @@ func (o *options) buyerToken(user string) string {
 	return tok
 }
 
-// parseOptions reads the command line. Each mode declares its own flags and returns how to finish
-// them once parsed (lists split, paths made absolute, defaults that depend on other flags); the
-// combinations are checked last, by validate.
-func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// The order of the finishers is the order their errors are reported in.
-	finishers := []func() error{
-		o.attackFlags(fs, getenv),
-		o.zooFlags(fs),
-		o.payFlags(fs),
-		o.viewerFlags(fs, getenv),
-		o.faultFlags(fs, getenv),
+// mode is which run the command line asks for: the flag that names it selects the flags it
+// takes, so that each mode parses only its own (and refuses another's).
+type mode int
+
+const (
+	modeRun mode = iota
+	modeFaults
+	modeZoo
+	modeAudit
+)
+
+// modeOf finds the mode's flag in args: -faults with a list, -zoo, -audit-only; else the load
+// test proper.
+func modeOf(args []string) mode {
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case name == "zoo" && (!hasVal || val == "true"):
+			return modeZoo
+		case name == "audit-only" && (!hasVal || val == "true"):
+			return modeAudit
+		case name == "faults" && hasVal && val != "":
+			return modeFaults
+		case name == "faults" && !hasVal && i+1 < len(args) && args[i+1] != "":
+			return modeFaults
+		}
 	}
-	o.chaosFlags(fs)
-	o.auditFlags(fs)
+	return modeRun
+}
+
+// parseFlags parses args with fs and then runs the flags' finishers (lists split, paths made
+// absolute, defaults that depend on other flags), in order: their errors are reported so.
+func parseFlags(fs *flag.FlagSet, args []string, finishers ...func() error) error {
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return err
 	}
 	for _, finish := range finishers {
 		if err := finish(); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+func newFlagSet(stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseRun reads the command line of the load test proper: the attack, -chaos, -pay, -viewers.
+func parseRun(args []string, getenv func(string) string, stderr io.Writer) (*runOptions, error) {
+	o := &runOptions{}
+	fs := newFlagSet(stderr)
+	finishers := []func() error{o.attackFlags(fs, getenv), o.payFlags(fs), o.viewerFlags(fs, getenv)}
+	o.chaosFlags(fs)
+	if err := parseFlags(fs, args, finishers...); err != nil {
+		return nil, err
+	}
+	o.defaultBuyers()
+	if err := o.options.validate(); err != nil {
+		return nil, err
+	}
+	if o.chaos.mode == "kill" {
+		o.during = o.chaos.killAndRestart
+	}
+	return o, o.validate()
+}
+
+// parseFaultRun reads the command line of the fault run (-faults).
+func parseFaultRun(args []string, getenv func(string) string, stderr io.Writer) (*faultRunOptions, error) {
+	o := &faultRunOptions{}
+	fs := newFlagSet(stderr)
+	finishers := []func() error{o.attackFlags(fs, getenv), o.faultFlags(fs, getenv)}
+	if err := parseFlags(fs, args, finishers...); err != nil {
+		return nil, err
+	}
+	o.defaultBuyers()
+	if err := o.options.validate(); err != nil {
+		return nil, err
+	}
+	return o, o.fault.validate()
+}
+
+// parseZooRun reads the command line of the lock zoo (-zoo).
+func parseZooRun(args []string, getenv func(string) string, stderr io.Writer) (*zooRunOptions, error) {
+	o := &zooRunOptions{}
+	fs := newFlagSet(stderr)
+	finishers := []func() error{o.attackFlags(fs, getenv), o.zooFlags(fs), o.fault.stepFlags(fs, getenv)}
+	if err := parseFlags(fs, args, finishers...); err != nil {
+		return nil, err
+	}
 	// After -zoo's defaults, which set -stock.
+	o.defaultBuyers()
+	if err := o.options.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.fault.validate(); err != nil {
+		return nil, err
+	}
+	return o, o.validate()
+}
+
+// parseAuditRun reads the command line of the database audit alone (-audit-only).
+func parseAuditRun(args []string, getenv func(string) string, stderr io.Writer) (*auditRunOptions, error) {
+	o := &auditRunOptions{}
+	fs := newFlagSet(stderr)
+	finish := o.attackFlags(fs, getenv)
+	fs.Bool("audit-only", true, "only audit -product-id (drain, then check every invariant)")
+	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
+	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
+	if err := parseFlags(fs, args, finish); err != nil {
+		return nil, err
+	}
+	if o.productID <= 0 {
+		return nil, errors.New("-audit-only needs -product-id")
+	}
+	return o, nil
+}
+
+// defaultBuyers sets -buyers' default, 20 × -stock, when it was not given.
+func (o *options) defaultBuyers() {
 	if o.buyers == 0 {
 		o.buyers = 20 * o.stock
 	}
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	return o, nil
 }
 
 // envOrDefault returns the environment's value of name, or def when it is empty.
@@ -246,7 +362,7 @@ func (o *options) newSigner(key string, getenv func(string) string) error {
 }
 
 // chaosFlags declares the flags of the replica kill during each attack.
-func (o *options) chaosFlags(fs *flag.FlagSet) {
+func (o *runOptions) chaosFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.chaos.mode, "chaos", "", "kill: SIGKILL one replica during each attack and restart it")
 	fs.DurationVar(&o.chaos.after, "chaos-after", time.Second, "when in the attack the replica is killed")
 	fs.IntVar(&o.chaos.replica, "chaos-replica", 2, "which local replica (N of 127.0.0.1:808N) to kill")
@@ -254,7 +370,7 @@ func (o *options) chaosFlags(fs *flag.FlagSet) {
 }
 
 // payFlags declares the flags of the payment phase.
-func (o *options) payFlags(fs *flag.FlagSet) (finish func() error) {
+func (o *runOptions) payFlags(fs *flag.FlagSet) (finish func() error) {
 	fs.Float64Var(&o.pay.share, "pay", 0, "the payment phase (issue #14), 0 to 1: after the attack this share of the winners pay and the others let the payment window run out; a second wave of new buyers then buys the units that came back, and its winners pay; audited at the end (0: no payment phase). The replicas need a payment window longer than the attack and short enough to wait out: SECKILL_PAYMENT_WINDOW=10s make up")
 	paySkip := fs.String("pay-skip", "", "with -pay: strategies attacked without the payment phase, comma-separated")
 	fs.DurationVar(&o.pay.maxWait, "pay-max-wait", 3*time.Minute, "with -pay: the longest payment window the run waits out, per strategy (make up's is 2m: it works, slowly); a longer one (the app's default is 10m) is a setup error")
@@ -265,44 +381,51 @@ func (o *options) payFlags(fs *flag.FlagSet) (finish func() error) {
 	}
 }
 
-// faultFlags declares the flags of the fault run; its finisher also reads the app's Redis and
-// ZooKeeper settings, which the faults stop or empty.
-func (o *options) faultFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
+// faultFlags declares the flags of the fault run: its list of faults and their settings.
+func (o *faultRunOptions) faultFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
 	faults := fs.String("faults", "", "the fault run (make chaos): one step per fault, in order, each under its own paced load of every strategy: "+strings.Join(faultNames, ", ")+", or all")
-	fs.DurationVar(&o.fault.after, "fault-after", 2*time.Second, "with -faults: when in each step the fault begins")
-	fs.DurationVar(&o.fault.stopFor, "fault-for", 5*time.Second, "with -faults: how long a stopped service stays stopped")
-	fs.DurationVar(&o.fault.stepFor, "step", 20*time.Second, "with -faults: the load of one step, at -rate (default 300 req/s with -faults)")
-	fs.IntVar(&o.fault.termReplica, "term-replica", 3, "with -faults: the replica the term fault SIGTERMs (kill takes -chaos-replica)")
-	fs.IntVar(&o.fault.replicas, "replicas", 3, "with -faults: the replicas of the local stack, 1..N (the consumer fault arms them all)")
-	fs.StringVar(&o.fault.servicesScript, "services-script", "scripts/services.sh", "with -faults: script with `stop NAME` and `start NAME`")
-	fs.StringVar(&o.fault.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "with -faults: the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
+	finishStep := o.fault.stepFlags(fs, getenv)
 	return func() error {
 		var err error
-		// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
-		if o.fault.redis, err = config.RedisTopology(getenv); err != nil {
-			return fmt.Errorf("SECKILL_REDIS_*: %w", err)
-		}
-		o.fault.zkServers = cli.SplitList(envOrDefault(getenv, "SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
-		o.fault.luaReplicated = envOrDefault(getenv, "SECKILL_REDISLUA_MIN_REPLICAS", "0") != "0"
 		if o.fault.names, err = parseFaults(*faults); err != nil {
 			return err
 		}
-		if len(o.fault.names) > 0 {
-			if o.rate == 0 {
-				o.rate = 300
-			}
-			if o.fault.failpointTrigger, err = filepath.Abs(o.fault.failpointTrigger); err != nil {
-				return err
-			}
+		if o.rate == 0 {
+			o.rate = 300
 		}
-		return nil
+		return finishStep()
+	}
+}
+
+// stepFlags declares the flags of a fault's step, which the fault run and the zoo share; its
+// finisher also reads the app's Redis and ZooKeeper settings, which the faults stop or empty.
+func (f *faultOptions) stepFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
+	fs.DurationVar(&f.after, "fault-after", 2*time.Second, "when in each step the fault begins")
+	fs.DurationVar(&f.stopFor, "fault-for", 5*time.Second, "how long a stopped service stays stopped")
+	fs.DurationVar(&f.stepFor, "step", 20*time.Second, "the load of one step, at -rate (default 300 req/s with -faults)")
+	fs.IntVar(&f.killReplica, "chaos-replica", 2, "the replica the kill fault SIGKILLs (N of 127.0.0.1:808N)")
+	fs.IntVar(&f.termReplica, "term-replica", 3, "the replica the term fault SIGTERMs")
+	fs.IntVar(&f.replicas, "replicas", 3, "the replicas of the local stack, 1..N (the consumer fault arms them all)")
+	fs.StringVar(&f.replicaScript, "chaos-script", "scripts/replica.sh", "script with `kill N`, `term N`, `alive N` and `start N`")
+	fs.StringVar(&f.servicesScript, "services-script", "scripts/services.sh", "script with `stop NAME` and `start NAME`")
+	fs.StringVar(&f.failpointTrigger, "failpoint-trigger", ".run/chaos/consumer-after-commit", "the consumer failpoint's trigger file (see SECKILL_TEST_FAILPOINT); the persister's are beside it")
+	return func() error {
+		var err error
+		// The app's Redis (the redis-flush fault empties it), as the app's settings name it.
+		if f.redis, err = config.RedisTopology(getenv); err != nil {
+			return fmt.Errorf("SECKILL_REDIS_*: %w", err)
+		}
+		f.zkServers = cli.SplitList(envOrDefault(getenv, "SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
+		f.luaReplicated = envOrDefault(getenv, "SECKILL_REDISLUA_MIN_REPLICAS", "0") != "0"
+		f.failpointTrigger, err = filepath.Abs(f.failpointTrigger)
+		return err
 	}
 }
 
 // zooFlags declares the flags of the lock zoo; its finisher gives the zoo's load its defaults
 // where the flags were not given.
-func (o *options) zooFlags(fs *flag.FlagSet) (finish func() error) {
-	fs.BoolVar(&o.zoo.on, "zoo", false, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
+func (o *zooRunOptions) zooFlags(fs *flag.FlagSet) (finish func() error) {
+	fs.Bool("zoo", true, "the lock zoo (make zoo): every strategy of -strategies (all: the whole catalog) through the same load, then the pause and kill of its lock holder where it has one; one matrix (zoo.go). Sets -stock 1000, -buyers 4000, -step 12s, -rate 200, -fault-after 2s unless given")
 	fs.DurationVar(&o.zoo.pause, "zoo-pause", 6*time.Second, "with -zoo: how long the pause fault stops the lock holder's process; longer than -zoo-lock-ttl and -zoo-session")
 	fs.DurationVar(&o.zoo.hold, "zoo-hold", 2*time.Second, "with -zoo: how long the restart fault keeps the lock holder in its critical section (holder-hold) while the lock's servers restart; shorter than -zoo-lock-ttl")
 	fs.DurationVar(&o.zoo.lockTTL, "zoo-lock-ttl", 3*time.Second, "with -zoo: the replicas' SECKILL_LOCK_TTL (Redis and lock-table leases)")
@@ -310,9 +433,6 @@ func (o *options) zooFlags(fs *flag.FlagSet) (finish func() error) {
 	zooFaultList := fs.String("zoo-faults", strings.Join(zooFaults, ","), "with -zoo: the faults to play, comma-separated (pause, kill, restart); empty: the loads alone, which need no replica started by make up")
 	fs.StringVar(&o.zoo.dir, "zoo-dir", ".run/zoo", "with -zoo: where the holder failpoints' trigger files go")
 	return func() error {
-		if !o.zoo.on {
-			return nil
-		}
 		o.zooLoadDefaults(fs)
 		var err error
 		if o.zoo.dir, err = filepath.Abs(o.zoo.dir); err != nil {
@@ -330,7 +450,7 @@ func (o *options) zooFlags(fs *flag.FlagSet) (finish func() error) {
 
 // zooLoadDefaults sets the zoo's load (-stock 1000, -buyers 4000, -step 12s, -rate 200,
 // -fault-after 2s) where fs was not given the flag.
-func (o *options) zooLoadDefaults(fs *flag.FlagSet) {
+func (o *zooRunOptions) zooLoadDefaults(fs *flag.FlagSet) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for name, v := range map[string]any{"stock": &o.stock, "buyers": &o.buyers, "step": &o.fault.stepFor, "rate": &o.rate, "fault-after": &o.fault.after} {
@@ -346,16 +466,9 @@ func (o *options) zooLoadDefaults(fs *flag.FlagSet) {
 	}
 }
 
-// auditFlags declares the flags of the database audit alone.
-func (o *options) auditFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.audit.only, "audit-only", false, "only audit -product-id (drain, then check every invariant)")
-	fs.Int64Var(&o.audit.productID, "product-id", 0, "product to audit with -audit-only")
-	fs.StringVar(&o.audit.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
-}
-
 // viewerFlags declares the flags of the crowd that watches each attack; its finisher needs the
 // attack's -targets, the stream viewers' default.
-func (o *options) viewerFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
+func (o *runOptions) viewerFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
 	viewerCounts := fs.String("viewers", "", "crowd sizes, comma-separated (e.g. 0,250,1000): each strategy is attacked once per size, on a product of its own, watched by that many viewers from before the attack until the sale is over and drained; the report sets the sizes side by side, with accepted/s ÷ the size 0 of the same strategy, and MySQL's statements/s during each attack (empty: no viewers)")
 	view := fs.String("view", string(viewers.Poll), "with -viewers: how they watch: poll (the product and its stats about once a second, the list every -list-every, revalidating with If-None-Match, as an open storefront does) or stream (GET /api/v1/events?product_id=N held, reconnecting with Last-Event-ID as EventSource does)")
 	viewerTargets := fs.String("viewer-targets", "", "with -viewers: base URLs the viewers read from, comma-separated; viewer i starts on the (i mod n)-th and moves on when it cannot connect (default: poll through the public entry http://$SECKILL_LB_ADDR, 127.0.0.1:8080, where nginx's micro-cache is; stream to -targets, the replicas)")
@@ -385,38 +498,24 @@ func (o *options) viewerFlags(fs *flag.FlagSet, getenv func(string) string) (fin
 	}
 }
 
-// validate checks the combinations of flags: what each mode needs, and which modes exclude
-// each other.
+// validate checks what every mode needs of the attack.
 func (o *options) validate() error {
 	switch {
-	case o.audit.only && o.audit.productID <= 0:
-		return errors.New("-audit-only needs -product-id")
-	case o.audit.only:
-		return nil
 	case len(o.targets) == 0 || len(o.strategies) == 0:
 		return errors.New("need at least one target and one strategy")
 	case o.stock < 1 || o.buyers < 1 || o.attempts < 1 || o.attempts > 3 || o.workers < 1 || o.rate < 0:
 		return errors.New("-stock, -buyers and -workers must be positive, -attempts 1 to 3, -rate not negative")
+	}
+	return nil
+}
+
+// validate checks the load test's own flags.
+func (o *runOptions) validate() error {
+	switch {
 	case o.chaos.mode != "" && o.chaos.mode != "kill":
 		return fmt.Errorf("-chaos %q: only kill is known", o.chaos.mode)
-	case o.zoo.on && (len(o.fault.names) > 0 || o.chaos.mode != "" || o.pay.share > 0):
-		return errors.New("-zoo runs its own faults: not with -faults, -chaos or -pay")
-	case o.zoo.on && (o.zoo.pause <= o.zoo.lockTTL || o.zoo.pause <= o.zoo.session):
-		return errors.New("-zoo-pause must be longer than -zoo-lock-ttl and -zoo-session: the pause must outlast the leases")
-	case o.zoo.on && (o.zoo.hold <= 0 || o.zoo.hold >= o.zoo.lockTTL):
-		return errors.New("-zoo-hold must be shorter than -zoo-lock-ttl: only the restart, not the lease's end, may free the held lock")
-	case len(o.fault.names) > 0 && o.chaos.mode != "":
-		return errors.New("-faults and -chaos: one or the other")
 	case !(o.pay.share >= 0 && o.pay.share <= 1) || o.pay.secondWave < 0 || o.pay.maxWait <= 0:
 		return errors.New("-pay must be between 0 and 1, -second-wave not negative, -pay-max-wait positive")
-	case o.pay.share > 0 && len(o.fault.names) > 0:
-		return errors.New("-pay and -faults: one or the other")
-	case len(o.fault.names) > 0 && (o.fault.replicas < 1 || o.chaos.replica < 1 || o.chaos.replica > o.fault.replicas || o.fault.termReplica < 1 || o.fault.termReplica > o.fault.replicas):
-		return errors.New("-faults: -chaos-replica and -term-replica must be among the -replicas")
-	case len(o.fault.names) > 0 && (o.fault.stepFor <= 0 || o.fault.after < 0 || o.fault.stopFor < 0):
-		return errors.New("-faults: -step must be positive, -fault-after and -fault-for not negative")
-	case len(o.view.counts) > 0 && (len(o.fault.names) > 0 || o.zoo.on):
-		return errors.New("-viewers watch the attacks of the load test: not with -faults or -zoo")
 	case o.view.rounds < 1:
 		return errors.New("-viewer-rounds must be at least 1")
 	case o.view.warmup < 0 || o.view.linger < 0 || o.view.connectFor < 0 || o.view.pollEvery <= 0 || o.view.listEvery <= 0:
@@ -425,25 +524,69 @@ func (o *options) validate() error {
 	return nil
 }
 
+// validate checks the settings of the faults' steps.
+func (f *faultOptions) validate() error {
+	switch {
+	case f.replicas < 1 || f.killReplica < 1 || f.killReplica > f.replicas || f.termReplica < 1 || f.termReplica > f.replicas:
+		return errors.New("-chaos-replica and -term-replica must be among the -replicas")
+	case f.stepFor <= 0 || f.after < 0 || f.stopFor < 0:
+		return errors.New("-step must be positive, -fault-after and -fault-for not negative")
+	}
+	return nil
+}
+
+// validate checks the zoo's own flags.
+func (o *zooRunOptions) validate() error {
+	switch {
+	case o.zoo.pause <= o.zoo.lockTTL || o.zoo.pause <= o.zoo.session:
+		return errors.New("-zoo-pause must be longer than -zoo-lock-ttl and -zoo-session: the pause must outlast the leases")
+	case o.zoo.hold <= 0 || o.zoo.hold >= o.zoo.lockTTL:
+		return errors.New("-zoo-hold must be shorter than -zoo-lock-ttl: only the restart, not the lease's end, may free the held lock")
+	}
+	return nil
+}
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	o, err := parseOptions(args, getenv, os.Stderr)
+	switch modeOf(args) {
+	case modeFaults:
+		o, err := parseFaultRun(args, getenv, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return withDB(o.mysqlDSN, func(db *sql.DB) error { return faultRun(ctx, db, o, stdout) })
+	case modeZoo:
+		o, err := parseZooRun(args, getenv, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return withDB(o.mysqlDSN, func(db *sql.DB) error { return zooRun(ctx, db, o, stdout) })
+	case modeAudit:
+		o, err := parseAuditRun(args, getenv, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return withDB(o.mysqlDSN, func(db *sql.DB) error { return auditOnly(ctx, db, o, stdout) })
+	}
+	o, err := parseRun(args, getenv, os.Stderr)
 	if err != nil {
 		return err
 	}
-	db, err := openDB(o.mysqlDSN)
+	return withDB(o.mysqlDSN, func(db *sql.DB) error { return loadRun(ctx, db, o, stdout) })
+}
+
+// withDB opens the app's database for fn and closes it after.
+func withDB(dsn string, fn func(*sql.DB) error) error {
+	db, err := openDB(dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if o.audit.only {
-		return auditOnly(ctx, db, o, stdout)
-	}
-	if len(o.fault.names) > 0 {
-		return faultRun(ctx, db, o, stdout)
-	}
-	if o.zoo.on {
-		return zooRun(ctx, db, o, stdout)
-	}
+	return fn(db)
+}
+
+// loadRun is the load test proper: the attacks, their report, and exit status 1 if an invariant
+// broke.
+func loadRun(ctx context.Context, db *sql.DB, o *runOptions, stdout io.Writer) error {
 	rep, err := runAll(ctx, db, o, progress(stdout, o.quiet))
 	if err != nil {
 		return err
@@ -463,7 +606,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 // faultRun is run for -faults: the steps, their report, and exit status 1 if one failed.
-func faultRun(ctx context.Context, db *sql.DB, o *options, stdout io.Writer) error {
+func faultRun(ctx context.Context, db *sql.DB, o *faultRunOptions, stdout io.Writer) error {
 	rep, err := runFaults(ctx, db, o, progress(stdout, o.quiet))
 	if err != nil {
 		return err
@@ -484,7 +627,7 @@ func faultRun(ctx context.Context, db *sql.DB, o *options, stdout io.Writer) err
 
 // zooRun is run for -zoo: the matrix, its report, and exit status 1 if a cell is not what the
 // write-ups say it should be.
-func zooRun(ctx context.Context, db *sql.DB, o *options, stdout io.Writer) error {
+func zooRun(ctx context.Context, db *sql.DB, o *zooRunOptions, stdout io.Writer) error {
 	rep, err := runZoo(ctx, db, o, progress(stdout, o.quiet))
 	if err != nil {
 		return err

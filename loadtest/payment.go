@@ -140,19 +140,19 @@ func choosePayers(n int, fraction float64) []bool {
 // final audit's facts (sr.Facts). An error means the phase could not be run (the run ended, a
 // read failed, the replicas' window is too long to wait out); what it finds broken are
 // violations, and so is a window that ran out before the attack's queue drained.
-func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr *StrategyReport, answers, settled []answer, say func(string, ...any)) error {
+func paymentPhase(ctx context.Context, db *sql.DB, o *options, po payOptions, runID string, sr *StrategyReport, answers, settled []answer, say func(string, ...any)) error {
 	p := &PaymentReport{}
 	sr.Payment = p
-	if p.Skipped = skipPayment(o, sr, say); p.Skipped != "" {
+	if p.Skipped = skipPayment(po, sr, say); p.Skipped != "" {
 		return nil
 	}
 	pid, client := sr.ProductID, payClient(o)
-	w1, f1, backOK, err := payFirstWave(ctx, db, client, o, sr, p, answers, settled, say)
+	w1, f1, backOK, err := payFirstWave(ctx, db, client, o, po, sr, p, answers, settled, say)
 	if err != nil {
 		return err
 	}
 	w := &p.Second
-	w2, orders2, broken2, err := runSecondWave(ctx, db, client, o, runID, sr, w, f1, say)
+	w2, orders2, broken2, err := runSecondWave(ctx, db, client, o, po.secondWave, runID, sr, w, f1, say)
 	if err != nil {
 		return err
 	}
@@ -190,9 +190,9 @@ func paymentPhase(ctx context.Context, db *sql.DB, o *options, runID string, sr 
 
 // skipPayment says why sr's strategy gets no payment phase, having said so with say, or "" when
 // it gets one.
-func skipPayment(o *options, sr *StrategyReport, say func(string, ...any)) string {
-	if slices.Contains(o.pay.skip, sr.Strategy) {
-		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(o.pay.skip, ","))
+func skipPayment(po payOptions, sr *StrategyReport, say func(string, ...any)) string {
+	if slices.Contains(po.skip, sr.Strategy) {
+		say("%s: no payment phase (-pay-skip %s)", sr.Strategy, strings.Join(po.skip, ","))
 		return "-pay-skip"
 	}
 	if sr.Facts.ClosedUnits > 0 {
@@ -210,7 +210,7 @@ func skipPayment(o *options, sr *StrategyReport, say func(string, ...any)) strin
 // the others let the window run out. It fills p's first-wave fields and returns the winners, the
 // database once the unpaid units came back (backOK: all of them before the timeout), after the
 // pause that lets the restock settle.
-func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *options, sr *StrategyReport, p *PaymentReport, answers, settled []answer, say func(string, ...any)) (w1 []winner, f1 audit.Facts, backOK bool, err error) {
+func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *options, po payOptions, sr *StrategyReport, p *PaymentReport, answers, settled []answer, say func(string, ...any)) (w1 []winner, f1 audit.Facts, backOK bool, err error) {
 	w1 = winnersOf(answers, settled)
 	orders1, err := readOrders(ctx, client, o, w1)
 	if err != nil {
@@ -218,11 +218,11 @@ func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *optio
 	}
 	p.WindowSeconds = windowOf(w1, orders1)
 	last := latestExpiry(orders1)
-	if wait := time.Until(last); wait > o.pay.maxWait {
+	if wait := time.Until(last); wait > po.maxWait {
 		return nil, f1, false, fmt.Errorf("the replicas' orders wait %s more for payment, longer than -pay-max-wait %s: restart the replicas with a short window "+
-			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), o.pay.maxWait)
+			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), po.maxWait)
 	}
-	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), o.pay.share))
+	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), po.share))
 	say("%s: payment: %d orders, window ≈ %.1f s; %d paid, %d declines, %d late; waiting for the rest to expire",
 		sr.Strategy, len(w1), p.WindowSeconds, p.First.Paid, p.First.Declined, p.First.Late)
 	if err := ctx.Err(); err != nil {
@@ -245,17 +245,17 @@ func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *optio
 // runSecondWave sells the units that came back (back.Stock) to new buyers, whose winners all
 // pay. It fills w and returns the wave's winners, their orders, and the violations it saw in the
 // wave's answers, for the caller to add once the final audit has been read.
-func runSecondWave(ctx context.Context, db *sql.DB, client *http.Client, o *options, runID string, sr *StrategyReport, w *WaveReport, back audit.Facts, say func(string, ...any)) ([]winner, []orderView, []string, error) {
+func runSecondWave(ctx context.Context, db *sql.DB, client *http.Client, o *options, buyers2 int, runID string, sr *StrategyReport, w *WaveReport, back audit.Facts, say func(string, ...any)) ([]winner, []orderView, []string, error) {
 	pid := sr.ProductID
 	w.Units = back.Stock
-	w.Buyers = o.pay.secondWave
+	w.Buyers = buyers2
 	if w.Buyers == 0 {
 		// The unsafe control's stock after its returns can be anything: its wave is bounded by
 		// the first one.
 		w.Buyers = max(min(20*w.Units, o.buyers), 100)
 	}
 	o2 := *o
-	o2.buyers, o2.chaos.mode = w.Buyers, ""
+	o2.buyers, o2.during = w.Buyers, nil
 	plan := planAttempts(&o2, runID+"w2", sr.Strategy)
 	answers2, _, err := attack(ctx, &o2, pid, plan, say)
 	if err != nil {

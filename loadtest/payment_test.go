@@ -332,8 +332,8 @@ func TestPaymentMarkdown(t *testing.T) {
 }
 
 func TestParsePayOptions(t *testing.T) {
-	parse := func(args ...string) (*options, error) {
-		return parseOptions(args, func(string) string { return "" }, io.Discard)
+	parse := func(args ...string) (*runOptions, error) {
+		return parseRun(args, func(string) string { return "" }, io.Discard)
 	}
 	o, err := parse("-pay", "0.5")
 	if err != nil {

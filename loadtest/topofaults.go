@@ -129,7 +129,7 @@ func startKilled(ctx context.Context, e *faultEnv) (string, error) {
 }
 
 // topologySkip says why the fault f cannot be played on this run's topology ("" when it can).
-func topologySkip(o *options, f fault) string {
+func topologySkip(o *faultRunOptions, f fault) string {
 	switch {
 	case f.topology == "redis" && o.fault.redis.Mode == redisconn.Single:
 		return "it needs a replicated Redis (make up REDIS_MODE=cluster or sentinel); the stack's is " + o.fault.redis.String()

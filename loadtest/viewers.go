@@ -160,7 +160,7 @@ func productName(strategy string, c crowdRun, mode viewers.Mode) string {
 
 // watch is one attack's crowd: started before the attack, stopped once the sale is over.
 type watch struct {
-	o         *options
+	o         *runOptions
 	crowd     *viewers.Crowd // nil for a count of 0
 	productID int64
 	connected int
@@ -173,7 +173,7 @@ type watch struct {
 
 // startWatch starts count viewers on productID (none for 0) and waits until they watch: every
 // stream connected (at most -viewer-connect), then -viewer-warmup.
-func startWatch(ctx context.Context, o *options, productID int64, count int, say func(string, ...any)) (*watch, error) {
+func startWatch(ctx context.Context, o *runOptions, productID int64, count int, say func(string, ...any)) (*watch, error) {
 	w := &watch{o: o, productID: productID, say: say}
 	if count == 0 {
 		return w, nil

@@ -31,7 +31,7 @@ func TestParseViewerOptions(t *testing.T) {
 		{"polling the replicas", []string{"-viewers", "1000", "-viewer-targets", strings.Join(replicas, ",")}, nil, []int{1000}, viewers.Poll, replicas},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			o, err := parseRun(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestParseViewerOptions(t *testing.T) {
 		{"-viewers", "5", "-poll-every", "0s"},
 		{"-viewers", "5", "-viewer-linger", "-1s"},
 	} {
-		if _, err := parseOptions(args, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseRun(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%q: parsed", args)
 		}
 	}
@@ -285,7 +285,7 @@ func TestViewersSmoke(t *testing.T) {
 	stack, targets := apptest.Cluster(t, 3, nil)
 	for _, mode := range []string{"poll", "stream"} {
 		t.Run(mode, func(t *testing.T) {
-			o, err := parseOptions([]string{
+			o, err := parseRun([]string{
 				"-targets", strings.Join(targets, ","), "-strategies", "mysql",
 				"-stock", "50", "-buyers", "500", "-workers", "16", "-baseline", "0", "-drain-timeout", "60s",
 				"-viewers", "0,30", "-view", mode, "-viewer-targets", strings.Join(targets, ","), "-viewer-warmup", "500ms",

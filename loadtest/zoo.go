@@ -193,13 +193,13 @@ func (c ZooCell) ok() bool { return c.Outcome == c.Expected }
 // zooEnv arms the replicas and fires the failpoints.
 type zooEnv struct {
 	*faultEnv
-	dir string
+	zoo zooOptions
 	db  *sql.DB
 }
 
 // trigger is the trigger file of fault for strategy.
 func (z *zooEnv) trigger(fault, strategy string) string {
-	return filepath.Join(z.dir, "holder-"+fault+"."+strategy)
+	return filepath.Join(z.zoo.dir, "holder-"+fault+"."+strategy)
 }
 
 // armReplica restarts replica n (gracefully) with the holder failpoints armed and the short lease
@@ -211,14 +211,14 @@ func (z *zooEnv) armReplica(ctx context.Context, n int, restart bool) error {
 		}
 	}
 	env := []string{
-		"SECKILL_TEST_FAILPOINT=holder-kill:" + filepath.Join(z.dir, "holder-kill") +
-			",holder-pause@" + z.o.zoo.pause.String() + ":" + filepath.Join(z.dir, "holder-pause") +
-			",holder-hold@" + z.o.zoo.hold.String() + ":" + filepath.Join(z.dir, "holder-hold"),
-		"SECKILL_LOCK_TTL=" + z.o.zoo.lockTTL.String(),
-		"SECKILL_ZK_SESSION_TIMEOUT=" + z.o.zoo.session.String(),
+		"SECKILL_TEST_FAILPOINT=holder-kill:" + filepath.Join(z.zoo.dir, "holder-kill") +
+			",holder-pause@" + z.zoo.pause.String() + ":" + filepath.Join(z.zoo.dir, "holder-pause") +
+			",holder-hold@" + z.zoo.hold.String() + ":" + filepath.Join(z.zoo.dir, "holder-hold"),
+		"SECKILL_LOCK_TTL=" + z.zoo.lockTTL.String(),
+		"SECKILL_ZK_SESSION_TIMEOUT=" + z.zoo.session.String(),
 		"SECKILL_ALLOW_UNSAFE_STRATEGIES=true",
 	}
-	if err := z.script(ctx, env, z.o.chaos.script, "start", strconv.Itoa(n)); err != nil {
+	if err := z.script(ctx, env, z.o.fault.replicaScript, "start", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	z.armed[n] = true
@@ -227,11 +227,11 @@ func (z *zooEnv) armReplica(ctx context.Context, n int, restart bool) error {
 
 // armAll restarts every replica of the stack armed (armReplica).
 func (z *zooEnv) armAll(ctx context.Context) error {
-	if err := os.MkdirAll(z.dir, 0o755); err != nil {
+	if err := os.MkdirAll(z.zoo.dir, 0o755); err != nil {
 		return err
 	}
 	for n := 1; n <= z.o.fault.replicas; n++ {
-		z.say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, z.o.zoo.pause, z.o.zoo.lockTTL, z.o.zoo.session)
+		z.say("zoo: arming replica %d (holder-pause %s, holder-kill; lock TTL %s, ZooKeeper session %s)", n, z.zoo.pause, z.zoo.lockTTL, z.zoo.session)
 		if err := z.armReplica(ctx, n, true); err != nil {
 			return err
 		}
@@ -273,7 +273,7 @@ func (z *zooEnv) holderFault(name string, st sale.Strategy, spec zooSpec) fault 
 // fire creates trigger and waits until a holder of st has taken it (removed it), for 15 s at
 // most; a trigger no holder took is removed, so that it cannot fire later.
 func (z *zooEnv) fire(ctx context.Context, trigger string, st sale.Strategy) error {
-	if err := os.MkdirAll(z.dir, 0o755); err != nil {
+	if err := os.MkdirAll(z.zoo.dir, 0o755); err != nil {
 		return err
 	}
 	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
@@ -298,14 +298,14 @@ func (z *zooEnv) fire(ctx context.Context, trigger string, st sale.Strategy) err
 // -zoo-pause, after which it wakes by itself.
 func (z *zooEnv) pauseFault(st sale.Strategy, fire func(context.Context) error) fault {
 	return fault{
-		name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.o.zoo.pause),
+		name: "pause", what: fmt.Sprintf("the replica holding the %s lock stops (SIGSTOP) for %s", st, z.zoo.pause),
 		inject: func(ctx context.Context, e *faultEnv) error { return fire(ctx) },
 		restore: func(ctx context.Context, e *faultEnv) error {
 			// The paused process wakes by itself; the fault is undone when it has.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(z.o.zoo.pause):
+			case <-time.After(z.zoo.pause):
 				return nil
 			}
 		},
@@ -361,7 +361,7 @@ func (z *zooEnv) killFault(st sale.Strategy, unstall func(context.Context, *zooE
 // waits in its critical section (holder-hold), r.restart SIGKILLed and started again, empty, and
 // r.down started with them, all at once, well within the hold.
 func (z *zooEnv) restartFault(st sale.Strategy, r serverRestart, fire func(context.Context) error) fault {
-	what := fmt.Sprintf("the %s holder waits %s in its critical section while %s restart empty", st, z.o.zoo.hold, strings.Join(r.restart, ", "))
+	what := fmt.Sprintf("the %s holder waits %s in its critical section while %s restart empty", st, z.zoo.hold, strings.Join(r.restart, ", "))
 	if len(r.down) > 0 {
 		what += fmt.Sprintf(" and %s (down when it took the lock) come back", strings.Join(r.down, ", "))
 	}
@@ -401,7 +401,7 @@ func (z *zooEnv) restartFault(st sale.Strategy, r serverRestart, fire func(conte
 }
 
 // runZoo is the lock zoo: yardsticks, then every strategy's load and faults, and the matrix.
-func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any)) (*ZooReport, error) {
+func runZoo(ctx context.Context, db *sql.DB, o *zooRunOptions, say func(string, ...any)) (*ZooReport, error) {
 	began := time.Now()
 	rep := &ZooReport{
 		RunID: began.UTC().Format("20060102-150405"), StartedAt: began.UTC(), Machine: yardstick.Machine(),
@@ -410,13 +410,13 @@ func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 			ZKSession: o.zoo.session, Step: o.fault.stepFor, StepRate: o.rate, FaultAfter: o.fault.after, Faults: o.zoo.faults},
 	}
 	if o.baselineFor > 0 {
-		ys, err := measureYardsticks(ctx, o, say)
+		ys, err := measureYardsticks(ctx, &o.options, say)
 		if err != nil {
 			return nil, err
 		}
 		rep.Yardsticks = ys
 	}
-	z := &zooEnv{faultEnv: &faultEnv{o: o, say: say, armed: map[int]bool{}}, dir: o.zoo.dir, db: db}
+	z := &zooEnv{faultEnv: &faultEnv{o: &faultRunOptions{options: o.options, fault: o.fault}, say: say, armed: map[int]bool{}}, zoo: o.zoo, db: db}
 	if len(o.zoo.faults) > 0 {
 		if err := z.armAll(ctx); err != nil {
 			return nil, err
@@ -442,7 +442,7 @@ func runZoo(ctx context.Context, db *sql.DB, o *options, say func(string, ...any
 }
 
 // zooStrategy runs one row: the load, then each fault that applies.
-func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *adminClient, rep *ZooReport, st sale.Strategy, say func(string, ...any)) (*ZooRow, error) {
+func zooStrategy(ctx context.Context, db *sql.DB, o *zooRunOptions, z *zooEnv, admin *adminClient, rep *ZooReport, st sale.Strategy, say func(string, ...any)) (*ZooRow, error) {
 	info, ok := st.Info()
 	if !ok {
 		return nil, errors.New("not a strategy of the catalog")
@@ -454,7 +454,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 	if err != nil {
 		return nil, err
 	}
-	lo := *o
+	lo := runOptions{options: o.options}
 	lo.rate = 0
 	sr, err := attackStrategy(ctx, db, &lo, admin, rep.RunID, string(st), crowdRun{}, say)
 	if err != nil {
@@ -493,7 +493,7 @@ func zooStrategy(ctx context.Context, db *sql.DB, o *options, z *zooEnv, admin *
 		if !applies {
 			continue
 		}
-		so := *o
+		so := faultRunOptions{options: o.options, fault: o.fault}
 		so.strategies = []string{string(st)}
 		// A stalled sale answers each buyer after the whole lock wait: the step's load ends on
 		// time, whatever it has sent.

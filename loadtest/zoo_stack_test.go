@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -13,8 +14,12 @@ import (
 // plays them on the stack of make up). Each must come out as the write-ups say: the safe ones
 // whole, `none` oversold, the capped optimistic lock undersold.
 func TestZooShort(t *testing.T) {
-	o, db := threeReplicas(t, "-zoo", "-zoo-faults", "", "-strategies", "all",
+	args, db := onThreeReplicas(t, "-zoo", "-zoo-faults", "", "-strategies", "all",
 		"-stock", "200", "-buyers", "800", "-workers", "64")
+	o, err := parseZooRun(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rep, err := runZoo(ctx, db, o, t.Logf)
