@@ -410,7 +410,7 @@ func TestComposeAppSettings(t *testing.T) {
 		})
 	}
 
-	// The load test reads the same settings from its environment (see loadtest/main.go).
+	// The load test reads the same settings from its environment (see loadtest/internal/attack/options.go).
 	lt := c.services["loadtest"]
 	for _, k := range []string{"SECKILL_ADMIN_TOKEN", "SECKILL_MYSQL_DSN", "SECKILL_REDIS_ADDR", "SECKILL_ZK_SERVERS"} {
 		if lt.env[k] != apps["app1"].env[k] {

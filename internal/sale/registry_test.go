@@ -24,7 +24,7 @@ const registryFile = "internal/sale/strategies.go"
 // for what it measures rather than a list of what exists.
 var allowedLists = map[string]string{
 	// The zoo's harness pieces (unstall, servers to restart): TestZooHarnessesKeyedByRegistry.
-	"loadtest/zoo.go": "zooHarnesses",
+	"loadtest/internal/zoo/zoo.go": "zooHarnesses",
 	// The bench's returns phase: one strategy per way units go back (the stock row, a lock's
 	// critical section, the Lua state), a sample for the measurement.
 	"loadtest/bench/main.go": "returnStrategies",
