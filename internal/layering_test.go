@@ -15,7 +15,7 @@ const module = "github.com/seckill-go/seckill-go/internal/"
 
 // domain are the domain packages (internal/<name>): what they may import besides each other, the
 // standard library and the leaves is nothing.
-var domain = []string{"sale", "board", "checkout", "order"}
+var domain = []string{"sale", "board", "checkout", "order", "waitroom"}
 
 // leaves are the packages (internal/<name>) that import nothing but the standard library, so that
 // every package may use them, a domain package included.
