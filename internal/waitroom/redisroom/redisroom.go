@@ -92,10 +92,18 @@ func New(rdb redis.Cmdable, ns string) (*Room, error) {
 // Keys returns the keys of saleID's room: for the load test and the operators, who read them.
 func (r *Room) Keys(saleID string) Keys { return KeysFor(r.ns, saleID) }
 
+// configureScript writes the settings. A new rate starts its count afresh (start, used) at the
+// room's clock: counted from the opening, a lower rate would owe the admissions the higher one
+// gave, and stall the room for as long again, and a higher one would owe a burst.
 var configureScript = redis.NewScript(strings.TrimSpace(`
-local cur = redis.call('HMGET', KEYS[1], 'shuffle', 'issued')
+local cur = redis.call('HMGET', KEYS[1], 'shuffle', 'issued', 'rate', 'clock')
 if cur[2] and tonumber(cur[2]) > 0 and cur[1] ~= ARGV[2] then
 	return 'shuffle_locked'
+end
+if cur[3] and tonumber(cur[3]) ~= tonumber(ARGV[3]) then
+	local t = redis.call('TIME')
+	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	redis.call('HSET', KEYS[1], 'start', math.max(now, tonumber(cur[4] or '0')), 'used', 0)
 end
 redis.call('HSET', KEYS[1], 'opens', ARGV[1], 'shuffle', ARGV[2], 'rate', ARGV[3], 'max', ARGV[4],
 	'session', ARGV[5], 'abandon', ARGV[6])

@@ -5,9 +5,9 @@
 -- KEYS[1] meta     hash: the settings (opens, shuffle, rate, max, session, abandon: ms and per
 --                        second) and the counters: issued (tickets handed out), served (the serving
 --                        counter: every ticket up to it was admitted or skipped), opened, seed (of
---                        the shuffle), soldout, credit (returned units not yet admitted), used
---                        (admissions counted against the rate), clock (the latest time the room
---                        read), beat (the latest time anyone in line was heard from)
+--                        the shuffle), soldout, credit (returned units not yet admitted), start
+--                        and used (the rate's count: admissions since start), clock (the latest
+--                        time the room read), beat (the latest time anyone in line was heard from)
 -- KEYS[2] tickets  hash: buyer -> ticket; 0 while in a pre-queue the opening shuffles
 -- KEYS[3] line     hash: ticket -> buyer, for the tickets the serving counter has not passed
 -- KEYS[4] pre      list: the pre-queue the opening shuffles, in order of joining
