@@ -3,6 +3,7 @@ package redisroom
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -26,20 +27,34 @@ func allowedBy(rate float64, opens, at time.Time) int {
 	return max(0, int(math.Floor(rate*float64(at.Sub(opens).Milliseconds())/1000)))
 }
 
-// checkRate asserts that by every moment of events (each at the Redis time of its decision) the
-// admissions so far are at most what rate allowed since opens, give or take one unit, and that
-// by the last they are at least that, less one: bounded and not starved.
-func checkRate(t *testing.T, events []event, rate float64, opens time.Time) (admitted, allowed int) {
-	t.Helper()
+// overRate returns the first moment of events (each at the Redis time of its decision) by which
+// more were admitted than rate allowed since opens, give or take one unit; "" for none. It sorts
+// events by time.
+func overRate(events []event, rate float64, opens time.Time) string {
 	slices.SortStableFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
+	admitted := 0
 	for i, e := range events {
 		admitted += e.n
 		if i+1 < len(events) && events[i+1].at.Equal(e.at) {
 			continue // decisions in the same millisecond: check after all of them
 		}
 		if limit := allowedBy(rate, opens, e.at) + 1; admitted > limit {
-			t.Fatalf("%d admitted by %v after the opening, at %v a second: over the %d allowed", admitted, e.at.Sub(opens), rate, limit)
+			return fmt.Sprintf("%d admitted by %v after the opening, at %v a second: over the %d allowed", admitted, e.at.Sub(opens), rate, limit)
 		}
+	}
+	return ""
+}
+
+// checkRate asserts that by every moment of events the admissions so far are at most what rate
+// allowed since opens (overRate), and that by the last they are at least that, less one: bounded
+// and not starved.
+func checkRate(t *testing.T, events []event, rate float64, opens time.Time) (admitted, allowed int) {
+	t.Helper()
+	if over := overRate(events, rate, opens); over != "" {
+		t.Fatal(over)
+	}
+	for _, e := range events {
+		admitted += e.n
 	}
 	last := events[len(events)-1].at
 	allowed = allowedBy(rate, opens, last)
@@ -56,12 +71,16 @@ func TestAdmitRateAcrossReplicas(t *testing.T) {
 	const rate = 40.0
 	f := newFixture(t)
 	s := f.settings(t)
-	s.AdmitRate, s.OpensAt = rate, f.now(t).Add(200*time.Millisecond)
+	s.AdmitRate, s.OpensAt = rate, f.now(t).Add(time.Hour)
 	f.configure(t, s)
 	bs := buyers(200)
 	for _, b := range bs {
 		f.join(t, b)
 	}
+	// The opening is set once everyone joined: on a slow machine the joins could outlast a
+	// second, and the rate's count, capped at a second's worth, would start short of the bound.
+	s.OpensAt = f.now(t).Add(200 * time.Millisecond)
+	f.configure(t, s)
 	rooms := []*Room{f.room, f.replica(t), f.replica(t)}
 	var (
 		mu     sync.Mutex
@@ -99,66 +118,60 @@ func TestAdmitRateAcrossReplicas(t *testing.T) {
 }
 
 // TestNaiveAdmitOverAdmits is the negative control of TestAdmitRateAcrossReplicas: the same
-// bound computed in Go between separate round trips (read the count, read the clock, decide,
-// count) lets racing replicas through together, and checkRate's bound catches it.
+// bound decided in Go between separate round trips (read the count and the clock, admit what
+// they allow, then count it) lets replicas that read before any of them counted admit the same
+// units, and the rate check catches it. The replicas tick in lock step, every 50 ms all reading,
+// then all counting: the interleaving a loaded machine produces only sometimes (a free-running
+// version over-admitted 5 to 12 of 200 on most runs, and none on one), made certain.
 func TestNaiveAdmitOverAdmits(t *testing.T) {
 	t.Parallel()
-	const rate, replicas = 200.0, 16
+	const rate, replicas = 40.0, 3
 	f := newFixture(t)
 	key := f.room.Keys(f.sale).Meta
 	opens := f.now(t)
-	end := opens.Add(time.Second)
 	var (
-		mu     sync.Mutex
 		events []event
+		last   = opens
 	)
-	parallel(t, replicas, func(int) error {
-		for {
-			at, ok, err := naiveAdmit(t.Context(), f.rdb, key, rate, opens)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			events = append(events, event{at, map[bool]int{true: 1}[ok]})
-			mu.Unlock()
-			if !at.Before(end) {
-				return nil
-			}
+	for last.Before(opens.Add(300 * time.Millisecond)) {
+		time.Sleep(50 * time.Millisecond)
+		at, n := make([]time.Time, replicas), make([]int, replicas)
+		parallel(t, replicas, func(i int) (err error) {
+			at[i], n[i], err = naiveBudget(t.Context(), f.rdb, key, rate, opens)
+			return err
+		})
+		parallel(t, replicas, func(i int) error { return f.rdb.HIncrBy(t.Context(), key, "used", int64(n[i])).Err() })
+		for i := range replicas {
+			events = append(events, event{at[i], n[i]})
+			last = at[i]
 		}
-	})
-	slices.SortStableFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
-	admitted := 0
-	for _, e := range events {
-		admitted += e.n
 	}
-	allowed := allowedBy(rate, opens, events[len(events)-1].at)
-	if admitted <= allowed+1 {
-		t.Fatalf("the naive admission admitted %d, allowed %d: the control proves nothing on this run", admitted, allowed)
+	over := overRate(events, rate, opens)
+	if over == "" {
+		t.Fatal("the naive admission kept to the rate: the control proves nothing")
 	}
-	t.Logf("naive admission by %d replicas: %d admitted, %d allowed", replicas, admitted, allowed)
+	t.Logf("naive admission by %d replicas in lock step: %s", replicas, over)
 }
 
-// naiveAdmit admits one visitor if the rate allows it, deciding in Go between round trips.
-func naiveAdmit(ctx context.Context, rdb redis.Cmdable, key string, rate float64, opens time.Time) (time.Time, bool, error) {
+// naiveBudget reads the rate's count and the clock and says how many visitors the rate lets in
+// now: the decision, without the count that should go with it atomically.
+func naiveBudget(ctx context.Context, rdb redis.Cmdable, key string, rate float64, opens time.Time) (time.Time, int, error) {
 	used, err := rdb.HGet(ctx, key, "used").Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return time.Time{}, false, err
+		return time.Time{}, 0, err
 	}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
-		return time.Time{}, false, err
+		return time.Time{}, 0, err
 	}
-	if allowedBy(rate, opens, now)-used < 1 {
-		return now, false, nil
-	}
-	return now, true, rdb.HIncrBy(ctx, key, "used", 1).Err()
+	return now, max(0, allowedBy(rate, opens, now)-used), nil
 }
 
 // TestMaxActive: however fast three replicas call Admit, no more than MaxActive sessions run at
 // once; a session's end frees its place for the next in line.
 func TestMaxActive(t *testing.T) {
 	t.Parallel()
-	const maxActive = 3
+	const maxActive, want = 3, 9 // three rounds of sessions
 	f := newFixture(t)
 	s := f.settings(t)
 	s.MaxActive, s.Session = maxActive, time.Second
@@ -169,10 +182,11 @@ func TestMaxActive(t *testing.T) {
 	rooms := []*Room{f.room, f.replica(t), f.replica(t)}
 	var (
 		mu     sync.Mutex
-		starts []time.Time // one per admission
-		order  []Admission
+		starts []time.Time // one per admission, in the order of the line
 	)
-	end := f.now(t).Add(2300 * time.Millisecond)
+	// Until three rounds of sessions were admitted: a liveness wait, bounded generously in Redis
+	// time, not a measure of speed (a stalled machine only makes it longer).
+	deadline := f.now(t).Add(20 * time.Second)
 	parallel(t, len(rooms), func(i int) error {
 		for {
 			a, err := rooms[i].Admit(t.Context(), f.sale)
@@ -183,14 +197,15 @@ func TestMaxActive(t *testing.T) {
 			for range a.Admitted {
 				starts = append(starts, a.At)
 			}
-			order = append(order, a)
+			n := len(starts)
 			mu.Unlock()
-			if !a.At.Before(end) {
+			if n >= want || a.At.After(deadline) {
 				return nil
 			}
 			time.Sleep(time.Millisecond)
 		}
 	})
+	slices.SortStableFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	for _, at := range starts {
 		live := 0
 		for _, st := range starts {
@@ -202,21 +217,13 @@ func TestMaxActive(t *testing.T) {
 			t.Fatalf("%d sessions at %v, max %d", live, at, maxActive)
 		}
 	}
-	if len(starts) < 2*maxActive {
-		t.Fatalf("%d admitted in 2.3 s of sessions of 1 s: ended sessions freed no place", len(starts))
+	if len(starts) < want {
+		t.Fatalf("%d admitted in 20 s of sessions of 1 s: ended sessions freed no place", len(starts))
 	}
-	t.Logf("%d admitted in 2.3 s, %d sessions of %v at most", len(starts), maxActive, s.Session)
+	t.Logf("%d admitted in %v, %d sessions of %v at most", len(starts), starts[len(starts)-1].Sub(starts[0]), maxActive, s.Session)
 
-	slices.SortStableFunc(order, func(a, b Admission) int { return a.At.Compare(b.At) })
-	first := ""
-	for _, a := range order {
-		if len(a.Admitted) > 0 {
-			first = a.Admitted[0]
-			break
-		}
-	}
-	if st := f.status(t, first); first != "b1" || st.State != waitroom.SessionOver {
-		t.Fatalf("the first admitted, %s, after its session: %v, want b1, session_over", first, st.State)
+	if st := f.status(t, "b1"); st.State != waitroom.SessionOver {
+		t.Fatalf("b1, the first admitted, after its session: %v, want session_over", st.State)
 	}
 	if st := f.join(t, "b1"); st.Ticket != 13 || st.State != waitroom.Waiting {
 		t.Fatalf("b1 joining again after its session: %+v, want ticket 13, waiting", st)
