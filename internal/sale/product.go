@@ -24,6 +24,8 @@ type Product struct {
 	// epoch and its deduction applies only while the product is still in that epoch, so rules
 	// cached in memory can be stale without a purchase ever committing under rules that are gone.
 	Epoch uint64
+	// Admission says whether buyers queue in a waiting room before they buy (issue #32).
+	Admission AdmissionRule
 }
 
 // CheckWindow returns ErrSaleNotStarted or ErrSaleEnded when now is outside [start, end).
@@ -72,6 +74,8 @@ type NewProduct struct {
 	SaleEndsAt   time.Time
 	PerUserLimit int
 	Listed       bool
+	// Admission is the sale's admission rule; the zero value is an open sale.
+	Admission AdmissionRule
 }
 
 // Validate checks every field and returns the first problem as a *ValidationError.
@@ -101,17 +105,19 @@ func (np NewProduct) Validate() error {
 	if _, err := ParseStrategy(string(np.Strategy)); err != nil {
 		return err
 	}
-	return nil
+	return np.Admission.Validate(np.SaleStartsAt)
 }
 
 // Reset puts a product back on sale with fresh stock: it clears the product's reservations, orders
 // and idempotency keys. Empty Strategy keeps the current one. When the window is not given and the
-// sale has already ended, the window reopens from now for its original length.
+// sale has already ended, the window reopens from now for its original length. A nil Admission
+// keeps the current one (AdmissionFor).
 type Reset struct {
 	Stock        int
 	Strategy     Strategy
 	SaleStartsAt time.Time
 	SaleEndsAt   time.Time
+	Admission    *AdmissionRule
 }
 
 // Validate checks the reset request.
@@ -126,6 +132,12 @@ func (r Reset) Validate() error {
 	}
 	if r.SaleStartsAt.IsZero() != r.SaleEndsAt.IsZero() {
 		return invalid("sale_starts_at", "give both sale_starts_at and sale_ends_at, or neither")
+	}
+	if r.Admission != nil {
+		// Without a window the queue's opening is checked against the kept one, in AdmissionFor.
+		if err := r.Admission.Validate(r.SaleStartsAt); err != nil {
+			return err
+		}
 	}
 	if r.SaleStartsAt.IsZero() {
 		return nil

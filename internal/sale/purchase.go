@@ -561,6 +561,7 @@ func (s *Service) CreateProduct(ctx context.Context, np NewProduct) (Product, er
 	// The API speaks whole seconds (RFC 3339); a stored fraction would open the sale up to a
 	// second after the time every client was shown.
 	np.SaleStartsAt, np.SaleEndsAt = np.SaleStartsAt.Truncate(time.Second), np.SaleEndsAt.Truncate(time.Second)
+	np.Admission = np.Admission.Normalized().truncated()
 	p, err := s.store.CreateProduct(ctx, np, s.now().UTC())
 	if err != nil {
 		return Product{}, err
@@ -598,6 +599,10 @@ func (s *Service) ResetProduct(ctx context.Context, id int64, r Reset) (Product,
 		return Product{}, ErrNotFound
 	}
 	r.SaleStartsAt, r.SaleEndsAt = r.SaleStartsAt.Truncate(time.Second), r.SaleEndsAt.Truncate(time.Second)
+	if r.Admission != nil {
+		a := r.Admission.Normalized().truncated()
+		r.Admission = &a
+	}
 	p, err := s.store.ResetProduct(ctx, id, r, s.now().UTC().Truncate(time.Second))
 	if err != nil {
 		return Product{}, err

@@ -22,16 +22,17 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// Mode is how a sale admits buyers.
-type Mode string
+// Mode is how a sale admits buyers. It is the product's sale.AdmissionMode: the mode is stored
+// with the product, and sale may not import this package (it imports sale).
+type Mode = sale.AdmissionMode
 
 // The modes.
 const (
 	// Open lets every buyer straight to the purchase path: the sale has no waiting room.
-	Open Mode = "open"
+	Open = sale.AdmissionOpen
 	// WaitingRoom puts every buyer in the sale's queue; only an admission pass opens the
 	// purchase path.
-	WaitingRoom Mode = "waiting_room"
+	WaitingRoom = sale.AdmissionWaitingRoom
 )
 
 // ParseMode reads a Mode ("" is Open: a sale has no waiting room unless it asks for one).
@@ -46,20 +47,13 @@ func ParseMode(s string) (Mode, error) {
 	}
 }
 
-// Limits on the settings. They keep the queue's arithmetic (floats and milliseconds in Lua, whole
-// seconds in a pass's expiry) far from its edges, and a pass short-lived.
+// Limits on the settings: sale's, which checks a product's admission rule against the same
+// ones, so that every rule an admin can save makes valid Settings.
 const (
-	// MaxAdmitRate is the highest admission rate, per second: beyond it a waiting room admits
-	// faster than one Redis slot decides, and the sale wants no waiting room.
-	MaxAdmitRate = 100_000
-	// MinSession is the shortest session: a pass's expiry is in whole seconds.
-	MinSession = time.Second
-	// MaxSession is the longest session, and so a pass's longest life: the purchase path checks
-	// the pass alone, so a pass copied to a bot is good until it expires.
-	MaxSession = time.Hour
-	// MinAbandon is the shortest abandon timeout: a visitor who polls every few seconds must not
-	// be taken for one who left.
-	MinAbandon = time.Second
+	MaxAdmitRate = sale.MaxAdmitRate
+	MinSession   = sale.MinSession
+	MaxSession   = sale.MaxSession
+	MinAbandon   = sale.MinAbandon
 )
 
 // ErrInvalidSettings marks settings that cannot work; the error says which and why.
@@ -121,6 +115,22 @@ func (s Settings) Validate() error {
 		bad("no opening time")
 	}
 	return errors.Join(errs...)
+}
+
+// SettingsOf returns the waiting room settings of product p's admission rule: admission starts
+// when the sale does. The queue's opening for joining (p.Admission.QueueOpening) is not one of
+// them: whoever serves the join refuses it before then.
+func SettingsOf(p sale.Product) Settings {
+	a := p.Admission.Normalized()
+	return Settings{
+		Mode:         a.Mode,
+		AdmitRate:    a.AdmitRate,
+		MaxActive:    a.MaxActive,
+		Session:      a.Session,
+		OpensAt:      p.SaleStartsAt,
+		Shuffle:      a.Shuffle,
+		AbandonAfter: a.AbandonAfter,
+	}
 }
 
 // Throughput is the most visitors per second the settings can admit for long: the rate, unless

@@ -173,3 +173,42 @@ func TestStateNames(t *testing.T) {
 		t.Errorf("State(0) = %q", got)
 	}
 }
+
+// TestSettingsOfAValidRule: every admission rule sale accepts makes Settings that Validate
+// accepts (the two check the same limits), admitting from the sale's start; one sale refuses for
+// a number is refused here too.
+func TestSettingsOfAValidRule(t *testing.T) {
+	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	base := sale.AdmissionRule{Mode: sale.AdmissionWaitingRoom, AdmitRate: 50, MaxActive: 200, Session: 2 * time.Minute,
+		QueueOpensAt: start.Add(-time.Minute), Shuffle: true, AbandonAfter: 20 * time.Second}
+	edges := sale.AdmissionRule{Mode: sale.AdmissionWaitingRoom, AdmitRate: MaxAdmitRate, MaxActive: 1, Session: MinSession,
+		AbandonAfter: MinAbandon}
+	for _, rule := range []sale.AdmissionRule{base, edges, {Mode: sale.AdmissionWaitingRoom, AdmitRate: 0.01, MaxActive: 1,
+		Session: MaxSession, AbandonAfter: sale.MaxAbandon}} {
+		p := sale.Product{SaleStartsAt: start, Admission: rule}
+		if err := rule.Validate(start); err != nil {
+			t.Fatalf("%+v: %v", rule, err)
+		}
+		s := SettingsOf(p)
+		if err := s.Validate(); err != nil {
+			t.Errorf("SettingsOf(%+v).Validate() = %v", rule, err)
+		}
+		if !s.OpensAt.Equal(start) || s.Mode != WaitingRoom {
+			t.Errorf("SettingsOf(%+v) = %+v, want a waiting room opening at %v", rule, s, start)
+		}
+	}
+	if s := SettingsOf(sale.Product{SaleStartsAt: start}); s.Mode != Open || s.Validate() != nil {
+		t.Errorf("an open product: %+v, %v", s, s.Validate())
+	}
+	for _, bad := range []func(*sale.AdmissionRule){
+		func(a *sale.AdmissionRule) { a.AdmitRate = 0 }, func(a *sale.AdmissionRule) { a.AdmitRate = MaxAdmitRate + 1 },
+		func(a *sale.AdmissionRule) { a.MaxActive = 0 }, func(a *sale.AdmissionRule) { a.Session = MinSession - 1 },
+		func(a *sale.AdmissionRule) { a.Session = MaxSession + 1 }, func(a *sale.AdmissionRule) { a.AbandonAfter = MinAbandon - 1 },
+	} {
+		rule := base
+		bad(&rule)
+		if rule.Validate(start) == nil || SettingsOf(sale.Product{SaleStartsAt: start, Admission: rule}).Validate() == nil {
+			t.Errorf("%+v: sale's validation and waitroom's disagree, or accept it", rule)
+		}
+	}
+}
