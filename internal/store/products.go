@@ -22,6 +22,7 @@ type productRow struct {
 	SaleEndsAt   time.Time
 	PerUserLimit int
 	Listed       bool
+	Admission    admissionColumns `gorm:"embedded"`
 	FenceToken   uint64
 	FenceIssuer  uint64
 	SaleEpoch    uint64
@@ -45,7 +46,48 @@ func (r productRow) domain() sale.Product {
 		PerUserLimit: r.PerUserLimit,
 		Listed:       r.Listed,
 		Epoch:        r.SaleEpoch,
+		Admission:    r.Admission.domain(),
 	}
+}
+
+// admissionColumns are a product's admission rule (sale.AdmissionRule), embedded in productRow:
+// the columns keep their admission_ prefix.
+type admissionColumns struct {
+	AdmissionMode           string
+	AdmissionAdmitRate      float64
+	AdmissionMaxActive      int
+	AdmissionSessionSeconds int
+	AdmissionQueueOpensAt   sql.NullTime
+	AdmissionShuffle        bool
+	AdmissionAbandonSeconds int
+}
+
+func toAdmissionColumns(a sale.AdmissionRule) admissionColumns {
+	a = a.Normalized()
+	return admissionColumns{
+		AdmissionMode:           string(a.Mode),
+		AdmissionAdmitRate:      a.AdmitRate,
+		AdmissionMaxActive:      a.MaxActive,
+		AdmissionSessionSeconds: int(a.Session / time.Second),
+		AdmissionQueueOpensAt:   sql.NullTime{Time: a.QueueOpensAt.UTC(), Valid: !a.QueueOpensAt.IsZero()},
+		AdmissionShuffle:        a.Shuffle,
+		AdmissionAbandonSeconds: int(a.AbandonAfter / time.Second),
+	}
+}
+
+func (c admissionColumns) domain() sale.AdmissionRule {
+	a := sale.AdmissionRule{
+		Mode:         sale.AdmissionMode(c.AdmissionMode),
+		AdmitRate:    c.AdmissionAdmitRate,
+		MaxActive:    c.AdmissionMaxActive,
+		Session:      time.Duration(c.AdmissionSessionSeconds) * time.Second,
+		Shuffle:      c.AdmissionShuffle,
+		AbandonAfter: time.Duration(c.AdmissionAbandonSeconds) * time.Second,
+	}
+	if c.AdmissionQueueOpensAt.Valid {
+		a.QueueOpensAt = c.AdmissionQueueOpensAt.Time.UTC()
+	}
+	return a.Normalized()
 }
 
 // Product returns one product or sale.ErrNotFound.
@@ -151,6 +193,7 @@ func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.
 		PerUserLimit: np.PerUserLimit,
 		Listed:       np.Listed,
 		SaleEpoch:    1,
+		Admission:    toAdmissionColumns(np.Admission),
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
@@ -161,8 +204,10 @@ func (s *Store) CreateProduct(ctx context.Context, np sale.NewProduct, now time.
 }
 
 // ResetProduct restocks the product, starts its fence afresh and a new sale epoch, and deletes
-// its reservations (with their idempotency keys) and orders in one transaction. The product row is locked first, so purchases in flight either finish before
-// the reset (and are cleared) or run after it (against the new stock).
+// its reservations (with their idempotency keys) and orders in one transaction. The product row
+// is locked first, so purchases in flight either finish before the reset (and are cleared) or run
+// after it (against the new stock). The admission rule is the reset's when it gives one, else
+// the product's (sale.Reset.AdmissionFor, which may refuse it against the new window).
 func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now time.Time) (sale.Product, error) {
 	var out sale.Product
 	err := s.inTx(ctx, "reset product", func(tx *gorm.DB) error {
@@ -171,6 +216,11 @@ func (s *Store) ResetProduct(ctx context.Context, id int64, r sale.Reset, now ti
 			return err
 		}
 		start, end := r.Window(row.domain(), now)
+		admission, err := r.AdmissionFor(row.domain(), start)
+		if err != nil {
+			return err
+		}
+		row.Admission = toAdmissionColumns(admission)
 		row.Stock, row.InitialStock = r.Stock, r.Stock
 		if r.Strategy != "" {
 			row.Strategy = string(r.Strategy)
