@@ -129,7 +129,8 @@ func FuzzAppPathParams(f *testing.F) {
 // FuzzAppWrites: the strings and times of the bodies that are stored, through the real app to
 // MySQL. kind 0: a purchase (user_id s1, Idempotency-Key s2, quantity n); 1: an admin create
 // (name s1, sale_starts_at s2, sale_ends_at s3, stock n); 2: an admin reset (sale_starts_at s2,
-// sale_ends_at s3, stock n). An empty time is left out.
+// sale_ends_at s3, stock n); 3: an admin create with a waiting room (name s1, sale_starts_at s2,
+// the queue's opening s3, every number of the admission n). An empty time is left out.
 func FuzzAppWrites(f *testing.F) {
 	times := []string{"", "2026-11-21T20:00:00Z", "1000-01-01T00:00:00Z", "0999-12-31T23:59:59Z",
 		"9999-12-31T23:59:59Z", "9999-12-31T23:00:00-05:00", "0000-01-01T00:00:00+01:00", "1000-01-01T00:30:00+01:00",
@@ -137,6 +138,10 @@ func FuzzAppWrites(f *testing.F) {
 	for i, s := range times {
 		f.Add(uint8(1), "edge "+strconv.Itoa(i), s, times[(i+4)%len(times)], int64(1))
 		f.Add(uint8(2), "", s, times[(i+4)%len(times)], int64(3))
+		f.Add(uint8(3), "room "+strconv.Itoa(i), s, times[(i+9)%len(times)], int64(60))
+	}
+	for _, n := range []int64{0, 1, 3600, 3601, 100_000, 1_000_000_000, 1 << 40, -1} {
+		f.Add(uint8(3), "room", "2030-01-01T00:00:00Z", "2029-12-31T23:00:00Z", n)
 	}
 	for _, s := range []string{"alice", "é", "\xff", "a b", strings.Repeat("u", 64), strings.Repeat("u", 65), "🙂", "\x00", "x'; --"} {
 		f.Add(uint8(0), s, "", "", int64(1))
@@ -158,7 +163,7 @@ func FuzzAppWrites(f *testing.F) {
 		if s3 != "" {
 			body["sale_ends_at"] = s3
 		}
-		switch kind % 3 {
+		switch kind % 4 {
 		case 0:
 			var header map[string]string
 			if s2 != "" {
@@ -174,6 +179,15 @@ func FuzzAppWrites(f *testing.F) {
 			body["stock"] = n
 			data, _ := json.Marshal(body)
 			a.do(t, "POST", "/api/v1/admin/products/"+strconv.FormatInt(a.toReset, 10)+"/reset", "", data, adminHeader)
+		case 3:
+			admission := map[string]any{"mode": "waiting_room", "admit_rate": n, "max_active": n, "session_seconds": n, "abandon_seconds": n}
+			if s3 != "" {
+				admission["queue_opens_at"] = s3
+			}
+			delete(body, "sale_ends_at")
+			body["name"], body["price_cents"], body["stock"], body["listed"], body["admission"] = s1, 1, 1, false, admission
+			data, _ := json.Marshal(body)
+			a.do(t, "POST", "/api/v1/admin/products", "", data, adminHeader)
 		}
 	})
 }

@@ -34,7 +34,8 @@ type productJSON struct {
 	PerUserLimit int    `json:"per_user_limit"`
 	Listed       bool   `json:"listed"`
 	// State is upcoming, on_sale, sold_out or ended (board.State), as of the answer.
-	State string `json:"state"`
+	State     string        `json:"state"`
+	Admission admissionJSON `json:"admission"`
 }
 
 func toProductJSON(p sale.Product) productJSON {
@@ -49,7 +50,101 @@ func toProductJSON(p sale.Product) productJSON {
 		SaleEndsAt:   formatTime(p.SaleEndsAt),
 		PerUserLimit: p.PerUserLimit,
 		Listed:       p.Listed,
+		Admission:    toAdmissionJSON(p),
 	}
+}
+
+// admissionJSON is a product's admission rule (sale.AdmissionRule) on the wire, in the admin's
+// requests and in every answer. An open sale's is {"mode":"open"}: the settings are a waiting
+// room's. The public reads show of them only what a buyer plans by (public).
+type admissionJSON struct {
+	Mode           string   `json:"mode"`
+	AdmitRate      *float64 `json:"admit_rate,omitempty"`
+	MaxActive      *int     `json:"max_active,omitempty"`
+	SessionSeconds *int64   `json:"session_seconds,omitempty"`
+	// QueueOpensAt is in answers always the queue's opening (the sale's start when the admin
+	// gave none); in a request it is optional.
+	QueueOpensAt   *string `json:"queue_opens_at,omitempty"`
+	Shuffle        *bool   `json:"shuffle,omitempty"`
+	AbandonSeconds *int64  `json:"abandon_seconds,omitempty"`
+}
+
+func toAdmissionJSON(p sale.Product) admissionJSON {
+	a := p.Admission.Normalized()
+	if !a.WaitingRoom() {
+		return admissionJSON{Mode: string(a.Mode)}
+	}
+	session, abandon := int64(a.Session/time.Second), int64(a.AbandonAfter/time.Second)
+	opens := formatTime(a.QueueOpening(p.SaleStartsAt))
+	return admissionJSON{Mode: string(a.Mode), AdmitRate: &a.AdmitRate, MaxActive: &a.MaxActive, SessionSeconds: &session,
+		QueueOpensAt: &opens, Shuffle: &a.Shuffle, AbandonSeconds: &abandon}
+}
+
+// public is what a buyer sees of the rule: whether it queues, from when, and how fast the line
+// moves. The rest (how many may buy at once, for how long, when an absent one is skipped) is the
+// admin's tuning, and would only invite gaming.
+func (a admissionJSON) public() admissionJSON {
+	return admissionJSON{Mode: a.Mode, AdmitRate: a.AdmitRate, QueueOpensAt: a.QueueOpensAt}
+}
+
+// parseAdmission reads the optional "admission" object of a create or a reset: nil when absent
+// (or null). Its fields are checked as strictly as the body's, and every error names its field
+// under "admission.".
+func parseAdmission(raw json.RawMessage) (*sale.AdmissionRule, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var in admissionJSON
+	if err := unmarshalStrict(raw, &in); err != nil {
+		var ve *sale.ValidationError
+		if errors.As(err, &ve) && ve.Field != "" {
+			return nil, &sale.ValidationError{Field: "admission." + ve.Field, Reason: ve.Reason}
+		}
+		return nil, &sale.ValidationError{Field: "admission", Reason: "must be a JSON object"}
+	}
+	a, err := in.domain()
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// domain converts the admission object. Its mode is required; an open sale's settings are
+// ignored, a waiting room's are required but for shuffle (false) and queue_opens_at (the sale's
+// start). The bounds are the domain's (sale.AdmissionRule.Validate).
+func (in admissionJSON) domain() (sale.AdmissionRule, error) {
+	if in.Mode == "" {
+		return sale.AdmissionRule{}, &sale.ValidationError{Field: "admission.mode", Reason: "is required: open or waiting_room"}
+	}
+	mode, err := sale.ParseAdmissionMode(in.Mode)
+	if err != nil || mode == sale.AdmissionOpen {
+		return sale.AdmissionRule{Mode: mode}, err
+	}
+	for _, f := range []struct {
+		name  string
+		given bool
+	}{
+		{"admit_rate", in.AdmitRate != nil}, {"max_active", in.MaxActive != nil},
+		{"session_seconds", in.SessionSeconds != nil}, {"abandon_seconds", in.AbandonSeconds != nil},
+	} {
+		if !f.given {
+			return sale.AdmissionRule{}, &sale.ValidationError{Field: "admission." + f.name, Reason: "is required for a waiting room"}
+		}
+	}
+	opens, err := parseOptionalTime("admission.queue_opens_at", in.QueueOpensAt, time.Time{})
+	if err != nil {
+		return sale.AdmissionRule{}, err
+	}
+	return sale.AdmissionRule{Mode: mode, AdmitRate: *in.AdmitRate, MaxActive: *in.MaxActive,
+		Session: seconds(*in.SessionSeconds), QueueOpensAt: opens, Shuffle: in.Shuffle != nil && *in.Shuffle,
+		AbandonAfter: seconds(*in.AbandonSeconds)}, nil
+}
+
+// seconds is n seconds, saturated at the ends of time.Duration: a count too large to convert is
+// still far out of the domain's bounds, and refused there with its field.
+func seconds(n int64) time.Duration {
+	const most = math.MaxInt64 / int64(time.Second)
+	return time.Duration(max(-most, min(n, most))) * time.Second
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -317,13 +412,16 @@ type newProductJSON struct {
 	SaleEndsAt   *string `json:"sale_ends_at"`
 	PerUserLimit *int    `json:"per_user_limit"`
 	Listed       *bool   `json:"listed"`
+	// Admission is an admissionJSON, decoded by parseAdmission so that its errors name the
+	// field within it.
+	Admission json.RawMessage `json:"admission"`
 }
 
 // defaultSaleLength is the window of a product created without sale_ends_at.
 const defaultSaleLength = 24 * time.Hour
 
 // domain converts the admin's request, filling documented defaults: the sale opens now, lasts
-// 24 h, allows one unit per user, and is listed on the storefront.
+// 24 h, allows one unit per user, is listed on the storefront, and is open (no waiting room).
 func (in newProductJSON) domain(now time.Time) (sale.NewProduct, error) {
 	if in.PriceCents == nil {
 		return sale.NewProduct{}, &sale.ValidationError{Field: "price_cents", Reason: "is required"}
@@ -344,7 +442,11 @@ func (in newProductJSON) domain(now time.Time) (sale.NewProduct, error) {
 		limit = *in.PerUserLimit
 	}
 	listed := in.Listed == nil || *in.Listed
-	return sale.NewProduct{
+	admission, err := parseAdmission(in.Admission)
+	if err != nil {
+		return sale.NewProduct{}, err
+	}
+	np := sale.NewProduct{
 		Name:         in.Name,
 		PriceCents:   *in.PriceCents,
 		Stock:        *in.Stock,
@@ -353,7 +455,11 @@ func (in newProductJSON) domain(now time.Time) (sale.NewProduct, error) {
 		SaleEndsAt:   end,
 		PerUserLimit: limit,
 		Listed:       listed,
-	}, nil
+	}
+	if admission != nil {
+		np.Admission = *admission
+	}
+	return np, nil
 }
 
 type resetJSON struct {
@@ -361,6 +467,8 @@ type resetJSON struct {
 	Strategy     string  `json:"strategy"`
 	SaleStartsAt *string `json:"sale_starts_at"`
 	SaleEndsAt   *string `json:"sale_ends_at"`
+	// Admission, when given, replaces the product's admission rule (parseAdmission).
+	Admission json.RawMessage `json:"admission"`
 }
 
 func (in resetJSON) domain() (sale.Reset, error) {
@@ -375,7 +483,12 @@ func (in resetJSON) domain() (sale.Reset, error) {
 	if err != nil {
 		return sale.Reset{}, err
 	}
-	return sale.Reset{Stock: *in.Stock, Strategy: sale.Strategy(in.Strategy), SaleStartsAt: start, SaleEndsAt: end}, nil
+	admission, err := parseAdmission(in.Admission)
+	if err != nil {
+		return sale.Reset{}, err
+	}
+	return sale.Reset{Stock: *in.Stock, Strategy: sale.Strategy(in.Strategy), SaleStartsAt: start, SaleEndsAt: end,
+		Admission: admission}, nil
 }
 
 func parseOptionalTime(field string, s *string, def time.Time) (time.Time, error) {
@@ -600,6 +713,8 @@ func jsonKind(k reflect.Kind) string {
 		return "integer in range"
 	case reflect.String:
 		return "string"
+	case reflect.Float64:
+		return "number in range"
 	}
 	return "value of the documented type"
 }

@@ -360,6 +360,49 @@ func FuzzAdminReset(f *testing.F) {
 	})
 }
 
+// FuzzAdminAdmission: the admission object of a create (route even) or a reset (odd), each field
+// present or not (present's bits), with values of any size and times at the edges of their range.
+func FuzzAdminAdmission(f *testing.F) {
+	const all = 0x7f
+	for i, opens := range saleTimeSeeds {
+		f.Add(uint8(i), uint16(all), "waiting_room", 50.0, int64(200), int64(120), opens, true, int64(20))
+	}
+	for _, s := range []struct {
+		present           uint16
+		mode              string
+		rate              float64
+		active, sess, abd int64
+	}{
+		{all, "open", -1, -1, -1, -1}, {1, "open", 0, 0, 0, 0}, {1, "waiting_room", 0, 0, 0, 0}, {0, "", 0, 0, 0, 0},
+		{all &^ 1, "", 1, 1, 1, 1}, {all, "WAITING_ROOM", 1, 1, 1, 1}, {all, "lottery", 1, 1, 1, 1}, {all, "\xff", 1, 1, 1, 1},
+		{all, "waiting_room", 100_000, 1_000_000_000, 3600, 3600}, {all, "waiting_room", 100_000.5, 1_000_000_001, 3601, 3601},
+		{all, "waiting_room", 1e-300, 1 << 40, 1 << 62, -1 << 62}, {all, "waiting_room", -0.0, -1, 0, 0},
+		{all &^ (1 << 4), "waiting_room", 1, 1, 1, 1},
+	} {
+		f.Add(uint8(0), s.present, s.mode, s.rate, s.active, s.sess, "2030-01-01T00:00:00Z", false, s.abd)
+		f.Add(uint8(1), s.present, s.mode, s.rate, s.active, s.sess, "", false, s.abd)
+	}
+	h := memRouter(f)
+	f.Fuzz(func(t *testing.T, route uint8, present uint16, mode string, rate float64, active, session int64, opens string, shuffle bool, abandon int64) {
+		admission := fieldsPresent(present,
+			[2]string{"mode", jsonOf(mode)}, [2]string{"admit_rate", jsonOf(rate)}, [2]string{"max_active", jsonOf(active)},
+			[2]string{"session_seconds", jsonOf(session)}, [2]string{"queue_opens_at", jsonOf(opens)},
+			[2]string{"shuffle", jsonOf(shuffle)}, [2]string{"abandon_seconds", jsonOf(abandon)})
+		if admission == "{}" && present&(1<<7) != 0 {
+			admission = "null"
+		}
+		window := `"sale_starts_at":"2030-01-01T00:00:00Z","sale_ends_at":"2030-01-02T00:00:00Z"`
+		req := fuzzRequest{method: "POST", path: "/api/v1/admin/products", header: jsonHeader(true),
+			body: []byte(`{"name":"n","price_cents":1,"stock":1,` + window + `,"admission":` + admission + `}`)}
+		if route%2 == 1 {
+			id := bodyProducts[int(route/2)%len(bodyProducts)]
+			req.path = "/api/v1/admin/products/" + strconv.FormatInt(id, 10) + "/reset"
+			req.body = []byte(`{"stock":1,"admission":` + admission + `}`)
+		}
+		req.serve(t, h)
+	})
+}
+
 // FuzzAdminStampede: the stampede body on every kind of product (memRouter's buyers answer in
 // memory; at most 20 of them).
 func FuzzAdminStampede(f *testing.F) {
@@ -409,6 +452,10 @@ func FuzzRawBodies(f *testing.F) {
 			`{"sale_starts_at":9999}`, `{"listed":"true"}`, `{"price_cents":9223372036854775808}`,
 			strings.Repeat("[", 10000), `{"a":` + strings.Repeat(`{"a":`, 5000) + `1` + strings.Repeat("}", 5001),
 			"{\"user_id\":\"\xff\"}", `{"user_id":"a"`, `{"user_id":"a",}`, `{'user_id':'a'}`,
+			`{"stock":1,"admission":{"mode":"waiting_room","admit_rate":1,"max_active":1,"session_seconds":1,"abandon_seconds":1}}`,
+			`{"stock":1,"admission":null}`, `{"stock":1,"admission":{}}`, `{"stock":1,"admission":[]}`, `{"stock":1,"admission":"open"}`,
+			`{"stock":1,"admission":{"mode":"open","mode":"lottery"}}`, `{"stock":1,"admission":{"Mode":"open"}}`,
+			`{"stock":1,"admission":{"mode":"waiting_room","admit_rate":1e400}}`, `{"stock":1,"admission":{"mode":"open","x":{"y":[1]}}}`,
 		} {
 			f.Add(uint8(i), []byte(b))
 		}

@@ -132,7 +132,7 @@ func (s *memStore) CreateProduct(_ context.Context, np sale.NewProduct, _ time.T
 	s.nextID++
 	p := sale.Product{ID: s.nextID, Name: np.Name, PriceCents: np.PriceCents, Stock: np.Stock, InitialStock: np.Stock,
 		Strategy: np.Strategy, SaleStartsAt: np.SaleStartsAt, SaleEndsAt: np.SaleEndsAt, PerUserLimit: np.PerUserLimit,
-		Listed: np.Listed, Epoch: 1}
+		Listed: np.Listed, Epoch: 1, Admission: np.Admission.Normalized()}
 	s.products[p.ID] = p
 	return p, nil
 }
@@ -151,6 +151,11 @@ func (s *memStore) ResetProduct(_ context.Context, id int64, r sale.Reset, now t
 	if err := errors.Join(timeColumn(start), timeColumn(end)); err != nil {
 		return sale.Product{}, err
 	}
+	admission, err := r.AdmissionFor(p, start)
+	if err != nil {
+		return sale.Product{}, err
+	}
+	p.Admission = admission
 	p.Stock, p.InitialStock, p.SaleStartsAt, p.SaleEndsAt = r.Stock, r.Stock, start, end
 	if r.Strategy != "" {
 		p.Strategy = r.Strategy

@@ -121,6 +121,7 @@ func etagOf(body []byte) []string {
 func viewProductJSON(it *board.Item) productJSON {
 	p := toProductJSON(it.Product)
 	p.State = string(it.State)
+	p.Admission = p.Admission.public()
 	return p
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/metrics"
@@ -62,10 +63,13 @@ func readRouter(tb testing.TB, b Board, deps Deps, cfg Config) http.Handler {
 
 // TestPublicReadsFromMemory: the list, a product and its viewer figures are the board's, with an
 // ETag that If-None-Match turns into a 304, under the public cache policy; reading them costs the
-// store nothing.
+// store nothing. A product's admission shows what a buyer plans by, and no more: the mode, the
+// queue's opening (the sale's start when not set) and the rate.
 func TestPublicReadsFromMemory(t *testing.T) {
 	unlisted := testProduct
 	unlisted.ID, unlisted.Listed, unlisted.Name = 8, false, "Eight"
+	unlisted.Admission = sale.AdmissionRule{Mode: sale.AdmissionWaitingRoom, AdmitRate: 2.5, MaxActive: 200,
+		Session: 2 * time.Minute, Shuffle: true, AbandonAfter: 20 * time.Second}
 	store := &countingStore{ps: []sale.Product{testProduct, unlisted}}
 	b, err := board.New(board.Options{Store: store, Render: Renderer{}})
 	if err != nil {
@@ -79,10 +83,10 @@ func TestPublicReadsFromMemory(t *testing.T) {
 	want := map[string]string{
 		"/api/v1/products": `{"products":[{"id":7,"name":"Seven","price_cents":700,"stock":4,"initial_stock":10,"strategy":"mysql",` +
 			`"sale_starts_at":"2026-01-01T00:00:00Z","sale_ends_at":"2099-01-01T00:00:00Z","per_user_limit":1,"listed":true,"state":"on_sale",` +
-			`"stats":` + stats + `}]}`,
+			`"admission":{"mode":"open"},"stats":` + stats + `}]}`,
 		"/api/v1/products/8": `{"id":8,"name":"Eight","price_cents":700,"stock":4,"initial_stock":10,"strategy":"mysql",` +
 			`"sale_starts_at":"2026-01-01T00:00:00Z","sale_ends_at":"2099-01-01T00:00:00Z","per_user_limit":1,"listed":false,"state":"on_sale",` +
-			`"stats":` + stats + `}`,
+			`"admission":{"mode":"waiting_room","admit_rate":2.5,"queue_opens_at":"2026-01-01T00:00:00Z"},"stats":` + stats + `}`,
 		"/api/v1/products/7/stats": stats,
 	}
 	for path, body := range want {
