@@ -53,7 +53,9 @@ const (
 )
 
 // demoProducts returns the products `seckill seed` creates: one open sale per given strategy with
-// demoStock units, plus one sale that opens demoCountdownWait after now (for the countdown).
+// demoStock units, plus one sale that opens demoCountdownWait after now (for the countdown). Every
+// one admits its buyers straight to the purchase path (sale.AdmissionOpen): the demo shows the
+// strategies race for the stock, which a waiting room would meter.
 func demoProducts(now time.Time, strategies []sale.Strategy) []sale.NewProduct {
 	now = now.UTC().Truncate(time.Second)
 	var out []sale.NewProduct
@@ -67,6 +69,7 @@ func demoProducts(now time.Time, strategies []sale.Strategy) []sale.NewProduct {
 			SaleEndsAt:   now.Add(demoLength),
 			PerUserLimit: 1,
 			Listed:       true,
+			Admission:    sale.AdmissionRule{Mode: sale.AdmissionOpen},
 		})
 	}
 	if len(strategies) > 0 {
@@ -79,6 +82,7 @@ func demoProducts(now time.Time, strategies []sale.Strategy) []sale.NewProduct {
 			SaleEndsAt:   now.Add(demoCountdownWait + demoLength),
 			PerUserLimit: 1,
 			Listed:       true,
+			Admission:    sale.AdmissionRule{Mode: sale.AdmissionOpen},
 		})
 	}
 	return out

@@ -20,9 +20,10 @@ func TestDemoProducts(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%s: %v", p.Name, err)
 		}
-		summary = append(summary, fmt.Sprintf("%s %d open=%v listed=%v", p.Strategy, p.Stock, !p.SaleStartsAt.After(now), p.Listed))
+		summary = append(summary, fmt.Sprintf("%s %d open=%v listed=%v admission=%s", p.Strategy, p.Stock, !p.SaleStartsAt.After(now), p.Listed, p.Admission.Mode))
 	}
-	want := []string{"mysql 100 open=true listed=true", "redis 100 open=true listed=true", "mysql 100 open=false listed=true"}
+	want := []string{"mysql 100 open=true listed=true admission=open", "redis 100 open=true listed=true admission=open",
+		"mysql 100 open=false listed=true admission=open"}
 	if diff := cmp.Diff(want, summary); diff != "" {
 		t.Fatalf("demo products (-want +got):\n%s", diff)
 	}

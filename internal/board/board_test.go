@@ -163,6 +163,33 @@ func TestRefreshEvents(t *testing.T) {
 	}
 }
 
+// TestAdmissionChangeIsSeen: a product whose admission rule changed is a change a viewer sees
+// (its JSON shows the rule), even in the same sale epoch, and a refresh that finds the same rule
+// is not.
+func TestAdmissionChangeIsSeen(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(product(1, 10))
+	b, _ := newBoard(t, Options{Store: store})
+	b.Refresh(ctx)
+	first := b.Snapshot()
+	store.update(1, func(p *sale.Product) {
+		p.Admission = sale.AdmissionRule{Mode: sale.AdmissionWaitingRoom, AdmitRate: 5, MaxActive: 10, Session: time.Minute,
+			AbandonAfter: time.Minute}
+	})
+	b.Refresh(ctx)
+	second := b.Snapshot()
+	if diff := cmp.Diff([][2]any{{int64(1), EventReset}}, events(second, first.Seq)); diff != "" {
+		t.Errorf("admission changed (-want +got):\n%s", diff)
+	}
+	if it, _ := second.Item(1); !it.Product.Admission.WaitingRoom() {
+		t.Errorf("the board's product: %+v, want its waiting room", it.Product.Admission)
+	}
+	b.Refresh(ctx)
+	if b.Snapshot() != second {
+		t.Error("a refresh that found the same admission published a snapshot")
+	}
+}
+
 // TestReadsCostNothing: reading the board does not read the store; only refreshes do.
 func TestReadsCostNothing(t *testing.T) {
 	store := newStore(product(1, 10))
