@@ -376,7 +376,7 @@ func FuzzAdminAdmission(f *testing.F) {
 		{all, "open", -1, -1, -1, -1}, {1, "open", 0, 0, 0, 0}, {1, "waiting_room", 0, 0, 0, 0}, {0, "", 0, 0, 0, 0},
 		{all &^ 1, "", 1, 1, 1, 1}, {all, "WAITING_ROOM", 1, 1, 1, 1}, {all, "lottery", 1, 1, 1, 1}, {all, "\xff", 1, 1, 1, 1},
 		{all, "waiting_room", 100_000, 1_000_000_000, 3600, 3600}, {all, "waiting_room", 100_000.5, 1_000_000_001, 3601, 3601},
-		{all, "waiting_room", 1e-300, 1 << 40, 1 << 62, -1 << 62}, {all, "waiting_room", -0.0, -1, 0, 0},
+		{all, "waiting_room", 1e-300, 1 << 40, 1 << 62, -1 << 62}, {all, "waiting_room", 0, -1, 0, 0},
 		{all &^ (1 << 4), "waiting_room", 1, 1, 1, 1},
 	} {
 		f.Add(uint8(0), s.present, s.mode, s.rate, s.active, s.sess, "2030-01-01T00:00:00Z", false, s.abd)
