@@ -131,7 +131,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.BoolVar(&o.limits, "limits", false, "keep the replicas' rate limits (SECKILL_RATE_* of the environment, else the app's defaults) to measure their cost; without it the per-user limit is off. The bench's client is on loopback, which the per-client limit exempts unless SECKILL_RATE_EXEMPT=none")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of replica 1 during each app phase and save it next to the report")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root:@tcp(127.0.0.1:3306)/seckill_bench", "the replicas' database, dropped and recreated each run; R runs on the same server")
-	fs.StringVar(&o.adminToken, "admin-token", envOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
+	fs.StringVar(&o.adminToken, "admin-token", cli.EnvOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
 	fs.StringVar(&o.outDir, "out", "loadtest/results", "where the report goes")
 	fs.StringVar(&o.runDir, "run-dir", ".run/bench", "where the replicas' logs go")
 	if err := fs.Parse(args); err != nil {
@@ -201,13 +201,6 @@ func (o *options) validate() error {
 		return errors.New("-profile needs replicas the bench starts (their pprof ports): drop -targets")
 	}
 	return nil
-}
-
-func envOr(getenv func(string) string, name, def string) string {
-	if v := getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 func isPositiveInt(s string) bool {

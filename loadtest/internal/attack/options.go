@@ -65,36 +65,15 @@ func (o *Options) buyerToken(user string) string {
 	return tok
 }
 
-// ParseFlags parses args with fs and then runs the flags' finishers (lists split, paths made
-// absolute, defaults that depend on other flags), in order: their errors are reported so.
-func ParseFlags(fs *flag.FlagSet, args []string, finishers ...func() error) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	for _, finish := range finishers {
-		if err := finish(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// NewFlagSet is the command line's flag set, its errors written to stderr.
-func NewFlagSet(stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
 // ParseAudit reads the command line of the database audit alone (-audit-only).
 func ParseAudit(args []string, getenv func(string) string, stderr io.Writer) (*AuditOptions, error) {
 	o := &AuditOptions{}
-	fs := NewFlagSet(stderr)
+	fs := cli.NewFlagSet("loadtest", stderr)
 	finish := o.AttackFlags(fs, getenv)
 	fs.Bool("audit-only", true, "only audit -product-id (drain, then check every invariant)")
 	fs.Int64Var(&o.productID, "product-id", 0, "product to audit with -audit-only")
 	fs.StringVar(&o.k6Summary, "k6-summary", "", "with -audit-only: a k6 summary JSON whose seckill_accepted counter must match")
-	if err := ParseFlags(fs, args, finish); err != nil {
+	if err := cli.ParseFlags(fs, args, finish); err != nil {
 		return nil, err
 	}
 	if o.productID <= 0 {
@@ -110,14 +89,6 @@ func (o *Options) DefaultBuyers() {
 	}
 }
 
-// EnvOrDefault returns the environment's value of name, or def when it is empty.
-func EnvOrDefault(getenv func(string) string, name, def string) string {
-	if v := getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 // AttackFlags declares the flags of the attack and its report, which every mode shares.
 func (o *Options) AttackFlags(fs *flag.FlagSet, getenv func(string) string) (finish func() error) {
 	targets := fs.String("targets", "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083", "replica base URLs, comma-separated; buyers are spread over them round-robin")
@@ -130,8 +101,8 @@ func (o *Options) AttackFlags(fs *flag.FlagSet, getenv func(string) string) (fin
 	fs.DurationVar(&o.MaxDuration, "duration", 2*time.Minute, "longest attack per strategy")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 2*time.Minute, "longest wait for the order queue to drain")
 	fs.StringVar(&o.AdminURL, "admin", "", "base URL of the admin API (default: the first of -targets; a public load balancer may refuse it)")
-	fs.StringVar(&o.AdminToken, "admin-token", EnvOrDefault(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
-	fs.StringVar(&o.MysqlDSN, "mysql-dsn", EnvOrDefault(getenv, "SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit; R runs on the same server, in database "+yardstick.DefaultDatabase)
+	fs.StringVar(&o.AdminToken, "admin-token", cli.EnvOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
+	fs.StringVar(&o.MysqlDSN, "mysql-dsn", cli.EnvOr(getenv, "SECKILL_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/seckill"), "DSN of the app's database, for the audit; R runs on the same server, in database "+yardstick.DefaultDatabase)
 	fs.StringVar(&o.OutDir, "out", "loadtest/results", "where the report files go (empty: none)")
 	fs.DurationVar(&o.BaselineFor, "baseline", 2*time.Second, "how long each yardstick (R, bare gin) is measured, after 0.5 s of warm-up (0: skip them, and the ratios)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines")

@@ -74,3 +74,32 @@ func Progress(w io.Writer) func(format string, args ...any) {
 		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 }
+
+// NewFlagSet is the command line of the command called name, its errors written to stderr.
+func NewFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// ParseFlags parses args with fs and then runs the flags' finishers (lists split, paths made
+// absolute, defaults that depend on other flags), in order: their errors are reported so.
+func ParseFlags(fs *flag.FlagSet, args []string, finishers ...func() error) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, finish := range finishers {
+		if err := finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnvOr returns the environment's value of name, or def when it is empty.
+func EnvOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}

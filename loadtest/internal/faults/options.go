@@ -48,9 +48,9 @@ type StepOptions struct {
 // Parse reads the command line of the fault run (-faults).
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := attack.NewFlagSet(stderr)
+	fs := cli.NewFlagSet("loadtest", stderr)
 	finishers := []func() error{o.AttackFlags(fs, getenv), o.faultFlags(fs, getenv)}
-	if err := attack.ParseFlags(fs, args, finishers...); err != nil {
+	if err := cli.ParseFlags(fs, args, finishers...); err != nil {
 		return nil, err
 	}
 	o.DefaultBuyers()
@@ -94,8 +94,8 @@ func (f *StepOptions) StepFlags(fs *flag.FlagSet, getenv func(string) string) (f
 		if f.Redis, err = config.RedisTopology(getenv); err != nil {
 			return fmt.Errorf("SECKILL_REDIS_*: %w", err)
 		}
-		f.zkServers = cli.SplitList(attack.EnvOrDefault(getenv, "SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
-		f.luaReplicated = attack.EnvOrDefault(getenv, "SECKILL_REDISLUA_MIN_REPLICAS", "0") != "0"
+		f.zkServers = cli.SplitList(cli.EnvOr(getenv, "SECKILL_ZK_SERVERS", "127.0.0.1:2181"))
+		f.luaReplicated = cli.EnvOr(getenv, "SECKILL_REDISLUA_MIN_REPLICAS", "0") != "0"
 		f.failpointTrigger, err = filepath.Abs(f.failpointTrigger)
 		return err
 	}

@@ -33,10 +33,10 @@ type chaosOptions struct {
 // Parse reads the command line of the load test proper: the attack, -chaos, -pay, -viewers.
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := attack.NewFlagSet(stderr)
+	fs := cli.NewFlagSet("loadtest", stderr)
 	finishers := []func() error{o.AttackFlags(fs, getenv), o.pay.Flags(fs), o.viewerFlags(fs, getenv)}
 	o.chaosFlags(fs)
-	if err := attack.ParseFlags(fs, args, finishers...); err != nil {
+	if err := cli.ParseFlags(fs, args, finishers...); err != nil {
 		return nil, err
 	}
 	o.DefaultBuyers()

@@ -33,9 +33,9 @@ type zooOptions struct {
 // Parse reads the command line of the lock zoo (-zoo).
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := attack.NewFlagSet(stderr)
+	fs := cli.NewFlagSet("loadtest", stderr)
 	finishers := []func() error{o.AttackFlags(fs, getenv), o.zooFlags(fs), o.fault.StepFlags(fs, getenv)}
-	if err := attack.ParseFlags(fs, args, finishers...); err != nil {
+	if err := cli.ParseFlags(fs, args, finishers...); err != nil {
 		return nil, err
 	}
 	// After -zoo's defaults, which set -stock.
