@@ -90,9 +90,12 @@ func (s *memStore) set(p sale.Product) {
 }
 
 // memDeductor deducts in memStore as a strategy would: the epoch, the key, then the stock.
+// With seesKey, its refusals say what it saw of the key, as the store's strategies' do: the
+// receipt that used it (sale.KeyInUse), or that it was unused (sale.KeyUnused).
 type memDeductor struct {
-	s     *memStore
-	calls atomic.Int32
+	s       *memStore
+	calls   atomic.Int32
+	seesKey bool
 }
 
 func (d *memDeductor) Deduct(_ context.Context, r sale.Reservation) error {
@@ -104,9 +107,16 @@ func (d *memDeductor) Deduct(_ context.Context, r sale.Reservation) error {
 	case p.Epoch != r.Epoch:
 		return sale.ErrSaleChanged
 	case r.IdempotencyKey != "" && d.s.receipts[[2]string{r.UserID, r.IdempotencyKey}].OrderID != "":
+		if d.seesKey {
+			return sale.KeyInUse(d.s.receipts[[2]string{r.UserID, r.IdempotencyKey}])
+		}
 		return sale.ErrIdempotencyKeyInUse
 	case p.Stock < r.Quantity:
-		return fmt.Errorf("%w: %d left", sale.ErrSoldOut, p.Stock)
+		err := fmt.Errorf("%w: %d left", sale.ErrSoldOut, p.Stock)
+		if d.seesKey {
+			return sale.KeyUnused(err)
+		}
+		return err
 	}
 	p.Stock -= r.Quantity
 	d.s.products[r.ProductID] = p
@@ -285,6 +295,44 @@ func TestStaleRulesNeverAdmitAPurchaseIntoANewSale(t *testing.T) {
 	}
 	if got, _ := f.store.Product(context.Background(), 1); got.Stock != 5 {
 		t.Fatalf("stock %d, want 5: nothing may be deducted", got.Stock)
+	}
+}
+
+// TestDeductionsThatSawTheKeySpareTheRead: a refusal from a deduction that read the key — it
+// carries the receipt of the purchase that used it, or says it found it unused — is answered
+// without reading the key again; a plain refusal is looked up (the control).
+func TestDeductionsThatSawTheKeySpareTheRead(t *testing.T) {
+	for _, seesKey := range []bool{true, false} {
+		t.Run(fmt.Sprint("seesKey=", seesKey), func(t *testing.T) {
+			f := newFixture(t, time.Hour, openSale(1, 2))
+			f.d.seesKey = seesKey
+			first, err := f.buy("a", "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantReads := int32(0)
+			if !seesKey {
+				wantReads = 1
+			}
+			f.store.receiptReads.Store(0)
+			r, err := f.buy("a", "k")
+			if err != nil || !r.Replayed || r.OrderID != first.OrderID || r.Status != sale.StatusQueued {
+				t.Fatalf("retry: %+v %v, want the replay of %s", r, err, first.OrderID)
+			}
+			if n := f.store.receiptReads.Load(); n != wantReads {
+				t.Errorf("retry: %d receipt reads, want %d", n, wantReads)
+			}
+			if _, err := f.buy("b", "kb"); err != nil {
+				t.Fatal(err)
+			}
+			f.store.receiptReads.Store(0)
+			if _, err := f.buy("c", "kc"); !errors.Is(err, sale.ErrSoldOut) {
+				t.Fatalf("after the last unit: %v, want sold out", err)
+			}
+			if n := f.store.receiptReads.Load(); n != wantReads {
+				t.Errorf("sold out: %d receipt reads, want %d", n, wantReads)
+			}
+		})
 	}
 }
 

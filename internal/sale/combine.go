@@ -272,17 +272,17 @@ func (c *Combiner) deductSafely(ctx context.Context, rs []Reservation) (errs []e
 
 // settleSameUser answers the queued purchases whose user just had a purchase of this product
 // accepted in batch: with the same Idempotency-Key it is a retry of that purchase
-// (ErrIdempotencyKeyInUse: the Service replays the stored receipt); otherwise a second purchase
-// (ErrAlreadyPurchased). Those whose user's purchase was refused stay queued for the next batch,
-// where they are decided on their own. c.mu is held.
+// (ErrIdempotencyKeyInUse, with that purchase's receipt, which the Service replays); otherwise a
+// second purchase (ErrAlreadyPurchased). Those whose user's purchase was refused stay queued for
+// the next batch, where they are decided on their own. c.mu is held.
 func (c *Combiner) settleSameUser(q *queue, batch []*pending, errs []error) {
 	if len(q.waiting) == 0 {
 		return // nobody queued behind the batch (the common case): no map to build
 	}
-	accepted := map[string]string{} // user → the accepted purchase's Idempotency-Key
+	accepted := map[string]*Reservation{} // user → the accepted purchase
 	for i, p := range batch {
 		if errs[i] == nil {
-			accepted[p.r.UserID] = p.r.IdempotencyKey
+			accepted[p.r.UserID] = &p.r
 		}
 	}
 	if len(accepted) == 0 {
@@ -290,12 +290,12 @@ func (c *Combiner) settleSameUser(q *queue, batch []*pending, errs []error) {
 	}
 	rest := q.waiting[:0]
 	for _, p := range q.waiting {
-		key, ok := accepted[p.r.UserID]
+		a, ok := accepted[p.r.UserID]
 		switch {
 		case !ok:
 			rest = append(rest, p)
-		case p.r.IdempotencyKey != "" && p.r.IdempotencyKey == key:
-			p.done <- ErrIdempotencyKeyInUse
+		case p.r.IdempotencyKey != "" && p.r.IdempotencyKey == a.IdempotencyKey:
+			p.done <- KeyInUse(a.Receipt)
 		default:
 			p.done <- ErrAlreadyPurchased
 		}

@@ -148,6 +148,10 @@ func TestCombinerSameUserNeverSharesABatch(t *testing.T) {
 			purchaseOf("ann", "k1"), purchaseOf("ann", "k1"), purchaseOf("ann", "k2"), purchaseOf("ann", ""), purchaseOf("bo", ""))()
 		want := []error{nil, nil, sale.ErrIdempotencyKeyInUse, sale.ErrAlreadyPurchased, sale.ErrAlreadyPurchased, nil}
 		assertErrs(t, errs, want)
+		// The retry carries the accepted purchase's receipt: the Service answers it from that.
+		if r, ok := sale.InUseReceipt(errs[2]); !ok || r.OrderID != purchaseOf("ann", "k1").OrderID {
+			t.Errorf("the retry's refusal carries %+v (%v), want the receipt of ann's accepted purchase", r, ok)
+		}
 		if diff := cmp.Diff([][]string{{"first"}, {"ann", "bo"}}, h.recorded()); diff != "" {
 			t.Fatalf("batches (-want +got):\n%s", diff)
 		}

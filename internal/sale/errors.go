@@ -80,3 +80,45 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 func invalid(field, format string, args ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
+
+// KeyUnused marks a deduction's refusal (ErrSoldOut, ErrAlreadyPurchased) as decided after the
+// deduction saw the purchase's Idempotency-Key unused: its reservation was inserted under the
+// key's unique index and rolled back, or the store was read for the key in the same transaction.
+// The Service then answers the refusal as it is, without reading the key again to find an
+// accepted purchase it could be the retry of. A lock strategy that decides "sold out" before it
+// looks at keys leaves its refusal unmarked.
+func KeyUnused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return keyUnused{err}
+}
+
+type keyUnused struct{ error }
+
+func (e keyUnused) Unwrap() error { return e.error }
+
+// keyChecked reports whether err was marked by KeyUnused.
+func keyChecked(err error) bool {
+	var k keyUnused
+	return errors.As(err, &k)
+}
+
+// KeyInUse is ErrIdempotencyKeyInUse with the receipt of the accepted purchase that used the key,
+// for a deduction that has it at hand (it read the key's row, or accepted that purchase in the
+// same batch): the Service answers the retry with it instead of reading it again.
+func KeyInUse(r Receipt) error { return keyInUse{r} }
+
+type keyInUse struct{ r Receipt }
+
+func (e keyInUse) Error() string { return ErrIdempotencyKeyInUse.Error() }
+func (e keyInUse) Unwrap() error { return ErrIdempotencyKeyInUse }
+
+// InUseReceipt returns the receipt carried by an error made with KeyInUse.
+func InUseReceipt(err error) (Receipt, bool) {
+	var k keyInUse
+	if errors.As(err, &k) {
+		return k.r, true
+	}
+	return Receipt{}, false
+}

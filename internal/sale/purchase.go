@@ -402,9 +402,15 @@ func (s *Service) purchase(ctx context.Context, req PurchaseRequest) (Receipt, S
 				s.feed.Publish(context.WithoutCancel(ctx), Change{Kind: ChangeSoldOut, ProductID: p.ID, Epoch: p.Epoch})
 			}
 		}
-		if req.IdempotencyKey != "" && (errors.Is(err, ErrSoldOut) || errors.Is(err, ErrIdempotencyKeyInUse) || errors.Is(err, ErrAlreadyPurchased)) {
+		if req.IdempotencyKey != "" && !keyChecked(err) && (errors.Is(err, ErrSoldOut) || errors.Is(err, ErrIdempotencyKeyInUse) || errors.Is(err, ErrAlreadyPurchased)) {
 			// A purchase with the same key may have committed first (a lock strategy decides
-			// "sold out" before it looks at keys): answer as it did.
+			// "sold out" before it looks at keys): answer as it did. A refusal the deduction made
+			// knowing the key unused needs no second look, and one that brought the key's
+			// receipt is answered with it.
+			if r, ok := InUseReceipt(err); ok {
+				replayed, rerr := replayOf(r, req)
+				return replayed, p.Strategy, rerr
+			}
 			if replayed, rerr := s.replay(ctx, p.Strategy, req); !errors.Is(rerr, ErrNotFound) {
 				return replayed, p.Strategy, rerr
 			}

@@ -54,8 +54,9 @@ func (o outcomes) open() []int {
 
 // allocate hands stock to the purchases idx in arrival order, each one that still fits getting
 // its units, exactly as if they had come one after another; the others are marked sold out. It
-// returns the winners and the units they take.
-func (o outcomes) allocate(batch []sale.Reservation, idx []int, stock int) (winners []int, taken int) {
+// returns the winners and the units they take. inserted says the transaction holds the
+// reservations of idx: their keys are unused, which their refusals carry (sale.KeyUnused).
+func (o outcomes) allocate(batch []sale.Reservation, idx []int, stock int, inserted bool) (winners []int, taken int) {
 	left := stock
 	for _, i := range idx {
 		if batch[i].Quantity <= left {
@@ -66,6 +67,9 @@ func (o outcomes) allocate(batch []sale.Reservation, idx []int, stock int) (winn
 	for _, i := range idx {
 		if o[i] == nil && !contains(winners, i) {
 			o[i] = fmt.Errorf("%w: %d left", sale.ErrSoldOut, left)
+			if inserted {
+				o[i] = sale.KeyUnused(o[i])
+			}
 		}
 	}
 	return winners, stock - left

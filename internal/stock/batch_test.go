@@ -90,6 +90,11 @@ func TestBatchContract(t *testing.T) {
 					return
 				}
 				assertOutcomes(t, errs, nil, sale.ErrAlreadyPurchased, nil, sale.ErrIdempotencyKeyInUse)
+				if r, ok := sale.InUseReceipt(errs[3]); !ok || r.ProductID != q.ID {
+					// The refusal carries the purchase that used the key: here another product's,
+					// which the Service answers as a key reused for another purchase.
+					t.Errorf("user 3's refusal carries %+v (%v), want a receipt of product %d", r, ok, q.ID)
+				}
 				assertStock(t, st, p.ID, 7)
 				assertReserved(t, st, p.ID, 3, 3)
 			})
@@ -168,6 +173,9 @@ func TestCombinedPurchases(t *testing.T) {
 				if got := errs[i+1]; (q.err == nil) != (got == nil) || !errors.Is(got, q.err) {
 					t.Errorf("%s (key %q): %v, want %v", q.r.UserID, q.r.IdempotencyKey, got, q.err)
 				}
+			}
+			if r, ok := sale.InUseReceipt(errs[4]); !ok || r.OrderID != queued[2].r.OrderID {
+				t.Errorf("bob's retry carries %+v (%v), want the receipt of his accepted purchase", r, ok)
 			}
 			if sizes := gate.sizes(); len(sizes) != 2 || sizes[0] != 1 || sizes[1] != 4 {
 				// 1: the first; 4: alice, bob, carol, dave. alice's second purchase and bob's

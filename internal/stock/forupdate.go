@@ -111,7 +111,7 @@ func (f *ForUpdate) DeductBatch(ctx context.Context, batch []sale.Reservation) (
 		if f.hold != nil {
 			f.hold(ctx)
 		}
-		winners, taken := o.allocate(batch, reserved, stock)
+		winners, taken := o.allocate(batch, reserved, stock, true)
 		if taken == 0 {
 			return errNothingTaken
 		}

@@ -161,14 +161,14 @@ func (l *Locked) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]e
 			return err
 		}
 		if stock < minQuantity(batch) {
-			o.allocate(batch, o.open(), stock) // nothing fits: all sold out, nothing to write
+			o.allocate(batch, o.open(), stock, false) // nothing fits: all sold out, nothing to write
 			return nil
 		}
 		reserved, err := o.reserve(ctx, tx, batch, o.open())
 		if err != nil {
 			return err
 		}
-		winners, taken := o.allocate(batch, reserved, stock)
+		winners, taken := o.allocate(batch, reserved, stock, true)
 		if taken == 0 {
 			return errNothingTaken
 		}

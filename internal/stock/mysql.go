@@ -92,7 +92,7 @@ func (m *MySQL) takeWhatIsLeft(ctx context.Context, tx *store.PurchaseTx, batch 
 	if err != nil {
 		return err
 	}
-	winners, taken := o.allocate(batch, reserved, stock)
+	winners, taken := o.allocate(batch, reserved, stock, true)
 	if taken == 0 {
 		return errNothingTaken // roll the reservations back
 	}

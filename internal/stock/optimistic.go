@@ -136,14 +136,14 @@ func (v *Optimistic) try(ctx context.Context, batch []sale.Reservation) (outcome
 			return err
 		}
 		if stock < minQuantity(batch) {
-			o.allocate(batch, o.open(), stock) // a committed stock that serves none: truly sold out
+			o.allocate(batch, o.open(), stock, false) // a committed stock that serves none: truly sold out
 			return nil
 		}
 		reserved, err := o.reserve(ctx, tx, batch, o.open())
 		if err != nil || len(reserved) == 0 {
 			return err
 		}
-		winners, taken := o.allocate(batch, reserved, stock)
+		winners, taken := o.allocate(batch, reserved, stock, true)
 		if taken == 0 {
 			return errNothingTaken
 		}

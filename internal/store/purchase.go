@@ -99,8 +99,9 @@ func placeholders(rows, cols int) string {
 }
 
 // Conflicts returns, for each reservation of one product, why it cannot be inserted given the
-// committed rows: sale.ErrIdempotencyKeyInUse (the user used its key, for this product or
-// another), sale.ErrAlreadyPurchased (the user holds a reservation of the product), or nil.
+// committed rows: sale.ErrIdempotencyKeyInUse with the receipt of the purchase that used the key
+// (sale.KeyInUse; for this product or another), sale.ErrAlreadyPurchased (the user holds a
+// reservation of the product; marked sale.KeyUnused, since the key was read too), or nil.
 func (t *PurchaseTx) Conflicts(ctx context.Context, productID int64, rs []sale.Reservation) ([]error, error) {
 	var pairs, users []any
 	for _, r := range rs {
@@ -109,31 +110,33 @@ func (t *PurchaseTx) Conflicts(ctx context.Context, productID int64, rs []sale.R
 			pairs = append(pairs, r.UserID, r.IdempotencyKey)
 		}
 	}
-	query := "SELECT user_id, '' AS idem_key FROM reservations WHERE product_id = ? AND user_id IN " + placeholders(1, len(users))
+	// The first rows say who bought the product (no key); the others are the keyed receipts.
+	query := "SELECT '' AS order_id, product_id, user_id, '' AS idem_key, 0 AS quantity, '' AS strategy FROM reservations WHERE product_id = ? AND user_id IN " + placeholders(1, len(users))
 	args := append([]any{productID}, users...)
 	if len(pairs) > 0 {
-		query += " UNION ALL SELECT user_id, idem_key FROM reservations WHERE (user_id, idem_key) IN (" + placeholders(len(pairs)/2, 2) + ")"
+		query += " UNION ALL SELECT order_id, product_id, user_id, idem_key, quantity, strategy FROM reservations WHERE (user_id, idem_key) IN (" + placeholders(len(pairs)/2, 2) + ")"
 		args = append(args, pairs...)
 	}
-	var found []struct{ UserID, IdemKey string }
+	var found []keyedRow
 	if err := t.tx.WithContext(ctx).Raw(query, args...).Scan(&found).Error; err != nil {
 		return nil, err
 	}
-	bought, usedKey := map[string]bool{}, map[[2]string]bool{}
+	bought, usedKey := map[string]bool{}, map[[2]string]sale.Receipt{}
 	for _, f := range found {
 		if f.IdemKey == "" {
 			bought[f.UserID] = true
 		} else {
-			usedKey[[2]string{f.UserID, f.IdemKey}] = true
+			usedKey[[2]string{f.UserID, f.IdemKey}] = f.receipt()
 		}
 	}
 	out := make([]error, len(rs))
 	for i, r := range rs {
+		used, ok := usedKey[[2]string{r.UserID, r.IdempotencyKey}]
 		switch {
-		case r.IdempotencyKey != "" && usedKey[[2]string{r.UserID, r.IdempotencyKey}]:
-			out[i] = sale.ErrIdempotencyKeyInUse
+		case r.IdempotencyKey != "" && ok:
+			out[i] = sale.KeyInUse(used)
 		case bought[r.UserID]:
-			out[i] = sale.ErrAlreadyPurchased
+			out[i] = sale.KeyUnused(sale.ErrAlreadyPurchased) // the key was looked up just now
 		}
 	}
 	return out, nil
