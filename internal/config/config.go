@@ -110,7 +110,7 @@ type Config struct {
 		StreamsMax       int
 		StreamsPerClient int
 		Heartbeat        time.Duration
-		// StreamMinGap is the least time between two writes of one stream.
+		// StreamMinGap is the period of one stream's writes of changes.
 		StreamMinGap time.Duration
 	}
 	// Live configures the storefront's live figures: a Redis pool of their own.
@@ -242,13 +242,13 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_RATE_CLIENT_BURST", flag: "rate-client-burst", def: "40", usage: "burst of the per-client rate limit", set: integer(&c.Limits.PerClientBurst)},
 		{env: "SECKILL_TRUSTED_PROXIES", flag: "trusted-proxies", def: "127.0.0.0/8,::1", usage: "addresses or CIDRs of the proxies whose X-Forwarded-For names the client, comma-separated (none: trust no proxy)", set: prefixes(&c.Limits.TrustedProxies)},
 		{env: "SECKILL_RATE_EXEMPT", flag: "rate-exempt", def: "127.0.0.0/8,::1", usage: "client addresses or CIDRs the per-client limit lets through, comma-separated (none: no exemption); the load test and the stampede launcher run on loopback", set: prefixes(&c.Limits.Exempt)},
-		{env: "SECKILL_BOARD_REFRESH", flag: "board-refresh", def: "300ms", usage: "how often a replica's board (what every public read and event stream shows) re-reads the products: the staleness bound of the viewers' figures", set: dur(&c.Read.Refresh)},
+		{env: "SECKILL_BOARD_REFRESH", flag: "board-refresh", def: "100ms", usage: "how often a replica's board (what every public read and event stream shows) re-reads the products: the staleness bound of the viewers' figures", set: dur(&c.Read.Refresh)},
 		{env: "SECKILL_READ_RATE", flag: "read-rate", def: "50", usage: "public reads (products, stats, streams opened) per second per client address, in each replica's memory (0: no limit); SECKILL_RATE_EXEMPT addresses pass", set: float(&c.Read.PerClientRate)},
 		{env: "SECKILL_READ_BURST", flag: "read-burst", def: "100", usage: "burst of the per-client read limit", set: integer(&c.Read.PerClientBurst)},
 		{env: "SECKILL_STREAMS_MAX", flag: "streams-max", def: "10000", usage: "event streams open at once per replica before refusing with 503", set: integer(&c.Read.StreamsMax)},
 		{env: "SECKILL_STREAMS_PER_CLIENT", flag: "streams-per-client", def: "8", usage: "event streams open at once per client address before refusing with 429; SECKILL_RATE_EXEMPT addresses are not counted", set: integer(&c.Read.StreamsPerClient)},
 		{env: "SECKILL_STREAM_HEARTBEAT", flag: "stream-heartbeat", def: "15s", usage: "longest silence of an event stream before a comment keeps it alive", set: dur(&c.Read.Heartbeat)},
-		{env: "SECKILL_STREAM_MIN_GAP", flag: "stream-min-gap", def: "400ms", usage: "least time between two writes of one event stream: what changed meanwhile goes in one write (a write is a system call per viewer; the delay adds to the viewers' lag)", set: dur(&c.Read.StreamMinGap)},
+		{env: "SECKILL_STREAM_MIN_GAP", flag: "stream-min-gap", def: "700ms", usage: "period of an event stream's writes: what changed goes out at the stream's own moment of each period, in one write (a write is a system call per viewer; the wait adds to the viewers' lag)", set: dur(&c.Read.StreamMinGap)},
 		{env: "SECKILL_MAX_INFLIGHT", flag: "max-inflight", def: "2000", usage: "purchases in progress per replica before shedding with 429 (0: no limit)", set: integer(&c.Limits.MaxInflight)},
 		{env: "SECKILL_LIVE_REDIS_POOL", flag: "live-redis-pool", def: "8", usage: "connections of the live figures' own Redis pool (storefront rates, stampede progress)", set: integer(&c.Live.RedisPool)},
 		{env: "SECKILL_LIVE_REDIS_TIMEOUT", flag: "live-redis-timeout", def: "500ms", usage: "read and write timeout of the live figures' Redis calls: a slow Redis costs the stats this, never a purchase", set: dur(&c.Live.RedisTimeout)},

@@ -20,8 +20,9 @@ import (
 // The event stream (GET /api/v1/events): Server-Sent Events of the board's changes, so that a
 // viewer is told when the stock moves instead of asking every second. Each stream is a goroutine
 // that sleeps on the current snapshot's Changed channel and, when it closes, writes what changed
-// since its last write, at most once per StreamConfig.MinGap: however fast the stock moves, a
-// viewer costs a few writes a second, and every event's bytes were rendered once by the board.
+// since its last write at its next slot: a moment of its own in every StreamConfig.MinGap.
+// However fast the stock moves, a viewer costs one write per period, the streams of a replica
+// write evenly spread over it, and every event's bytes were rendered once by the board.
 // The protocol is in docs/read-path.md.
 
 // StreamConfig limits the event streams of a replica.
@@ -34,10 +35,10 @@ type StreamConfig struct {
 	// Heartbeat is how long a stream may stay silent before a comment is sent [15 s]: proxies and
 	// clients see a live connection, and a dead one is found by the failing write.
 	Heartbeat time.Duration
-	// MinGap is the least time between two writes of one stream [400 ms]: each write is a
-	// system call per viewer, the largest cost of a crowd of streams, and a viewer gains little
-	// from more than two updates a second. Below the board's refresh (500 ms), it holds back only
-	// the changes the change feed brings between two refreshes.
+	// MinGap is the period of a stream's writes of changes [700 ms]: each stream writes what
+	// changed at most once per period, at a phase of its own, drawn when it opens. Each write is
+	// a system call per viewer (and as much again for the viewer's side), the largest cost of a
+	// crowd of streams. A change reaches a viewer within a board refresh plus one period.
 	MinGap time.Duration
 }
 
@@ -52,7 +53,7 @@ func (c *StreamConfig) defaults() {
 		c.Heartbeat = 15 * time.Second
 	}
 	if c.MinGap <= 0 {
-		c.MinGap = 400 * time.Millisecond
+		c.MinGap = 700 * time.Millisecond
 	}
 }
 
@@ -186,9 +187,11 @@ type eventStream struct {
 	only    int64
 	buf     []byte
 	last    uint64
-	changed <-chan struct{} // nil while a gap timer is armed: it writes then
+	changed <-chan struct{} // nil while the slot timer is armed: it writes then
 	// lastWrite is when the stream was last written to; deadline, the write deadline set then.
 	lastWrite, deadline time.Time
+	// slot0 is one of the stream's slots: they fall every MinGap from it.
+	slot0 time.Time
 }
 
 // startStream answers the request with the stream's headers and prepares its first write: how
@@ -210,6 +213,7 @@ func (h *handlers) startStream(c *gin.Context, snap *board.Snapshot, only int64)
 		only:    only,
 		last:    snap.Seq,
 		changed: snap.Changed(),
+		slot0:   time.Now().Add(rand.N(h.streams.cfg.MinGap)),
 	}
 	c.Status(http.StatusOK)
 
@@ -230,9 +234,9 @@ func (h *handlers) startStream(c *gin.Context, snap *board.Snapshot, only int64)
 // stream has been silent for half a heartbeat, until the request ends, the replica begins to shut
 // down or a write fails.
 func (s *eventStream) run(ctx context.Context) {
-	gap := time.NewTimer(time.Hour)
-	gap.Stop()
-	defer gap.Stop()
+	slot := time.NewTimer(time.Hour)
+	slot.Stop()
+	defer slot.Stop()
 	if !s.write(s.buf, 1) {
 		return
 	}
@@ -251,13 +255,13 @@ func (s *eventStream) run(ctx context.Context) {
 				return
 			}
 		case <-s.changed:
-			// The change waits for the gap since the last write to pass, and so do the ones after
-			// it: then one write carries them all. And for a moment of the stream's own: every
-			// stream of the replica wakes on the same snapshot, and written all at once they would
-			// hold the replica's CPU for tens of milliseconds, purchases queued behind them.
+			// The change waits for the stream's next slot, and so do the ones after it: then one
+			// write carries them all. Every stream of the replica wakes on the same snapshot;
+			// written all at once they would hold the replica's CPU for tens of milliseconds,
+			// purchases queued behind them, where at their slots they are spread over the period.
 			s.changed = nil
-			gap.Reset(max(time.Until(s.lastWrite.Add(cfg.MinGap)), 0) + s.jitter())
-		case <-gap.C:
+			slot.Reset(s.untilSlot(time.Now()))
+		case <-slot.C:
 			if !s.catchUp() {
 				return
 			}
@@ -265,12 +269,20 @@ func (s *eventStream) run(ctx context.Context) {
 	}
 }
 
-// jitter is the stream's own moment of delay before a write of changes, up to half the gap.
-func (s *eventStream) jitter() time.Duration {
-	if half := s.streams.cfg.MinGap / 2; half > 0 {
-		return rand.N(half)
+// untilSlot is the wait from now until the stream's next slot (none when now is one).
+func untilSlot(slot0, now time.Time, period time.Duration) time.Duration {
+	since := now.Sub(slot0) % period
+	if since < 0 {
+		since += period
 	}
-	return 0
+	if since == 0 {
+		return 0
+	}
+	return period - since
+}
+
+func (s *eventStream) untilSlot(now time.Time) time.Duration {
+	return untilSlot(s.slot0, now, s.streams.cfg.MinGap)
 }
 
 // write sends b, events events, and reports whether it reached the client's connection.

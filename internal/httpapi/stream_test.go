@@ -290,3 +290,26 @@ func TestStreamHeartbeatAndClosing(t *testing.T) {
 		t.Error("the stream did not end when shutdown began")
 	}
 }
+
+// TestUntilSlot: a stream's slots fall every period from its first one, before it as after.
+func TestUntilSlot(t *testing.T) {
+	slot0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	const period = 800 * time.Millisecond
+	for _, tc := range []struct {
+		after time.Duration // now − slot0
+		want  time.Duration
+	}{
+		{0, 0},
+		{time.Millisecond, period - time.Millisecond},
+		{period - time.Millisecond, time.Millisecond},
+		{period, 0},
+		{5*period + 300*time.Millisecond, 500 * time.Millisecond},
+		{-300 * time.Millisecond, 300 * time.Millisecond},
+		{-period, 0},
+		{-2*period - time.Millisecond, time.Millisecond},
+	} {
+		if got := untilSlot(slot0, slot0.Add(tc.after), period); got != tc.want {
+			t.Errorf("%v after the first slot: %v to the next, want %v", tc.after, got, tc.want)
+		}
+	}
+}

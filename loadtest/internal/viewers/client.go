@@ -153,9 +153,9 @@ func eventFigures(data []byte, productID int64) (figures, bool) {
 	return productFigures(data, productID)
 }
 
-// scanProductEvent reads id, stock and state from the flat "product" object of data; done is
-// false when data is not of that shape (no such object, a snapshot's items, an escaped state),
-// which productFigures then reads.
+// scanProductEvent reads id, stock and state from the "product" object of data; done is false
+// when data is not of that shape (no such object, a snapshot's items, an escaped state, a field
+// that is not a number), which productFigures then reads.
 func scanProductEvent(data []byte, productID int64) (f figures, ok, done bool) {
 	if bytes.Contains(data, []byte(`"items":`)) {
 		return figures{}, false, false
@@ -164,23 +164,28 @@ func scanProductEvent(data []byte, productID int64) (f figures, ok, done bool) {
 	if i < 0 {
 		return figures{}, false, false
 	}
-	obj, ok := flatObject(data[i+len(`"product":`):])
-	if !ok {
-		return figures{}, false, false
-	}
-	id, okID := intField(obj, `"id":`)
-	stock, okStock := intField(obj, `"stock":`)
-	if !okID || !okStock {
-		return figures{}, false, false
-	}
+	var id, stock int64
+	var haveID, haveStock, bad bool
 	state := ""
-	if j := bytes.Index(obj, []byte(`"state":"`)); j >= 0 {
-		rest := obj[j+len(`"state":"`):]
-		k := bytes.IndexByte(rest, '"')
-		if k < 0 || bytes.IndexByte(rest[:k], '\\') >= 0 {
-			return figures{}, false, false
+	well := objectFields(data[i+len(`"product":`):], func(key, value []byte) {
+		var err error
+		switch string(key) {
+		case "id":
+			id, err = strconv.ParseInt(string(value), 10, 64)
+			haveID = err == nil
+		case "stock":
+			stock, err = strconv.ParseInt(string(value), 10, 64)
+			haveStock = err == nil
+		case "state":
+			if len(value) < 2 || value[0] != '"' || bytes.IndexByte(value, '\\') >= 0 {
+				bad = true
+				return
+			}
+			state = string(value[1 : len(value)-1])
 		}
-		state = string(rest[:k])
+	})
+	if !well || bad || !haveID || !haveStock {
+		return figures{}, false, false
 	}
 	if id != productID {
 		return figures{}, false, true
@@ -188,43 +193,106 @@ func scanProductEvent(data []byte, productID int64) (f figures, ok, done bool) {
 	return figures{stock: int(stock), state: state}, true, true
 }
 
-// flatObject returns the JSON object at the start of b, up to its closing brace, if it holds no
-// object or array (a product's fields are all scalars); strings may hold anything.
-func flatObject(b []byte) ([]byte, bool) {
-	inString, escaped := false, false
-	for i := 1; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '{' || c == '[':
-			return nil, false
-		case c == '}':
-			return b[:i+1], true
+// objectFields calls fn with each member of the JSON object at the start of b — its key as
+// written between the quotes, its value's bytes (a string with its quotes; an object or array
+// whole, not looked into) — and reports whether the object was read to its closing brace. It
+// checks the structure, not every token: what it cannot read, productFigures does.
+func objectFields(b []byte, fn func(key, value []byte)) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return false
+		}
+		kEnd := stringEnd(b, i)
+		if kEnd < 0 {
+			return false
+		}
+		key := b[i+1 : kEnd-1]
+		i = skipSpace(b, kEnd)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		vEnd := valueEnd(b, i)
+		if vEnd <= i {
+			return false
+		}
+		fn(key, b[i:vEnd])
+		i = skipSpace(b, vEnd)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '}':
+			return true
+		case ',':
+			i = skipSpace(b, i+1)
+		default:
+			return false
 		}
 	}
-	return nil, false
+	return false
 }
 
-// intField reads the integer after key in a flat object: key cannot occur inside a string
-// (its quotes would be escaped there).
-func intField(obj []byte, key string) (int64, bool) {
-	j := bytes.Index(obj, []byte(key))
-	if j < 0 {
-		return 0, false
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	rest := bytes.TrimLeft(obj[j+len(key):], " ")
-	end := 0
-	for end < len(rest) && (rest[end] == '-' || (rest[end] >= '0' && rest[end] <= '9')) {
-		end++
+	return i
+}
+
+// stringEnd returns the index just past the string that starts at b[i] (a quote), or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
 	}
-	n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
-	return n, err == nil
+	return -1
+}
+
+// valueEnd returns the index just past the value that starts at b[i], or -1: a string, an object
+// or array (its nesting followed, strings inside skipped), or a scalar up to the next delimiter.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				if j = stringEnd(b, j) - 1; j < 0 {
+					return -1
+				}
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
+		j++
+	}
+	return j
 }
 
 // productFigures reads the watched product's figures from any public answer that carries them: a

@@ -485,7 +485,7 @@ func (v *viewer) streamOnce(ctx context.Context, sse *SSEReader) time.Duration {
 	comments := sse.Comments()
 	first := true
 	for {
-		ev, err := sse.Next()
+		typ, data, err := sse.NextView()
 		now := cfg.Now()
 		if err != nil {
 			if first {
@@ -505,12 +505,12 @@ func (v *viewer) streamOnce(ctx context.Context, sse *SSEReader) time.Duration {
 			read.At, read.Latency = now, now.Sub(t0)
 			v.reads = append(v.reads, read)
 		}
-		v.events[ev.Type]++
+		v.events[typ]++
 		v.eventTimes = append(v.eventTimes, now)
-		if f, ok := eventFigures([]byte(ev.Data), cfg.ProductID); ok {
+		if f, ok := eventFigures(data, cfg.ProductID); ok {
 			v.saw(now, f)
 		}
-		if ev.Type == "sold_out" {
+		if typ == "sold_out" {
 			v.sawSoldOut(now)
 		}
 	}

@@ -118,6 +118,16 @@ func TestEventFigures(t *testing.T) {
 		`{"product":{"id":7,"name":"a \"stock\": 9 {x}","stock":2,"state":"on_sale"}}`,
 		`{"product":{"id":7,"name":"x","stock":2,"state":"on\u005fsale"}}`,
 		`{"product":{"id":7,"stock":2,"tags":["a"],"state":"on_sale"}}`,
+		`{"product":{"id":7,"admission":{"mode":"queue","stock":9},"stock":2,"state":"on_sale"}}`,
+		`{"product":{"id":7,"admission":{"mode":"q\"}"},"stock":2,"state":"on_sale"}}`,
+		`{"product":{"id":7,"admission":{"mode":["}"]},"stock":2,"state":"on_sale"}}`,
+		`{"product":{"id":7,"admission":{"mode":"open"}},"stock":2}`,
+		`{"product":{"id":7,"admission":{"mode":"open"},"stock":2,"state":"on_sale"`,
+		`{"product":{"id":7,"admission":{"mode":"open","stock":2,"state":"on_sale"}}`,
+		`{"product": { "id" : 7 , "stock" : 2 , "state" : "on_sale" } }`,
+		`{"product":{"id":7,"stock":2,"state":"on_sale",}}`,
+		`{"product":{"id":7,"stock":2.5,"state":"on_sale"}}`,
+		`{"product":{"id":7,"stock":null,"state":"on_sale"}}`,
 		`{"items":[{"product":{"id":7,"stock":5,"state":"on_sale"}}]}`,
 		`{"product":{"id":7,"stock":"x"}}`,
 		`{"product":{"id":7`,
@@ -148,9 +158,19 @@ func TestSoldOut(t *testing.T) {
 	}
 }
 
+// TestEventFiguresScansTheContractsEvent: the event as the server shapes it — a product with a
+// nested admission object among its fields — is read by the scan, not handed to encoding/json,
+// which costs a viewer twenty times more (BenchmarkProductFigures).
+func TestEventFiguresScansTheContractsEvent(t *testing.T) {
+	f, ok, done := scanProductEvent(eventData, 7)
+	if !done || !ok || f != (figures{stock: 4321, state: "on_sale"}) {
+		t.Fatalf("scan: %+v ok=%v done=%v, want stock 4321 on_sale read by the scan", f, ok, done)
+	}
+}
+
 // eventData is an event of the read side as the contract shapes it.
 var eventData = []byte(`{"product":{"id":7,"name":"loadtest · mysql · 5000 stream viewers","price_cents":100,"stock":4321,"initial_stock":10000,"strategy":"mysql",` +
-	`"sale_starts_at":"2026-11-28T08:00:00Z","sale_ends_at":"2026-11-28T09:00:00Z","per_user_limit":1,"listed":false,"state":"on_sale"},` +
+	`"sale_starts_at":"2026-11-28T08:00:00Z","sale_ends_at":"2026-11-28T09:00:00Z","per_user_limit":1,"listed":false,"state":"on_sale","admission":{"mode":"open"}},` +
 	`"stats":{"initial_stock":10000,"stock":4321,"sold_units":5679,"requests_per_sec":5123.5,"accepted_per_sec":2345.2,"rate_window_sec":10,` +
 	`"rates_available":true,"per_second":{"start":1764316800,"requests":[5000,5100,5200,5300,5400,5500,5600,5700,5800,5900],"accepted":[2000,2100,2200,2300,2400,2500,2600,2700,2800,2900]}}}`)
 

@@ -31,10 +31,10 @@ const maxLine = 4 << 20
 type SSEReader struct {
 	sc       *bufio.Scanner
 	first    bool // the next line is the stream's first (a UTF-8 BOM is dropped from it)
-	lastID   string
+	lastID   []byte
 	retry    time.Duration
 	comments int
-	typ      string
+	typ      []byte
 	data     []byte
 	hasData  bool
 }
@@ -53,11 +53,11 @@ func (s *SSEReader) Continue(r io.Reader) {
 	s.sc.Buffer(make([]byte, 0, 4096), maxLine)
 	s.sc.Split(scanSSELines)
 	s.first = true
-	s.typ, s.data, s.hasData = "", s.data[:0], false
+	s.typ, s.data, s.hasData = s.typ[:0], s.data[:0], false
 }
 
 // LastEventID is the id a reconnection sends as Last-Event-ID ("" when none was received).
-func (s *SSEReader) LastEventID() string { return s.lastID }
+func (s *SSEReader) LastEventID() string { return string(s.lastID) }
 
 // Retry is the reconnection time the stream last set with a retry field (0: none).
 func (s *SSEReader) Retry() time.Duration { return s.retry }
@@ -67,39 +67,47 @@ func (s *SSEReader) Comments() int { return s.comments }
 
 // Next returns the next event; io.EOF when the stream ended cleanly, or the read's error.
 func (s *SSEReader) Next() (Event, error) {
+	typ, data, err := s.NextView()
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{ID: s.LastEventID(), Type: typ, Data: string(data)}, nil
+}
+
+// NextView is Next without copies, for the thousands of streams of a crowd: the event's type
+// and its data, which stays valid until the next call only.
+func (s *SSEReader) NextView() (typ string, data []byte, err error) {
 	for s.sc.Scan() {
 		line := s.sc.Bytes()
 		if s.first {
 			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
 			s.first = false
 		}
-		if ev, ok := s.line(line); ok {
-			return ev, nil
+		if typ, data, ok := s.line(line); ok {
+			return typ, data, nil
 		}
 	}
 	if err := s.sc.Err(); err != nil {
-		return Event{}, err
+		return "", nil, err
 	}
-	return Event{}, io.EOF
+	return "", nil, io.EOF
 }
 
-// line processes one line and returns the event it dispatches, if any.
-func (s *SSEReader) line(line []byte) (Event, bool) {
+// line processes one line and returns the event it dispatches, if any: its type and data.
+func (s *SSEReader) line(line []byte) (string, []byte, bool) {
 	if len(line) == 0 {
 		if !s.hasData {
-			s.typ = ""
-			return Event{}, false
+			s.typ = s.typ[:0]
+			return "", nil, false
 		}
-		ev := Event{ID: s.lastID, Type: s.typ, Data: string(bytes.TrimSuffix(s.data, []byte("\n")))}
-		if ev.Type == "" {
-			ev.Type = "message"
-		}
-		s.typ, s.data, s.hasData = "", s.data[:0], false
-		return ev, true
+		typ := eventType(s.typ)
+		data := bytes.TrimSuffix(s.data, []byte("\n"))
+		s.typ, s.data, s.hasData = s.typ[:0], s.data[:0], false
+		return typ, data, true
 	}
 	if line[0] == ':' {
 		s.comments++
-		return Event{}, false
+		return "", nil, false
 	}
 	field, value, found := bytes.Cut(line, []byte(":"))
 	if found {
@@ -107,13 +115,13 @@ func (s *SSEReader) line(line []byte) (Event, bool) {
 	}
 	switch string(field) {
 	case "event":
-		s.typ = string(value)
+		s.typ = append(s.typ[:0], value...)
 	case "data":
 		s.data = append(append(s.data, value...), '\n')
 		s.hasData = true
 	case "id":
 		if bytes.IndexByte(value, 0) < 0 {
-			s.lastID = string(value)
+			s.lastID = append(s.lastID[:0], value...)
 		}
 	case "retry":
 		if len(value) > 0 && strings.Trim(string(value), "0123456789") == "" {
@@ -122,7 +130,25 @@ func (s *SSEReader) line(line []byte) (Event, bool) {
 			}
 		}
 	}
-	return Event{}, false
+	return "", nil, false
+}
+
+// eventType is the type of an event whose event field was b: "message" when there was none,
+// the server's own types without a copy.
+func eventType(b []byte) string {
+	switch string(b) {
+	case "":
+		return "message"
+	case "stock":
+		return "stock"
+	case "stats":
+		return "stats"
+	case "sold_out":
+		return "sold_out"
+	case "snapshot":
+		return "snapshot"
+	}
+	return string(b)
 }
 
 // scanSSELines splits at CRLF, LF or CR. A line the stream's end cut off is dropped: it is no
