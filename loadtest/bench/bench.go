@@ -27,6 +27,13 @@ type bench struct {
 	rep   *Report
 	stamp string // the run's time, hhmmss, in every buyer id: b<stamp>p<phase>-<n>
 	phase int    // phases run so far, so that no two phases share a buyer
+	round int    // the round under way, from 1
+}
+
+// add records a measurement of the round under way.
+func (b *bench) add(row Row) {
+	row.Round = b.round
+	b.rep.Rows = append(b.rep.Rows, row)
 }
 
 func (b *bench) run(ctx context.Context) (*Report, error) {
@@ -39,7 +46,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		Machine:   yardstick.Machine(),
 		Commit:    cli.GitCommit(ctx),
 		Settings: Settings{
-			Replicas: o.replicas, ReplicaProcs: o.replicaProcs(), Targets: o.targets, Connections: o.connections, Workers: o.workers,
+			Rounds: o.rounds, Replicas: o.replicas, ReplicaProcs: o.replicaProcs(), Targets: o.targets, Connections: o.connections, Workers: o.workers,
 			Warmup: o.warmup.String(), Duration: o.duration.String(), AcceptDuration: o.acceptFor.String(),
 			RDuration: o.rFor.String(), RGoroutines: o.rGoroutines, Strategies: o.strategies,
 			SoldOutStrategy: o.soldOutWith, Batches: o.batches, BatchLinger: o.batchLinger, Stock: o.stock,
@@ -51,6 +58,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	err := b.phases(ctx)
 	computeRatios(b.rep.Rows)
+	b.rep.Summary = summarize(b.rep.Rows)
 	b.rep.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		b.rep.Aborted = err.Error()
@@ -60,21 +68,15 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 
 func (b *bench) has(phase string) bool { return slices.Contains(b.o.phases, phase) }
 
-// phases runs what -phases asks for, in the order of allPhases: the bare gin ceiling before any
-// replica runs, then, on the first replica configuration, the sold-out path, R, the read path and
-// the fan-out, then the accept phases of every configuration.
+// phases runs what -phases asks for, -rounds times alternated, in the order of allPhases: on
+// the first replica configuration the bare gin ceiling, the sold-out path, R, the read path, the
+// fan-out and (in the first round) the returns, then the accept phases of every configuration.
+// The bare gin ceiling runs beside idle replicas: measured in each round, next to the phases it
+// divides, a yardstick shares their weather.
 func (b *bench) phases(ctx context.Context) error {
 	o := b.o
-	if b.has(phaseGin) {
-		if err := b.bareGin(ctx); err != nil {
-			return err
-		}
-	}
 	if !b.has(phaseSoldOut) && !b.has(phaseAccept) && !b.has(phaseRead) && !b.has(phaseFanout) && !b.has(phaseReturns) {
-		if b.has(phaseR) {
-			return b.rowRate(ctx)
-		}
-		return nil
+		return b.rounds(func(int) error { return b.yardsticks(ctx) })
 	}
 	configs := o.batches
 	if !b.has(phaseAccept) {
@@ -106,9 +108,37 @@ func (b *bench) phases(ctx context.Context) error {
 	return nil
 }
 
+// rounds runs round -rounds times, numbering the rows of each.
+func (b *bench) rounds(round func(n int) error) error {
+	for n := 1; n <= b.o.rounds; n++ {
+		b.round = n
+		if b.o.rounds > 1 {
+			b.say("round %d of %d", n, b.o.rounds)
+		}
+		if err := round(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// yardsticks measures the bare gin ceiling and R, those of them -phases asks for.
+func (b *bench) yardsticks(ctx context.Context) error {
+	if b.has(phaseGin) {
+		if err := b.bareGin(ctx); err != nil {
+			return err
+		}
+	}
+	if b.has(phaseR) {
+		return b.rowRate(ctx)
+	}
+	return nil
+}
+
 // configuration runs the phases of one replica configuration (SECKILL_BATCH_MAX=batch) on
-// replicas of its own, started with env and stopped at the end: on the first, the sold-out path,
-// R, the read path and the fan-out, then on each the accept phase of every strategy.
+// replicas of its own, started with env and stopped at the end, round after round: on the first,
+// the yardsticks, the sold-out path, the read path and the fan-out (and the returns, once), then
+// on each the accept phase of every strategy.
 func (b *bench) configuration(ctx context.Context, first bool, batch string, env []string) error {
 	o := b.o
 	label := batchLabel(batch)
@@ -125,39 +155,54 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 		}()
 		targets, pprof = c.urls(), c.replicas[0].pprofURL
 	}
-	if first && b.has(phaseSoldOut) {
+	return b.rounds(func(round int) error {
+		if first {
+			if err := b.firstConfiguration(ctx, targets, pprof, label, round); err != nil {
+				return err
+			}
+		}
+		if b.has(phaseAccept) {
+			for _, workers := range o.workers {
+				for _, st := range o.strategies {
+					if err := b.accept(ctx, targets, pprof, st, batch, workers); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// firstConfiguration runs, in one round, the phases measured on the first configuration only.
+func (b *bench) firstConfiguration(ctx context.Context, targets []string, pprof, label string, round int) error {
+	if b.has(phaseGin) {
+		if err := b.bareGin(ctx); err != nil {
+			return err
+		}
+	}
+	if b.has(phaseSoldOut) {
 		if err := b.soldOut(ctx, targets, pprof, label); err != nil {
 			return err
 		}
 	}
-	if first && b.has(phaseR) {
+	if b.has(phaseR) {
 		if err := b.rowRate(ctx); err != nil {
 			return err
 		}
 	}
-	if first && b.has(phaseRead) {
+	if b.has(phaseRead) {
 		if err := b.read(ctx, targets, pprof, label); err != nil {
 			return err
 		}
 	}
-	if first && b.has(phaseFanout) {
+	if b.has(phaseFanout) {
 		if err := b.fanout(ctx, targets, pprof, label); err != nil {
 			return err
 		}
 	}
-	if first && b.has(phaseReturns) {
-		if err := b.returns(ctx, targets, label); err != nil {
-			return err
-		}
-	}
-	if b.has(phaseAccept) {
-		for _, workers := range o.workers {
-			for _, st := range o.strategies {
-				if err := b.accept(ctx, targets, pprof, st, batch, workers); err != nil {
-					return err
-				}
-			}
-		}
+	if b.has(phaseReturns) && round == 1 { // a drain of 100,000 orders: measured once
+		return b.returns(ctx, targets, label)
 	}
 	return nil
 }
@@ -291,7 +336,7 @@ func (b *bench) ceiling(ctx context.Context, what, logName, want, kind string, b
 	if n := res.Answers[want]; n != res.Sent {
 		return res, fmt.Errorf("%s: %d of %d answers were %s: %s %q", what, n, res.Sent, want, answersCell(res.Answers), res.Failures)
 	}
-	b.rep.Rows = append(b.rep.Rows, Row{
+	b.add(Row{
 		Kind: kind, What: what, Config: fmt.Sprintf("1 process · %d connections", o.connections),
 		Figure: res.PerSec, Unit: "req/s", P50: res.All.P50, P99: res.All.P99, Answers: res.Answers, CPU: cpu(),
 	})
@@ -311,7 +356,7 @@ func (b *bench) rowRate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.rep.Rows = append(b.rep.Rows, Row{
+	b.add(Row{
 		Kind: kindR, What: "R", Config: fmt.Sprintf("%d goroutines · autocommit · %s", res.Goroutines, res.Where),
 		Figure: res.RowsPerSec, Unit: "rows/s", Notes: []string{"`" + res.Statement + "`"}, CPU: cpu(),
 	})
@@ -355,7 +400,7 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 	if other := res.Sent - res.Answers["409 sold_out"]; other > 0 {
 		row.Notes = append(row.Notes, fmt.Sprintf("%d answers were not 409 sold_out: %s %q", other, answersCell(res.Answers), res.Failures))
 	}
-	b.rep.Rows = append(b.rep.Rows, row)
+	b.add(row)
 	b.say("sold-out path: %.0f req/s", res.PerSec)
 	return nil
 }
@@ -416,7 +461,7 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 	if st.Oversold > 0 || st.InitialStock-st.Stock != st.Reserved {
 		b.problem("accept %s (%s): stock %d of %d with %d units reserved (oversold %d)", strategy, label, st.Stock, st.InitialStock, st.Reserved, st.Oversold)
 	}
-	b.rep.Rows = append(b.rep.Rows, row)
+	b.add(row)
 	b.say("accept %s (%s): drained %v in %.1f s", strategy, label, drained, row.DrainSeconds)
 	return nil
 }

@@ -137,11 +137,14 @@ func sampleReport() *Report {
 		{Kind: kindAccept, What: "accept redis-lua", Config: "batch default (128) · 256 workers · 3 replicas", ProductID: 4, Figure: 24000, Unit: "accepted/s", P50: 9, P99: 25, Answers: map[string]int{"202": 144000}, Accepted: 144000, ReservedAtEnd: 1440, Reserved: 144000, Confirmed: 144000, Drained: true, DrainSeconds: 9.4, CPU: &yardstick.CPUShare{Busy: 0.7, Steal: 0.25, IOWait: 0.01, Idle: 0.04}},
 		{Kind: kindAccept, What: "accept zk", Config: "batch 1 · 32 workers · 3 replicas", ProductID: 3, Figure: 400, Unit: "accepted/s", P50: 80, P99: 300, Answers: map[string]int{"202": 2400}, Accepted: 2400, Reserved: 2400, Confirmed: 1000},
 	}
+	for i := range rows {
+		rows[i].Round = 1
+	}
 	computeRatios(rows)
 	return &Report{
 		RunID: "20261123-140000", StartedAt: time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC), Seconds: 201.4,
 		Machine: "vm: 2 × AMD EPYC, linux/amd64, go1.26.8", Commit: "abc1234",
-		Settings: Settings{Replicas: 3, Connections: 64, Workers: []int{32}, Warmup: "1s", Duration: "5s", AcceptDuration: "5s", RDuration: "5s",
+		Settings: Settings{Rounds: 1, Replicas: 3, Connections: 64, Workers: []int{32}, Warmup: "1s", Duration: "5s", AcceptDuration: "5s", RDuration: "5s",
 			RGoroutines: 16, Strategies: []string{"mysql", "zk"}, SoldOutStrategy: "mysql", Batches: []string{"default", "1"}, Stock: 100_000_000},
 		Rows:     rows,
 		Problems: []string{"accept zk (batch 1): 3 answers 5xx"},
@@ -172,20 +175,20 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## seckill-go bench 20261123-140000",
 		"vm: 2 × AMD EPYC, linux/amd64, go1.26.8 · 2026-11-23 14:00 UTC · commit abc1234 · run took 3m21s",
-		"| bare gin ceiling | 1 process · 64 connections | 24,000 req/s | yardstick | 2.40 | 9.76 | — | 93 % · 6 % |",
-		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 12,000 req/s | 0.50 of bare gin | 4.10 | 31.0 | — | — |",
-		"| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 4,000 rows/s | yardstick | — | — | — | — |",
-		"| accept mysql | batch default (128) · 32 workers · 3 replicas | 8,000 accepted/s | 2.00 of R · 0.33 of bare gin | 3.30 | 140 | 1.3 s | — |",
-		"| accept redis-lua | batch default (128) · 256 workers · 3 replicas | 24,000 accepted/s | 6.00 of R · 1.00 of bare gin | 9.00 | 25.0 | 9.4 s (1 % in MySQL at the end) | 70 % · 25 % |",
-		"| accept zk | batch 1 · 32 workers · 3 replicas | 400 accepted/s | 0.10 of R · 0.02 of bare gin | 80.0 | 300 | **not drained** | — |",
+		"| bare gin ceiling | 1 process · 64 connections | 1 | 24,000 req/s | yardstick | 2.40 | 9.76 | — | 93 % · 6 % |",
+		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 1 | 12,000 req/s | 0.50 of bare gin | 4.10 | 31.0 | — | — |",
+		"| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 1 | 4,000 rows/s | yardstick | — | — | — | — |",
+		"| accept mysql | batch default (128) · 32 workers · 3 replicas | 1 | 8,000 accepted/s | 2.00 of R · 0.33 of bare gin | 3.30 | 140 | 1.3 s | — |",
+		"| accept redis-lua | batch default (128) · 256 workers · 3 replicas | 1 | 24,000 accepted/s | 6.00 of R · 1.00 of bare gin | 9.00 | 25.0 | 9.4 s (1 % in MySQL at the end) | 70 % · 25 % |",
+		"| accept zk | batch 1 · 32 workers · 3 replicas | 1 | 400 accepted/s | 0.10 of R · 0.02 of bare gin | 80.0 | 300 | **not drained** | — |",
 		"| sold-out path | mysql · 3 replicas · 64 connections · batch default (128) | 1 | 409 sold_out × 70,000 · 0 no answer × 2 | — | — |",
 		"| accept zk | batch 1 · 32 workers · 3 replicas | 3 | 202 × 2,400 | 2,400 | 1,000 |",
 		"- **accept zk (batch 1): 3 answers 5xx**",
 		"- sold-out path (mysql · 3 replicas · 64 connections · batch default (128)): 2 answers were not 409 sold_out",
 		"`go tool pprof -top loadtest/results/bench-x-accept-mysql-batch-default.pprof`",
-		"| bare gin GET | 1 process · 64 connections | 30,000 req/s | yardstick | 1.90 | 7.00 | — | — |",
-		"| read path: GET one product | mysql · 3 replicas · 64 connections · batch default (128) | 15,000 req/s | 0.50 of bare gin GET | 3.50 | 20.0 | — | — |",
-		"| fan-out: events delivered | 1,000 subscribers over 3 replicas · mysql, 16 purchase workers · batch default (128) | 5,200 events/s | 5.20 /s per subscriber | 140 | 420 | — | — |",
+		"| bare gin GET | 1 process · 64 connections | 1 | 30,000 req/s | yardstick | 1.90 | 7.00 | — | — |",
+		"| read path: GET one product | mysql · 3 replicas · 64 connections · batch default (128) | 1 | 15,000 req/s | 0.50 of bare gin GET | 3.50 | 20.0 | — | — |",
+		"| fan-out: events delivered | 1,000 subscribers over 3 replicas · mysql, 16 purchase workers · batch default (128) | 1 | 5,200 events/s | 5.20 /s per subscriber | 140 | 420 | — | — |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown lacks %q:\n%s", want, md)
@@ -193,6 +196,61 @@ func TestMarkdown(t *testing.T) {
 	}
 	if strings.Contains(md, "| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | — |") {
 		t.Error("R has no answers; it must not be in the answers table")
+	}
+}
+
+// TestComputeRatiosByRound: a row divides by the yardstick of its own round.
+func TestComputeRatiosByRound(t *testing.T) {
+	rows := []Row{
+		{Round: 1, Kind: kindR, Figure: 1000},
+		{Round: 1, Kind: kindAccept, What: "accept mysql", Figure: 2000},
+		{Round: 2, Kind: kindR, Figure: 4000},
+		{Round: 2, Kind: kindAccept, What: "accept mysql", Figure: 2000},
+		{Round: 3, Kind: kindAccept, What: "accept mysql", Figure: 2000}, // its round has no R
+	}
+	computeRatios(rows)
+	if got := []float64{rows[1].Ratio, rows[3].Ratio, rows[4].Ratio}; !slices.Equal(got, []float64{2, 0.5, 0}) {
+		t.Errorf("ratios %v, want [2 0.5 0]", got)
+	}
+}
+
+// TestSummarize: each measurement's median and spread over its rounds, in the order rows came.
+func TestSummarize(t *testing.T) {
+	var rows []Row
+	for round, f := range []struct{ gin, r, accept, p99 float64 }{{20000, 1000, 2000, 10}, {24000, 2000, 2000, 30}, {22000, 500, 1500, 20}} {
+		rows = append(rows,
+			Row{Round: round + 1, Kind: kindGin, What: "bare gin ceiling", Config: "c", Figure: f.gin, Unit: "req/s"},
+			Row{Round: round + 1, Kind: kindR, What: "R", Config: "r", Figure: f.r, Unit: "rows/s"},
+			Row{Round: round + 1, Kind: kindAccept, What: "accept mysql", Config: "a", Figure: f.accept, Unit: "accepted/s", P99: f.p99})
+	}
+	computeRatios(rows) // accept ÷ R: 2, 1, 3
+	got := summarize(rows)
+	want := []SummaryRow{
+		{Kind: kindGin, What: "bare gin ceiling", Config: "c", Rounds: 3, Figure: 22000, Unit: "req/s", Min: 20000, Max: 24000},
+		{Kind: kindR, What: "R", Config: "r", Rounds: 3, Figure: 1000, Unit: "rows/s", Min: 500, Max: 2000},
+		{Kind: kindAccept, What: "accept mysql", Config: "a", Rounds: 3, Figure: 2000, Unit: "accepted/s", Ratio: 2, RatioTo: "R", Min: 1, Max: 3, P99: 20},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("summary (-want +got):\n%s", diff)
+	}
+	if s := got[2].Spread(); s != 1 {
+		t.Errorf("spread of the accept ratio %v, want 1 (3 − 1 over the median 2)", s)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of an even count %v, want 2.5", m)
+	}
+	rep := &Report{Settings: Settings{Rounds: 3}, Rows: rows, Summary: got}
+	md := markdown(rep)
+	for _, want := range []string{
+		"Medians over the rounds",
+		"| accept mysql | a | 3 | 2,000 accepted/s | 2.00 of R | 1.00–3.00 (100 %) | 20.0 |",
+		"| R | r | 3 | 1,000 rows/s | yardstick | 500–2,000 (150 %) | — |",
+		"Every round (3, alternated):",
+		"| accept mysql | a | 3 | 1,500 accepted/s | 3.00 of R · 0.07 of bare gin |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
 	}
 }
 
@@ -226,20 +284,22 @@ func TestRunYardsticksOnly(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := run(ctx, []string{"-phases", "gin,r", "-warmup", "100ms", "-duration", "300ms", "-r-duration", "300ms", "-connections", "8",
+	err := run(ctx, []string{"-phases", "gin,r", "-rounds", "2", "-warmup", "100ms", "-duration", "300ms", "-r-duration", "300ms", "-connections", "8",
 		"-mysql-dsn", strings.TrimSuffix(itest.ServerDSN, "/") + "/seckill_bench", "-out", dir, "-run-dir", dir}, noEnv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"| bare gin ceiling | 1 process · 8 connections |", "| R | 16 goroutines · autocommit · seckill_yardstick.hot_row |", "report: "} {
+	for _, want := range []string{"| bare gin ceiling | 1 process · 8 connections | 2 |", "| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 2 |",
+		"| bare gin ceiling | 1 process · 8 connections | 1 |", "| R | 16 goroutines · autocommit · seckill_yardstick.hot_row | 1 |", "Medians over the rounds", "report: "} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}
 	}
 	// Each phase says how busy the machine was and how much the hypervisor took (Linux).
 	if _, err := yardstick.ReadCPUTimes(); err == nil {
-		for _, line := range strings.Split(stdout.String(), "\n") {
-			if strings.Contains(line, " rows/s |") || strings.Contains(line, " req/s |") { // the main table's rows
+		_, rounds, _ := strings.Cut(stdout.String(), "Every round")
+		for _, line := range strings.Split(rounds, "\n") {
+			if strings.Contains(line, " rows/s |") || strings.Contains(line, " req/s |") { // the rounds' table
 				if !strings.HasSuffix(line, " % |") {
 					t.Errorf("no CPU figure in %q", line)
 				}

@@ -15,6 +15,11 @@
 //     purchases move its stock: events delivered per second (and per subscriber), and how late
 //     the subscribers learnt of each unit sold.
 //
+// Every phase runs -rounds times (3), the rounds alternated — gin, sold-out, R, read, fan-out,
+// accept, then all again — so that each ratio divides by a yardstick measured minutes, not a run,
+// away; the report gives each one's median and its spread (min–max) over the rounds, then every
+// round's figures. A difference smaller than the spread is the machine's weather.
+//
 // It starts its own replicas of bin/seckill (free loopback ports, database seckill_bench dropped
 // and recreated each run, Kafka topic seckill.bench.orders), never the ones of `make up`, and
 // stops them by pid at the end and on Ctrl-C. It prints a Markdown table and writes it, with a
@@ -58,6 +63,7 @@ type options struct {
 	phases       []string
 	connections  int
 	workers      []int
+	rounds       int
 	warmup       time.Duration
 	duration     time.Duration
 	acceptFor    time.Duration
@@ -110,6 +116,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.replicas, "replicas", 3, "replicas of `seckill serve` to start")
 	targets := fs.String("targets", "", "base URLs of replicas already running, comma-separated: start none and create the products there, run the accept phases once as the replicas are configured, no profiles")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run: gin (bare gin ceiling), soldout, r (R), read (GET one product ÷ the read ceiling), fanout (subscribers of the event stream while purchases move the stock), returns (units of unpaid orders back on sale), accept")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of every phase, alternated (gin, sold-out, R, read, fan-out, accept, then again): the report gives each ratio's median and spread over them; 1 for a quick look")
 	fs.IntVar(&o.connections, "connections", 64, "connections of the bare gin and sold-out phases")
 	workers := fs.String("workers", "32,64,256", "workers (requests in flight) of the accept phases, comma-separated: each strategy is measured at each (32: a steady trickle, where latency bounds the rate; 64: where redis-lua's p99 is judged; 256: a burst, as a flash sale is)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of every HTTP phase, sent but not measured")
@@ -187,6 +194,8 @@ func (o *options) validate() error {
 	switch {
 	case len(o.phases) == 0:
 		return errors.New("-phases: nothing to run")
+	case o.rounds < 1 || o.rounds > 20:
+		return errors.New("-rounds: 1 to 20")
 	case o.replicas < 1 || o.connections < 1 || len(o.workers) == 0 || o.rGoroutines < 1 || o.stock < 1 || o.subscribers < 1 || o.fanoutBuyers < 1:
 		return errors.New("-replicas, -connections, -workers, -r-goroutines, -stock, -subscribers and -fanout-workers must be positive")
 	case o.warmup < 0 || o.duration <= 0 || o.acceptFor <= 0 || o.rFor <= 0 || o.drainTimeout <= 0:

@@ -55,7 +55,7 @@ func (b *bench) read(ctx context.Context, targets []string, pprof, label string)
 	if other := res.Sent - res.Status[http.StatusOK]; other > 0 {
 		row.Notes = append(row.Notes, fmt.Sprintf("%d answers were not 200: %s %q", other, answersCell(res.Answers), res.Failures))
 	}
-	b.rep.Rows = append(b.rep.Rows, row)
+	b.add(row)
 	b.say("read path: %.0f req/s", row.Figure)
 	return nil
 }
@@ -135,7 +135,7 @@ func (b *bench) fanout(ctx context.Context, targets []string, pprof, label strin
 	if len(sum.Failures) > 0 {
 		row.Notes = append(row.Notes, "first subscriber failures: "+strings.Join(sum.Failures, "; "))
 	}
-	b.rep.Rows = append(b.rep.Rows, row)
+	b.add(row)
 	b.say("fan-out: %.0f events/s to %d subscribers (%.2f each), lag p99 %.0f ms", row.Figure, connected, sum.PerViewerPerSec, sum.Lag.Latency.P99)
 	return nil
 }

@@ -23,6 +23,9 @@ type Report struct {
 	Commit    string    `json:"commit"`
 	Settings  Settings  `json:"settings"`
 	Rows      []Row     `json:"rows"`
+	// Summary is every measurement's median and spread over the rounds, in the order the rows
+	// first came.
+	Summary []SummaryRow `json:"summary"`
 	// Problems are answers and audits that break the API's contract; the exit status is 1 when
 	// there is any.
 	Problems []string `json:"problems"`
@@ -35,6 +38,7 @@ type Settings struct {
 	Replicas        int      `json:"replicas"`
 	ReplicaProcs    string   `json:"replica_gomaxprocs,omitempty"` // GOMAXPROCS of each replica the bench started
 	Targets         []string `json:"targets,omitempty"`            // replicas the bench did not start
+	Rounds          int      `json:"rounds"`
 	Connections     int      `json:"connections"`
 	Workers         []int    `json:"workers"`
 	Warmup          string   `json:"warmup"`
@@ -68,6 +72,8 @@ const (
 
 // Row is one measurement.
 type Row struct {
+	// Round is the round it was measured in, from 1: a ratio divides by the yardstick of its round.
+	Round  int     `json:"round"`
 	Kind   string  `json:"kind"`
 	What   string  `json:"what"`
 	Config string  `json:"config"`
@@ -115,37 +121,114 @@ type Row struct {
 }
 
 // computeRatios divides every sold-out row by the bare gin ceiling, and every accept row by R and
-// by the bare gin ceiling.
+// by the bare gin ceiling, each by the yardstick measured in its own round.
 func computeRatios(rows []Row) {
-	yardsticks := map[string]float64{}
+	type key struct {
+		kind  string
+		round int
+	}
+	yardsticks := map[key]float64{}
 	for _, r := range rows {
 		if isYardstick(r.Kind) {
-			yardsticks[r.Kind] = r.Figure
+			yardsticks[key{r.Kind, r.Round}] = r.Figure
 		}
 	}
 	for i := range rows {
 		r := &rows[i]
+		of := func(kind string) float64 {
+			if y := yardsticks[key{kind, r.Round}]; y > 0 {
+				return r.Figure / y
+			}
+			return 0
+		}
 		switch r.Kind {
 		case kindSoldOut:
-			r.RatioTo = "bare gin"
-			if y := yardsticks[kindGin]; y > 0 {
-				r.Ratio = r.Figure / y
-			}
+			r.RatioTo, r.Ratio = "bare gin", of(kindGin)
 		case kindRead:
-			r.RatioTo = "bare gin GET"
-			if y := yardsticks[kindGinRead]; y > 0 {
-				r.Ratio = r.Figure / y
-			}
+			r.RatioTo, r.Ratio = "bare gin GET", of(kindGinRead)
 		case kindAccept:
-			r.RatioTo = "R"
-			if y := yardsticks[kindR]; y > 0 {
-				r.Ratio = r.Figure / y
-			}
-			if y := yardsticks[kindGin]; y > 0 {
-				r.RatioGin = r.Figure / y
-			}
+			r.RatioTo, r.Ratio, r.RatioGin = "R", of(kindR), of(kindGin)
 		}
 	}
+}
+
+// SummaryRow is one measurement over the rounds: the median of its figure and of its ratio,
+// and the ratio's spread (for a yardstick, the figure's).
+type SummaryRow struct {
+	Kind    string  `json:"kind"`
+	What    string  `json:"what"`
+	Config  string  `json:"config"`
+	Rounds  int     `json:"rounds"`
+	Figure  float64 `json:"figure_median"`
+	Unit    string  `json:"unit"`
+	Ratio   float64 `json:"ratio_median"`
+	RatioTo string  `json:"ratio_to,omitempty"`
+	// Min and Max bound the ratio over the rounds, or the figure for a yardstick and a row
+	// without a ratio.
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+	P99 float64 `json:"p99_ms_median"`
+}
+
+// Spread is (Max − Min) ÷ the median: how far apart the rounds were, as a share of the value.
+func (s SummaryRow) Spread() float64 {
+	mid := s.Ratio
+	if mid == 0 {
+		mid = s.Figure
+	}
+	if mid == 0 {
+		return 0
+	}
+	return (s.Max - s.Min) / mid
+}
+
+// summarize groups the rows of one measurement (kind, what, configuration) over the rounds, in
+// the order each first came.
+func summarize(rows []Row) []SummaryRow {
+	type key struct{ kind, what, config string }
+	var order []key
+	groups := map[key][]Row{}
+	for _, r := range rows {
+		k := key{r.Kind, r.What, r.Config}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	out := make([]SummaryRow, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		s := SummaryRow{Kind: k.kind, What: k.what, Config: k.config, Rounds: len(g), Unit: g[0].Unit, RatioTo: g[0].RatioTo}
+		figures, ratios, p99s := make([]float64, len(g)), []float64{}, make([]float64, len(g))
+		for i, r := range g {
+			figures[i], p99s[i] = r.Figure, r.P99
+			if r.Ratio > 0 {
+				ratios = append(ratios, r.Ratio)
+			}
+		}
+		s.Figure, s.P99 = median(figures), median(p99s)
+		spreadOf := figures
+		if len(ratios) > 0 {
+			s.Ratio, spreadOf = median(ratios), ratios
+		}
+		s.Min, s.Max = slices.Min(spreadOf), slices.Max(spreadOf)
+		out = append(out, s)
+	}
+	return out
+}
+
+// median is the middle value of xs (the mean of the middle two for an even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // markdown renders the report: the table, the answers, the problems and how to read them.
@@ -163,10 +246,14 @@ func markdown(r *Report) string {
 		fmt.Fprintf(&b, "Read side: read path and read ceiling with %d connections × %s; fan-out: %s subscribers, %s, %d purchase workers × %s\n\n",
 			s.Connections, s.Duration, appapi.Thousands(s.Subscribers), s.FanoutStrategy, s.FanoutWorkers, s.Duration)
 	}
-	b.WriteString("| what | configuration | figure | ratio | p50 ms | p99 ms | drain | CPU busy · stolen |\n|---|---|---:|---:|---:|---:|---|---|\n")
+	if s.Rounds > 1 {
+		writeSummary(&b, r.Summary)
+		fmt.Fprintf(&b, "Every round (%d, alternated):\n\n", s.Rounds)
+	}
+	b.WriteString("| what | configuration | round | figure | ratio | p50 ms | p99 ms | drain | CPU busy · stolen |\n|---|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s | %s |\n",
-			row.What, row.Config, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row), cpuCell(row.CPU))
+		fmt.Fprintf(&b, "| %s | %s | %d | %s %s | %s | %s | %s | %s | %s |\n",
+			row.What, row.Config, row.Round, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row), cpuCell(row.CPU))
 	}
 
 	writeAnswers(&b, r)
@@ -198,6 +285,24 @@ redis-lua, with the share of the phase's units that were in MySQL when it ended 
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
 `)
 	return b.String()
+}
+
+// writeSummary renders the medians over the rounds: the figures to quote.
+func writeSummary(b *strings.Builder, rows []SummaryRow) {
+	b.WriteString("Medians over the rounds (spread: the lowest and highest round, and their distance as a share of the median):\n\n")
+	b.WriteString("| what | configuration | rounds | figure (median) | ratio (median) | spread | p99 ms (median) |\n|---|---|---:|---:|---|---|---:|\n")
+	for _, s := range rows {
+		ratio, spread := "yardstick", fmt.Sprintf("%s–%s (%.0f %%)", appapi.Thousands(int(s.Min+0.5)), appapi.Thousands(int(s.Max+0.5)), 100*s.Spread())
+		switch {
+		case s.Ratio > 0:
+			ratio = fmt.Sprintf("%.2f of %s", s.Ratio, s.RatioTo)
+			spread = fmt.Sprintf("%.2f–%.2f (%.0f %%)", s.Min, s.Max, 100*s.Spread())
+		case !isYardstick(s.Kind):
+			ratio = "—"
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s %s | %s | %s | %s |\n", s.What, s.Config, s.Rounds, appapi.Thousands(int(s.Figure+0.5)), s.Unit, ratio, spread, ms(s.P99))
+	}
+	b.WriteString("\n")
 }
 
 // writeSettings renders the run's settings: the replicas and the knobs of each phase.

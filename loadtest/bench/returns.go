@@ -86,7 +86,7 @@ func (b *bench) returns(ctx context.Context, targets []string, label string) err
 		row.P50 = float64(c.took.Microseconds()) / 1000
 		row.Notes = append(row.Notes, fmt.Sprintf("a cancel on another product meanwhile answered in %.0f ms, its unit back", row.P50))
 	}
-	b.rep.Rows = append(b.rep.Rows, row)
+	b.add(row)
 	b.say("returns: %.0f units/s (%s)", row.Figure, strings.Join(row.Notes, "; "))
 	return nil
 }
