@@ -27,7 +27,7 @@ ifdef ZK_MODE
 export SECKILL_ZK_MODE := $(ZK_MODE)
 endif
 
-.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos soak zoo k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-compare bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos soak zoo k6 compose-check compose-smoke screenshots logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -103,10 +103,16 @@ lint: ## gofmt, go vet, staticcheck (and shellcheck when installed)
 # Flags for `make bench`, e.g. make bench BENCH_FLAGS='-strategies mysql -batch 1,32 -profile'
 BENCH_FLAGS ?=
 
-bench: ## the purchase path against this machine's own limits (bare gin, R), in one run; report in loadtest/results/
+bench: ## the purchase path against this machine's own limits (bare gin, R), medians of -rounds alternated rounds; report in loadtest/results/
 	scripts/services.sh up
 	$(MAKE) build
 	$(GO) run ./loadtest/bench $(BENCH_FLAGS)
+
+# make bench-compare A=<commit> B=<commit> [PAIRS=3] [BENCH_FLAGS=…]: "." for the work tree
+PAIRS ?= 3
+
+bench-compare: ## make bench on two commits A and B, alternated in PAIRS pairs: each measurement's medians and whether the difference is beyond the spread
+	scripts/bench-compare.sh "$(A)" "$(B)" "$(PAIRS)" $(BENCH_FLAGS)
 
 bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) against the local services
 	scripts/services.sh up

@@ -32,6 +32,7 @@
 //	make bench                                            # services up, make build, then this
 //	go run ./loadtest/bench -strategies mysql -batch 1    # one strategy, one configuration
 //	go run ./loadtest/bench -profile                      # and a CPU profile of replica 1 per phase
+//	go run ./loadtest/bench compare -a DIR -b DIR         # two sides' reports (make bench-compare)
 package main
 
 import (
@@ -218,6 +219,9 @@ func isPositiveInt(s string) bool {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(args[1:], stdout, stderr)
+	}
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
 		return err
