@@ -264,8 +264,13 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	if err != nil {
 		return err
 	}
+	_, passes, err := passKeys(log, cfg)
+	if err != nil {
+		return err
+	}
 	svc, err := sale.NewService(sale.Options{
 		Admission:       admission,
+		Passes:          passes,
 		Store:           r.store,
 		Deductors:       deductors,
 		DefaultStrategy: cfg.Sale.DefaultStrategy,

@@ -4,6 +4,8 @@
 package config
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -182,6 +184,13 @@ type Config struct {
 		// included).
 		Tokens buyer.Config
 	}
+	// Waitroom configures the sales' waiting rooms (issue #32).
+	Waitroom struct {
+		// Key is the Ed25519 seed (RFC 8032's 32-byte private key) that signs admission passes:
+		// the same on every replica, so that any replica takes a pass another signed. Nil: the
+		// process draws a key of its own, and its passes are refused by every other replica.
+		Key []byte
+	}
 	AdminToken  string
 	InstanceID  string
 	AutoMigrate bool
@@ -227,6 +236,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_BUYER_JWT_AUDIENCE", flag: "buyer-jwt-audience", def: "", usage: "required aud of buyer tokens (empty: not checked)", set: str(&c.Buyer.JWTAudience)},
 		{env: "SECKILL_BUYER_JWT_LEEWAY", flag: "buyer-jwt-leeway", def: "30s", usage: "clock skew tolerated on a buyer token's exp, nbf and iat", set: dur(&c.Buyer.JWTLeeway)},
 		{env: "SECKILL_BUYER_JWT_MAX_TTL", flag: "buyer-jwt-max-ttl", def: "24h", usage: "longest lifetime a buyer token may claim (exp - iat, or exp - now without iat); a longer one is refused, and `seckill token` mints none", set: dur(&c.Buyer.JWTMaxTTL)},
+		{env: "SECKILL_WAITROOM_KEY", flag: "waitroom-key", def: "", usage: "Ed25519 key that signs the waiting rooms' admission passes: its 32-byte seed in base64 (standard or URL alphabet, padded or not), the same on every replica (empty: a key of this process's own, whose passes the other replicas refuse)", secret: true, set: ed25519Seed(&c.Waitroom.Key)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the unsafe strategies (`none`, which oversells, and the lock zoo's unsafe variants), kept to show how they fail", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
@@ -502,6 +512,28 @@ func (c *Config) redisTopology() error {
 	}
 	c.Redis.Topology = redisconn.Topology{Mode: mode, Addrs: addrs, Master: c.Redis.Master, Password: c.Redis.Password}
 	return c.Redis.Topology.Validate()
+}
+
+// ed25519Seed reads an Ed25519 seed in base64 ("" is none).
+func ed25519Seed(dst *[]byte) func(string) error {
+	return func(v string) error {
+		v = strings.TrimRight(strings.TrimSpace(v), "=")
+		if v == "" {
+			*dst = nil
+			return nil
+		}
+		b, err := base64.RawStdEncoding.DecodeString(v)
+		if err != nil {
+			if b, err = base64.RawURLEncoding.DecodeString(v); err != nil {
+				return errors.New("not base64")
+			}
+		}
+		if len(b) != ed25519.SeedSize {
+			return fmt.Errorf("an Ed25519 key is a %d-byte seed, this is %d bytes (make one: head -c %d /dev/urandom | base64)", ed25519.SeedSize, len(b), ed25519.SeedSize)
+		}
+		*dst = b
+		return nil
+	}
 }
 
 func str(dst *string) func(string) error {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -79,6 +81,9 @@ func TestInvalid(t *testing.T) {
 		{"redis-lua wait too long", map[string]string{"SECKILL_REDISLUA_WAIT_TIMEOUT": "6s"}, "SECKILL_REDISLUA_WAIT_TIMEOUT"},
 		{"single Redis with two addresses", map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"}, "SECKILL_REDIS_"},
 		{"both buyer keys", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32), "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/etc/os-release"}, "SECKILL_BUYER_JWT_"},
+		{"waiting room key not base64", map[string]string{"SECKILL_WAITROOM_KEY": "not base64!"}, "SECKILL_WAITROOM_KEY"},
+		{"waiting room key too short", map[string]string{"SECKILL_WAITROOM_KEY": base64.StdEncoding.EncodeToString(make([]byte, 31))}, "SECKILL_WAITROOM_KEY"},
+		{"waiting room key too long", map[string]string{"SECKILL_WAITROOM_KEY": base64.StdEncoding.EncodeToString(make([]byte, 64))}, "32-byte seed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, ok := tc.env["SECKILL_ADMIN_TOKEN"]; !ok && tc.name != "no admin token" {
@@ -210,6 +215,40 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	}
 	if !strings.Contains(out, "app:*****@tcp(db:3306)/seckill") {
 		t.Errorf("log line lacks the masked DSN: %s", out)
+	}
+}
+
+// TestWaitroomKey: the passes' key is a 32-byte seed in base64, either alphabet, padded or not;
+// unset is none (the process draws its own); a refusal and the start-up log never show it.
+func TestWaitroomKey(t *testing.T) {
+	seed := make([]byte, 32)
+	for i := range seed {
+		seed[i] = byte(250 - i) // bytes that differ between the two alphabets
+	}
+	for _, spelled := range []string{
+		base64.StdEncoding.EncodeToString(seed), base64.RawStdEncoding.EncodeToString(seed),
+		base64.URLEncoding.EncodeToString(seed), " " + base64.RawURLEncoding.EncodeToString(seed) + "\n",
+	} {
+		c, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678", "SECKILL_WAITROOM_KEY": spelled}), io.Discard)
+		if err != nil {
+			t.Fatalf("key %q: %v", spelled, err)
+		}
+		if !bytes.Equal(c.Waitroom.Key, seed) {
+			t.Errorf("key %q read as %x", spelled, c.Waitroom.Key)
+		}
+		var sb strings.Builder
+		slog.New(slog.NewTextHandler(&sb, nil)).Info("start", "config", c)
+		if strings.Contains(sb.String(), strings.TrimSpace(spelled)) {
+			t.Errorf("the start-up log shows the key: %s", sb.String())
+		}
+	}
+	c, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678"}), io.Discard)
+	if err != nil || c.Waitroom.Key != nil {
+		t.Errorf("no key: %x, %v; want none", c.Waitroom.Key, err)
+	}
+	bad := base64.StdEncoding.EncodeToString(make([]byte, 31))
+	if _, err := Load("test", nil, env(map[string]string{"SECKILL_ADMIN_TOKEN": "12345678", "SECKILL_WAITROOM_KEY": bad}), io.Discard); err == nil || strings.Contains(err.Error(), bad) {
+		t.Errorf("a short key: %v; want a refusal that does not show it", err)
 	}
 }
 

@@ -147,7 +147,13 @@ func (h *handlers) purchase(c *gin.Context) {
 		h.respondError(c, err)
 		return
 	}
+	pass, err := onlyHeader(c.Request.Header, passHeader)
+	if err != nil {
+		h.respondError(c, err)
+		return
+	}
 	req := parsePurchase(id, body, key)
+	req.Pass = pass
 	if err := req.Validate(); err != nil {
 		h.respondError(c, err)
 		return
@@ -163,6 +169,11 @@ func (h *handlers) purchase(c *gin.Context) {
 	c.Header("Location", "/api/v1/orders/"+receipt.OrderID)
 	c.JSON(http.StatusAccepted, toReceiptJSON(receipt))
 }
+
+// passHeader carries a purchase's admission pass in a waiting-room sale (the queue's answer gives
+// it once the buyer is admitted). A header, not a body field: the pass is a credential, like the
+// Authorization header's buyer token, and is kept out of whatever logs or replays bodies.
+const passHeader = "Admission-Pass"
 
 // parsePurchase builds the domain request; quantity defaults to 1.
 func parsePurchase(productID int64, body purchaseJSON, idemKey string) sale.PurchaseRequest {

@@ -2,6 +2,8 @@ package sale
 
 import (
 	"cmp"
+	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -155,4 +157,34 @@ func (r Reset) AdmissionFor(p Product, start time.Time) (AdmissionRule, error) {
 		return AdmissionRule{}, err
 	}
 	return a, nil
+}
+
+// SaleID is the id of p's current sale in the waiting room's vocabulary: the name of its queue
+// and the "sale" claim of its admission passes. It is the product id and the sale epoch ("42.3"):
+// a reset starts a new sale, so it starts a new, empty queue, and a pass of the sale before it
+// opens nothing. The one place that says so: the purchase path and the queue's routes both use it.
+func (p Product) SaleID() string {
+	return strconv.FormatInt(p.ID, 10) + "." + strconv.FormatUint(p.Epoch, 10)
+}
+
+// PassVerifier checks an admission pass with no I/O (internal/waitroom/admit's Verifier). Verify
+// returns nil when pass admits userID to the sale saleID (Product.SaleID) at now, else an error
+// wrapping exactly one of ErrPassMissing, ErrPassInvalid and ErrPassExpired.
+type PassVerifier interface {
+	Verify(pass, userID, saleID string, now time.Time) error
+}
+
+// checkPass refuses a purchase of a waiting-room sale that carries no valid admission pass. An
+// open sale ignores whatever pass a request brings.
+func (s *Service) checkPass(p Product, req PurchaseRequest, now time.Time) error {
+	if !p.Admission.WaitingRoom() {
+		return nil
+	}
+	if req.Pass == "" {
+		return ErrPassMissing
+	}
+	if s.passes == nil {
+		return fmt.Errorf("%w: this server checks no admission passes", ErrUnavailable)
+	}
+	return s.passes.Verify(req.Pass, req.UserID, p.SaleID(), now)
 }

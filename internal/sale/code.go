@@ -22,6 +22,10 @@ const (
 	CodeLimitReached   Code = "limit_reached"
 	CodeRateLimited    Code = "rate_limited"
 	CodeUnavailable    Code = "unavailable"
+	// The waiting room's refusals of a purchase (ErrPassMissing, ErrPassInvalid, ErrPassExpired).
+	CodePassRequired Code = "admission_pass_required"
+	CodePassInvalid  Code = "admission_pass_invalid"
+	CodePassExpired  Code = "admission_pass_expired"
 	// CodeUnconfirmed: decided on the Redis master, not yet on its replicas (ErrUnconfirmed).
 	CodeUnconfirmed Code = "unconfirmed"
 	// The order lifecycle's refusals (see lifecycle.go).
@@ -54,6 +58,9 @@ var codeTable = []ErrorCode{
 	{ErrSoldOut, CodeSoldOut},
 	{ErrLimitReached, CodeLimitReached},
 	{ErrRateLimited, CodeRateLimited},
+	{ErrPassMissing, CodePassRequired},
+	{ErrPassInvalid, CodePassInvalid},
+	{ErrPassExpired, CodePassExpired},
 	{ErrUnavailable, CodeUnavailable},
 	{ErrUnconfirmed, CodeUnconfirmed},
 	{ErrOrderNotConfirmed, CodeOrderNotConfirmed},

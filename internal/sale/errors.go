@@ -24,6 +24,16 @@ var (
 	// ErrAlreadyPurchased means the user already holds a reservation for the product. A user buys a
 	// product once (up to per_user_limit units), so it is reported as ErrLimitReached too.
 	ErrAlreadyPurchased = fmt.Errorf("%w: this user already bought this product", ErrLimitReached)
+	// ErrPassMissing means a purchase in a waiting-room sale carried no admission pass: the buyer
+	// joins the sale's queue first. Nothing was deducted.
+	ErrPassMissing = errors.New("this sale has a waiting room: join its queue, and buy with the admission pass it gives (Admission-Pass header)")
+	// ErrPassInvalid means a purchase's admission pass is not a genuine pass for this buyer and
+	// this sale: forged, malformed, another buyer's or another sale's (the error says which).
+	// Nothing was deducted.
+	ErrPassInvalid = errors.New("invalid admission pass")
+	// ErrPassExpired means a purchase's admission pass was genuine but its session is over: the
+	// buyer joins the queue again. Nothing was deducted.
+	ErrPassExpired = errors.New("admission pass expired: join the sale's queue again")
 	// ErrIdempotencyKeyInUse means another purchase already committed with the same user and
 	// Idempotency-Key. Deductors return it; the Service answers with the stored receipt instead.
 	ErrIdempotencyKeyInUse = errors.New("idempotency key in use")

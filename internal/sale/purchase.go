@@ -23,7 +23,15 @@ type PurchaseRequest struct {
 	// IdempotencyKey is optional. Scoped per user: a retry with the same user and key returns the
 	// first accepted answer and deducts nothing more.
 	IdempotencyKey string
+	// Pass is the admission pass of a waiting-room sale (the Admission-Pass header): a purchase
+	// of such a sale without a valid one is refused before anything is deducted. An open sale
+	// ignores it.
+	Pass string
 }
+
+// MaxPassLen is the longest admission pass a purchase may carry: a genuine one is about 300
+// bytes, and a longer one is not worth parsing.
+const MaxPassLen = 2048
 
 // Validate checks the request's shape (not the product's rules) and returns a *ValidationError.
 func (r PurchaseRequest) Validate() error {
@@ -35,6 +43,9 @@ func (r PurchaseRequest) Validate() error {
 	}
 	if r.Quantity < 1 || r.Quantity > MaxQuantity {
 		return invalid("quantity", "must be an integer between 1 and %d", MaxQuantity)
+	}
+	if len(r.Pass) > MaxPassLen {
+		return invalid("Admission-Pass", "must be at most %d characters", MaxPassLen)
 	}
 	return ValidateIdempotencyKey(r.IdempotencyKey)
 }
@@ -227,6 +238,7 @@ type Service struct {
 	observer  Observer
 	feed      ChangeFeed
 	admission Admission
+	passes    PassVerifier
 	cache     *saleCache
 	now       func() time.Time
 	newID     func() string
@@ -254,6 +266,10 @@ type Options struct {
 	// nothing (a closed sale, sold out, over the limit) come before it: it guards the database's
 	// work, and a stampede on a sold-out product costs it nothing.
 	Admission Admission
+	// Passes checks the admission passes of waiting-room sales, with no I/O, before anything
+	// else costs a round trip. Optional: without it every purchase of a waiting-room sale is
+	// refused (ErrUnavailable when it carries a pass).
+	Passes PassVerifier
 	// Refresh is how often the sale state kept in memory is re-read from the store: the bound on
 	// its staleness when a broadcast is missed [1s].
 	Refresh time.Duration
@@ -291,6 +307,7 @@ func NewService(o Options) (*Service, error) {
 		observer:  o.Observer,
 		feed:      o.Feed,
 		admission: o.Admission,
+		passes:    o.Passes,
 		now:       o.Now,
 		newID:     o.NewOrderID,
 		onReserve: o.OnReserve,
@@ -431,8 +448,10 @@ func (s *Service) refuse(ctx context.Context, st *saleState, req PurchaseRequest
 	if err := s.rules(p, req); err != nil {
 		// The retry of an accepted purchase still gets its first answer (after the sale ended,
 		// say), and a key reused for a different purchase is told so. A sale that has not
-		// started has no purchases to replay.
-		if req.IdempotencyKey != "" && !errors.Is(err, ErrSaleNotStarted) {
+		// started has no purchases to replay, and a refused pass gets none: the waiting room
+		// holds the crowd off the store, so what it refuses costs no read (a buyer whose pass
+		// expired after its purchase rejoins and replays with the new pass).
+		if req.IdempotencyKey != "" && !errors.Is(err, ErrSaleNotStarted) && !isPassRefusal(err) {
 			if r, rerr := s.replay(ctx, p.Strategy, req); !errors.Is(rerr, ErrNotFound) {
 				return r, rerr
 			}
@@ -457,9 +476,11 @@ func (s *Service) refuse(ctx context.Context, st *saleState, req PurchaseRequest
 	return Receipt{}, ErrSoldOut
 }
 
-// rules checks the sale window, the per-user limit and whether the strategy is served here.
+// rules checks the sale window, the per-user limit, whether the strategy is served here and,
+// in a waiting-room sale, the buyer's admission pass: all from memory and the request, no I/O.
 func (s *Service) rules(p Product, req PurchaseRequest) error {
-	if err := p.CheckWindow(s.now()); err != nil {
+	now := s.now()
+	if err := p.CheckWindow(now); err != nil {
 		return err
 	}
 	if req.Quantity > p.PerUserLimit {
@@ -468,7 +489,12 @@ func (s *Service) rules(p Product, req PurchaseRequest) error {
 	if _, ok := s.deductors[p.Strategy]; !ok {
 		return fmt.Errorf("%w: %s", ErrStrategyDisabled, p.Strategy)
 	}
-	return nil
+	return s.checkPass(p, req, now)
+}
+
+// isPassRefusal reports whether err is a waiting room's refusal of a purchase's pass.
+func isPassRefusal(err error) bool {
+	return errors.Is(err, ErrPassMissing) || errors.Is(err, ErrPassInvalid) || errors.Is(err, ErrPassExpired)
 }
 
 // replay returns the stored receipt for the request's key, ErrNotFound when there is none, or

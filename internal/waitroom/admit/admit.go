@@ -32,20 +32,26 @@ import (
 	"github.com/seckill-go/seckill-go/internal/waitroom"
 )
 
-// The reasons a pass is refused. Every refusal wraps exactly one of them.
+// The reasons a pass is refused. Every refusal wraps exactly one of them, and each wraps the
+// sale domain's refusal it is (sale.ErrPassMissing, sale.ErrPassInvalid, sale.ErrPassExpired): a
+// Verifier is the purchase path's sale.PassVerifier as it is, and its refusals find their API
+// codes in sale's error table.
 var (
 	// ErrNoToken means the request carried no pass.
-	ErrNoToken = errors.New("no admission pass")
+	ErrNoToken = fmt.Errorf("no admission pass: %w", sale.ErrPassMissing)
 	// ErrTokenExpired means the pass was genuine but its session is over: the buyer joins again.
-	ErrTokenExpired = errors.New("admission pass expired")
+	ErrTokenExpired = fmt.Errorf("%w", sale.ErrPassExpired)
 	// ErrTokenOtherBuyer means the pass is genuine but another buyer's: shared, or stolen.
-	ErrTokenOtherBuyer = errors.New("admission pass of another buyer")
-	// ErrTokenOtherSale means the pass is genuine but for another sale.
-	ErrTokenOtherSale = errors.New("admission pass for another sale")
+	ErrTokenOtherBuyer = fmt.Errorf("%w: it is another buyer's", sale.ErrPassInvalid)
+	// ErrTokenOtherSale means the pass is genuine but for another sale (or an earlier sale of
+	// the same product: a reset starts a new one).
+	ErrTokenOtherSale = fmt.Errorf("%w: it is for another sale", sale.ErrPassInvalid)
 	// ErrTokenInvalid means the pass is not one this waiting room signed, or not a well-formed
 	// one: a bad signature, another algorithm, an unknown key id, a missing or odd claim.
-	ErrTokenInvalid = errors.New("invalid admission pass")
+	ErrTokenInvalid = fmt.Errorf("%w: not signed by this shop's waiting room, or malformed", sale.ErrPassInvalid)
 )
+
+var _ sale.PassVerifier = (*Verifier)(nil)
 
 // Type is the pass's "typ" header (RFC 8725 §3.11, explicit typing): a JWT of another kind signed
 // by the same key, should one ever be, is not taken for a pass.

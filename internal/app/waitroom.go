@@ -1,0 +1,39 @@
+package app
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"log/slog"
+
+	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+)
+
+// passKeys returns what signs the waiting rooms' admission passes and what checks them: the
+// configured key (SECKILL_WAITROOM_KEY), shared by every replica, or a key this process draws
+// for itself, with a warning: the passes it signs are refused by every other replica, and its own
+// purchase path refuses theirs.
+func passKeys(log *slog.Logger, cfg *config.Config) (*admit.Signer, *admit.Verifier, error) {
+	var key ed25519.PrivateKey
+	if cfg.Waitroom.Key != nil {
+		key = ed25519.NewKeyFromSeed(cfg.Waitroom.Key)
+	} else {
+		var err error
+		if _, key, err = ed25519.GenerateKey(rand.Reader); err != nil {
+			return nil, nil, err
+		}
+	}
+	signer, err := admit.NewSigner(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	verifier, err := admit.NewVerifier(signer.Public())
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Waitroom.Key == nil {
+		log.Warn("SECKILL_WAITROOM_KEY is not set: this replica signs the waiting rooms' passes with a key of its own; the other replicas refuse them, and it refuses theirs",
+			"kid", signer.KeyID())
+	}
+	return signer, verifier, nil
+}

@@ -1,0 +1,123 @@
+package app_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-go/seckill-go/internal/apptest"
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+)
+
+// waitroomKey returns a fresh Ed25519 key and its seed as SECKILL_WAITROOM_KEY spells it.
+func waitroomKey(tb testing.TB) (ed25519.PrivateKey, string) {
+	tb.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		tb.Fatal(err)
+	}
+	return ed25519.NewKeyFromSeed(seed), base64.StdEncoding.EncodeToString(seed)
+}
+
+// forge signs claims under header with method and key, as an attacker's library would.
+func forge(tb testing.TB, method jwt.SigningMethod, claims jwt.MapClaims, header map[string]any, key any) string {
+	tb.Helper()
+	t := jwt.NewWithClaims(method, claims)
+	for k, v := range header {
+		t.Header[k] = v
+	}
+	s, err := t.SignedString(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// TestWaitingRoomPurchasePass, through the real app: a purchase of a waiting-room sale without a
+// valid admission pass is refused 403 with the code of its kind, whatever the forgery, and
+// deducts nothing; the genuine pass buys; an open sale ignores the header.
+func TestWaitingRoomPurchasePass(t *testing.T) {
+	itest.Integration(t)
+	key, seed := waitroomKey(t)
+	stack := apptest.NewStack(t)
+	srv := stack.Start(t, map[string]string{"SECKILL_WAITROOM_KEY": seed})
+	admin := apptest.Client{URL: srv.URL, Token: apptest.AdminToken}
+	id := admin.CreateProduct(t, map[string]any{"name": "queued", "price_cents": 100, "stock": 5, "strategy": "mysql", "per_user_limit": 1, "listed": false,
+		"admission": map[string]any{"mode": "waiting_room", "admit_rate": 10, "max_active": 10, "session_seconds": 60, "abandon_seconds": 10}})
+	open := admin.CreateProduct(t, map[string]any{"name": "open", "price_cents": 100, "stock": 5, "strategy": "mysql", "per_user_limit": 1, "listed": false})
+	path := func(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
+	saleID := strconv.FormatInt(id, 10) + ".1" // a new product's first sale: sale.Product.SaleID
+	signer, err := admit.NewSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sign := func(buyer, sale string, from, to time.Time) string {
+		tok, err := signer.Sign(buyer, sale, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	otherPriv, _ := waitroomKey(t)
+	claims := jwt.MapClaims{"sub": "alice", "sale": saleID, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+	ours := map[string]any{"kid": signer.KeyID(), "typ": admit.Type}
+	good := sign("alice", saleID, now, now.Add(time.Minute))
+	parts := strings.Split(good, ".")
+	flipped := []byte(parts[2])
+	flipped[3] ^= 'A' ^ 'B' // another signature of the same length, base64url still
+	if flipped[3] == parts[2][3] {
+		t.Fatal("the signature did not change")
+	}
+
+	buyer := apptest.Client{URL: srv.URL}
+	for _, tc := range []struct {
+		name, pass, code, says string
+	}{
+		{"none", "", string(sale.CodePassRequired), "join its queue"},
+		{"expired", sign("alice", saleID, now.Add(-30*time.Minute), now.Add(-time.Minute)), string(sale.CodePassExpired), "expired"},
+		{"another buyer's", sign("bob", saleID, now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another buyer"},
+		{"another sale's", sign("alice", strconv.FormatInt(open, 10)+".1", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
+		{"the sale before a reset", sign("alice", strconv.FormatInt(id, 10)+".0", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
+		{"bad signature", parts[0] + "." + parts[1] + "." + string(flipped), string(sale.CodePassInvalid), "not signed"},
+		{"another key under our kid", forge(t, jwt.SigningMethodEdDSA, claims, ours, otherPriv), string(sale.CodePassInvalid), "not signed"},
+		{"alg confusion: HS256 keyed with the public key", forge(t, jwt.SigningMethodHS256, claims, ours, []byte(key.Public().(ed25519.PublicKey))), string(sale.CodePassInvalid), "not signed"},
+		{"alg none", forge(t, jwt.SigningMethodNone, claims, ours, jwt.UnsafeAllowNoneSignatureType), string(sale.CodePassInvalid), "not signed"},
+		{"malformed", "not.a.pass", string(sale.CodePassInvalid), "not signed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h map[string]string
+			if tc.pass != "" {
+				h = map[string]string{"Admission-Pass": tc.pass}
+			}
+			r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, h)
+			if r.Status != http.StatusForbidden || r.ErrorCode() != tc.code || !strings.Contains(r.Raw, tc.says) {
+				t.Errorf("purchase with %s: %d %s; want 403 %s saying %q", tc.name, r.Status, r.Raw, tc.code, tc.says)
+			}
+		})
+	}
+	stats := func() apptest.Response {
+		return admin.MustDo(t, http.MethodGet, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
+	}
+	if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 {
+		t.Fatalf("after the refused purchases: %s; want stock 5, nothing reserved", r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": good}); r.Status != http.StatusAccepted {
+		t.Fatalf("purchase with a genuine pass: %d %s; want 202", r.Status, r.Raw)
+	}
+	if r := stats(); r.Num("stock") != 4 || r.Num("reserved") != 1 {
+		t.Errorf("after the genuine purchase: %s; want stock 4, one reserved", r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, path(open)+"/purchase", map[string]any{"user_id": "carol"}, map[string]string{"Admission-Pass": "whatever"}); r.Status != http.StatusAccepted {
+		t.Errorf("purchase in an open sale with a stray pass: %d %s; want 202 (ignored)", r.Status, r.Raw)
+	}
+}
