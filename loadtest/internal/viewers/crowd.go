@@ -57,6 +57,10 @@ type Config struct {
 	// OwnAddresses makes each viewer connect from a loopback address of its own (127.1.x.y), as
 	// each browser is a client of its own to the server's per-client limits.
 	OwnAddresses bool
+	// Goroutines holds each stream in a goroutine of its own, reading with net's netpoller, instead
+	// of the reactors (Linux, IPv4 targets), which read every socket of their share once per event:
+	// for comparing the two, and the only way elsewhere.
+	Goroutines bool
 	// Timeout bounds one poll [10s]; a stream silent for StreamSilence [45s: three of the
 	// server's 15 s pings] counts as dropped.
 	Timeout       time.Duration
@@ -135,6 +139,18 @@ func Start(ctx context.Context, cfg Config) (*Crowd, error) {
 			v.conn.dialer.LocalAddr = localAddr(i)
 		}
 		c.viewers = append(c.viewers, v)
+	}
+	if cfg.Mode == Stream && !cfg.Goroutines && cfg.Count > 0 {
+		ok, err := c.startReactors(ctx)
+		if err != nil {
+			c.cancel()
+			return nil, err
+		}
+		if ok {
+			return c, nil
+		}
+	}
+	for _, v := range c.viewers {
 		c.wg.Go(func() {
 			defer v.conn.close()
 			if cfg.Mode == Stream {

@@ -181,10 +181,21 @@ func TestPollingCrowd(t *testing.T) {
 // TestStreamingCrowd: stream viewers hold the stream, read multi-line events, come back with
 // Last-Event-ID after the server cuts them, and all read the sold out.
 func TestStreamingCrowd(t *testing.T) {
+	forEachReader(t, testStreamingCrowd)
+}
+
+// forEachReader runs a stream test with the reactors and with a goroutine per stream.
+func forEachReader(t *testing.T, test func(t *testing.T, goroutines bool)) {
+	for _, goroutines := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reactors", true: "goroutines"}[goroutines], func(t *testing.T) { test(t, goroutines) })
+	}
+}
+
+func testStreamingCrowd(t *testing.T, goroutines bool) {
 	s := newSale(10)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	c, err := Start(t.Context(), Config{Mode: Stream, Count: 30, Targets: []string{srv.URL}, ProductID: 7})
+	c, err := Start(t.Context(), Config{Mode: Stream, Count: 30, Targets: []string{srv.URL}, ProductID: 7, Goroutines: goroutines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +251,10 @@ func TestStreamingCrowd(t *testing.T) {
 // TestStreamFailsOver: a viewer whose replica cannot be reached tries the next target; one
 // answered 503 with Retry-After waits it out.
 func TestStreamFailsOver(t *testing.T) {
+	forEachReader(t, testStreamFailsOver)
+}
+
+func testStreamFailsOver(t *testing.T, goroutines bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +273,7 @@ func TestStreamFailsOver(t *testing.T) {
 	s := newSale(3)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	c, err := Start(t.Context(), Config{Mode: Stream, Count: 3, Targets: []string{dead, full.URL, srv.URL}, ProductID: 7})
+	c, err := Start(t.Context(), Config{Mode: Stream, Count: 3, Targets: []string{dead, full.URL, srv.URL}, ProductID: 7, Goroutines: goroutines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,4 +314,54 @@ func TestConfigRefusals(t *testing.T) {
 	if _, err := ParseMode(strings.ToUpper("stream")); err == nil {
 		t.Error("STREAM: parsed")
 	}
+}
+
+// TestStreamInPieces: an answer that arrives a few bytes at a time — its head, the chunk sizes,
+// the CRLFs, the events all cut — is read as if it had come whole.
+func TestStreamInPieces(t *testing.T) {
+	forEachReader(t, func(t *testing.T, goroutines bool) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		body := "retry: 60000\n\nid: b.1\nevent: snapshot\ndata: {\"items\":[{\"product\":{\"id\":7,\"stock\":2,\"state\":\"on_sale\"}}]}\n\n" +
+			"id: b.2\nevent: sold_out\ndata: {\"product\":{\"id\":7,\"admission\":{\"mode\":\"open\"},\"stock\":0,\"state\":\"sold_out\"}}\n\n"
+		var chunked strings.Builder
+		for rest := body; rest != ""; {
+			n := min(len(rest), 37)
+			fmt.Fprintf(&chunked, "%x\r\n%s\r\n", n, rest[:n])
+			rest = rest[n:]
+		}
+		answer := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked.String()
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			buf := make([]byte, 4096)
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+			for i := 0; i < len(answer); i += 3 {
+				if _, err := conn.Write([]byte(answer[i:min(i+3, len(answer))])); err != nil {
+					return
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			time.Sleep(time.Minute) // the stream stays open
+		}()
+		c, err := Start(t.Context(), Config{Mode: Stream, Count: 1, Targets: []string{"http://" + ln.Addr().String()}, ProductID: 7, Goroutines: goroutines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.WaitSoldOut(t.Context(), 10*time.Second) {
+			t.Fatalf("the viewer never read the sold out: %+v", c.Stop())
+		}
+		r := c.Stop()
+		if r.Events["snapshot"] != 1 || r.Events["sold_out"] != 1 || len(r.Failures) > 0 {
+			t.Errorf("events %v, failures %q: want one snapshot and one sold_out", r.Events, r.Failures)
+		}
+	})
 }

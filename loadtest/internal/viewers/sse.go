@@ -37,6 +37,7 @@ type SSEReader struct {
 	typ      []byte
 	data     []byte
 	hasData  bool
+	pend     []byte // Feed's bytes not yet a whole line
 }
 
 // NewSSEReader reads the stream r from its start.
@@ -53,7 +54,38 @@ func (s *SSEReader) Continue(r io.Reader) {
 	s.sc.Buffer(make([]byte, 0, 4096), maxLine)
 	s.sc.Split(scanSSELines)
 	s.first = true
-	s.typ, s.data, s.hasData = s.typ[:0], s.data[:0], false
+	s.typ, s.data, s.hasData, s.pend = s.typ[:0], s.data[:0], false, s.pend[:0]
+}
+
+// Feed reads the stream's next bytes p, pushed by a caller that reads the connection itself,
+// and calls emit with each event they complete: its type and its data, which stay valid during
+// the call only. Lines split across calls are joined.
+func (s *SSEReader) Feed(p []byte, emit func(typ string, data []byte)) {
+	buf := p
+	if len(s.pend) > 0 {
+		s.pend = append(s.pend, p...)
+		buf = s.pend
+	}
+	off := 0
+	for off < len(buf) {
+		advance, line, _ := scanSSELines(buf[off:], false)
+		if advance == 0 {
+			break
+		}
+		off += advance
+		if s.first {
+			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
+			s.first = false
+		}
+		if typ, data, ok := s.line(line); ok {
+			emit(typ, data)
+		}
+	}
+	rest := buf[off:]
+	if len(rest) > maxLine {
+		rest = nil // a line longer than a reader's bound: dropped, as the scanner would fail on it
+	}
+	s.pend = append(s.pend[:0], rest...)
 }
 
 // LastEventID is the id a reconnection sends as Last-Event-ID ("" when none was received).

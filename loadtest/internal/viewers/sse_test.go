@@ -155,3 +155,31 @@ func FuzzSSEReader(f *testing.F) {
 		t.Fatal("more events than bytes")
 	})
 }
+
+// TestFeed: bytes pushed in pieces, cut anywhere (inside a line, between CR and LF, inside the
+// BOM), give the events that the stream read whole gives.
+func TestFeed(t *testing.T) {
+	stream := "\uFEFFretry: 50\r\n\r\nid: b.1\r\nevent: snapshot\r\ndata: {\"a\":1}\r\n\r\n: ping\n\nid: b.2\nevent: stock\ndata: x\ndata: y\n\nevent: sold_out\rdata: z\r\r\n" // a CR last may be half of a CRLF: a live stream's next bytes say
+	whole := NewSSEReader(strings.NewReader(stream))
+	var want []string
+	for {
+		ev, err := whole.Next()
+		if err != nil {
+			break
+		}
+		want = append(want, ev.Type+" "+ev.Data)
+	}
+	if len(want) != 3 {
+		t.Fatalf("the whole stream gave %q, want 3 events", want)
+	}
+	for cut := 1; cut < len(stream); cut++ {
+		r := NewSSEReader(strings.NewReader(""))
+		var got []string
+		emit := func(typ string, data []byte) { got = append(got, typ+" "+string(data)) }
+		r.Feed([]byte(stream[:cut]), emit)
+		r.Feed([]byte(stream[cut:]), emit)
+		if strings.Join(got, "|") != strings.Join(want, "|") || r.LastEventID() != "b.2" || r.Retry() != 50*time.Millisecond || r.Comments() != 1 {
+			t.Fatalf("cut at %d: %q (id %q, retry %v, comments %d), want %q", cut, got, r.LastEventID(), r.Retry(), r.Comments(), want)
+		}
+	}
+}
