@@ -45,3 +45,7 @@ SECKILL_REPLICAS=${SECKILL_REPLICAS:-3}
 declare -F replica_urls >/dev/null || . "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 SECKILL_PEERS=${SECKILL_PEERS:-$(replica_urls "$SECKILL_REPLICAS")}
 export SECKILL_PEERS
+# The waiting rooms' pass key: one per machine, made on first use and kept under .run/ (lib.sh's
+# waitroom_key), so that every replica of the stack checks the passes the others sign.
+SECKILL_WAITROOM_KEY=${SECKILL_WAITROOM_KEY:-$(waitroom_key)}
+export SECKILL_WAITROOM_KEY

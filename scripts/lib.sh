@@ -6,6 +6,7 @@
 # Layout (all under the repository root, git-ignored):
 #   .run/pids/<name>.pid   pid of a process that these scripts started
 #   .run/logs/<name>.log   its stdout+stderr (the previous run's log is kept as .log.1)
+#   .run/waitroom.key      this machine's key of the waiting rooms' passes (waitroom_key)
 #   bin/                   binaries built by the scripts and by make build
 #
 # A pid file exists only for a process the scripts started, so "stop" never
@@ -20,6 +21,19 @@ BIN_DIR=$REPO_ROOT/bin
 # Replica N of `seckill serve` listens on 127.0.0.1:(8080+N); nginx takes 8080.
 REPLICA_HOST=127.0.0.1
 REPLICA_BASE_PORT=8080
+
+# waitroom_key prints the key that signs the waiting rooms' admission passes on this machine
+# (SECKILL_WAITROOM_KEY: a 32-byte Ed25519 seed in base64), made once and kept in
+# .run/waitroom.key, readable by its owner only: every replica of the local stack starts with the
+# same key, so any of them takes a pass another signed, and the key never enters the repository.
+waitroom_key() {
+	local f=$RUN_DIR/waitroom.key
+	if [[ ! -s $f ]]; then
+		mkdir -p "$RUN_DIR"
+		(umask 077 && head -c 32 /dev/urandom | base64 >"$f.tmp") && mv "$f.tmp" "$f"
+	fi
+	cat "$f"
+}
 
 # ---------------------------------------------------------------- logging
 

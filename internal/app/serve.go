@@ -268,6 +268,7 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	if err != nil {
 		return err
 	}
+	deps.JWKS = passes.JWKS()
 	svc, err := sale.NewService(sale.Options{
 		Admission:       admission,
 		Passes:          passes,

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -119,5 +120,42 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 	}
 	if r := buyer.MustDo(t, http.MethodPost, path(open)+"/purchase", map[string]any{"user_id": "carol"}, map[string]string{"Admission-Pass": "whatever"}); r.Status != http.StatusAccepted {
 		t.Errorf("purchase in an open sale with a stray pass: %d %s; want 202 (ignored)", r.Status, r.Raw)
+	}
+}
+
+// TestWaitingRoomJWKS: every replica publishes the key that verifies its passes: the configured
+// one, shared; without one, a key of its own, which another replica does not share.
+func TestWaitingRoomJWKS(t *testing.T) {
+	itest.Integration(t)
+	key, seed := waitroomKey(t)
+	stack := apptest.NewStack(t)
+	keysOf := func(srv *apptest.App) []admit.JWK {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/.well-known/jwks.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc struct{ Keys []admit.JWK }
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/jwk-set+json" ||
+			resp.Header.Get("Cache-Control") != "public, max-age=3600" || resp.Header.Get("Etag") == "" {
+			t.Errorf("GET /.well-known/jwks.json: %d %v", resp.StatusCode, resp.Header)
+		}
+		return doc.Keys
+	}
+	shared := keysOf(stack.Start(t, map[string]string{"SECKILL_WAITROOM_KEY": seed}))
+	pub := key.Public().(ed25519.PublicKey)
+	if len(shared) != 1 || shared[0].Kid != admit.KeyID(pub) {
+		t.Fatalf("the configured key's replica publishes %+v; want the one key %s", shared, admit.KeyID(pub))
+	}
+	if got, err := shared[0].PublicKey(); err != nil || !got.Equal(pub) {
+		t.Errorf("the published key: %x, %v; want %x", got, err, pub)
+	}
+	own := keysOf(stack.Start(t, nil))
+	if len(own) != 1 || own[0].Kid == shared[0].Kid {
+		t.Errorf("a replica without a key publishes %+v; want one key of its own", own)
 	}
 }

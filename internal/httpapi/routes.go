@@ -85,6 +85,10 @@ type Deps struct {
 	// Strategies are the strategies this server serves, listed as served by GET
 	// /api/v1/strategies; each must be in sale.Catalog. Optional (nil: none is served).
 	Strategies []sale.Strategy
+	// JWKS is the JSON Web Key Set of the keys that verify the waiting rooms' admission passes,
+	// served at /.well-known/jwks.json for whatever else checks them (an edge, another service);
+	// optional (nil: not served).
+	JWKS []byte
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -144,6 +148,13 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	get(v1, "/products/:id/stats", reads, h.getStats)
 	get(v1, "/strategies", reads, h.listStrategies)
 	get(v1, "/events", reads, h.events)
+	if d.JWKS != nil {
+		keys := newTagged(d.JWKS)
+		get(r, "/.well-known/jwks.json", reads, func(c *gin.Context) {
+			c.Writer.Header()["Cache-Control"] = jwksCacheControl
+			serveTagged(c, &keys, jwksContentType)
+		})
+	}
 	v1.POST("/products/:id/purchase", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
 	get(v1, "/orders/:order_id", h.getOrder)
 	if d.Orders != nil {
@@ -167,6 +178,13 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	get(r, "/static/*filepath", files.serve(func(c *gin.Context) string { return strings.TrimPrefix(c.Param("filepath"), "/") }))
 	return r, nil
 }
+
+// The key set's answer. It changes only with a restart on another key; a verifier that meets an
+// unknown key id fetches it anew anyway (RFC 7517 §4.5), so an hour of caching costs nothing.
+var (
+	jwksCacheControl = []string{"public, max-age=3600"}
+	jwksContentType  = []string{"application/jwk-set+json"}
+)
 
 // newHandlers makes the handlers over d's collaborators, with the strategies' listing encoded
 // once: every request of it is answered with the same bytes.
