@@ -264,11 +264,14 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	if err != nil {
 		return err
 	}
-	_, passes, err := passKeys(log, cfg)
+	signer, passes, err := passKeys(log, cfg)
 	if err != nil {
 		return err
 	}
 	deps.JWKS = passes.JWKS()
+	if deps.Queue, err = r.queue(signer); err != nil {
+		return err
+	}
 	svc, err := sale.NewService(sale.Options{
 		Admission:       admission,
 		Passes:          passes,

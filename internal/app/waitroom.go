@@ -6,8 +6,20 @@ import (
 	"log/slog"
 
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/waitroom"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
+
+// queue makes the visitors' side of the waiting rooms: the rooms in the main Redis, under the
+// database's name (as every other key of the deployment), passes signed by signer.
+func (r *resources) queue(signer *admit.Signer) (*waitroom.Queue, error) {
+	rooms, err := redisroom.New(r.rdb, r.cfg.DatabaseName())
+	if err != nil {
+		return nil, err
+	}
+	return waitroom.NewQueue(rooms, signer, nil)
+}
 
 // passKeys returns what signs the waiting rooms' admission passes and what checks them: the
 // configured key (SECKILL_WAITROOM_KEY), shared by every replica, or a key this process draws

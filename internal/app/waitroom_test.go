@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -11,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/seckill-go/seckill-go/internal/apptest"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
 
 // waitroomKey returns a fresh Ed25519 key and its seed as SECKILL_WAITROOM_KEY spells it.
@@ -157,5 +160,140 @@ func TestWaitingRoomJWKS(t *testing.T) {
 	own := keysOf(stack.Start(t, nil))
 	if len(own) != 1 || own[0].Kid == shared[0].Kid {
 		t.Errorf("a replica without a key publishes %+v; want one key of its own", own)
+	}
+}
+
+// waitingRoom is a waiting-room admission of rate per second, as the admin API takes it.
+func waitingRoom(rate float64) map[string]any {
+	return map[string]any{"mode": "waiting_room", "admit_rate": rate, "max_active": 10, "session_seconds": 60, "abandon_seconds": 30}
+}
+
+// roomsOf returns the waiting rooms of stack's deployment, as its replicas keep them in Redis.
+func roomsOf(t *testing.T, stack *apptest.Stack) *redisroom.Room {
+	t.Helper()
+	dsn, err := mysql.ParseDSN(stack.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms, err := redisroom.New(itest.Redis(t), dsn.DBName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rooms
+}
+
+// TestWaitingRoomQueue, through the real app: a buyer joins a waiting-room sale's queue (again:
+// the same ticket), polls, and once admitted gets a pass that buys; every refusal is the API's
+// JSON error, and every answer no-store.
+func TestWaitingRoomQueue(t *testing.T) {
+	itest.Integration(t)
+	_, seed := waitroomKey(t)
+	stack := apptest.NewStack(t)
+	srv := stack.Start(t, map[string]string{"SECKILL_WAITROOM_KEY": seed})
+	admin := apptest.Client{URL: srv.URL, Token: apptest.AdminToken}
+	id := admin.CreateProduct(t, map[string]any{"name": "queued", "price_cents": 100, "stock": 5, "strategy": "mysql", "per_user_limit": 1, "listed": false,
+		"admission": waitingRoom(10)})
+	queue := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/queue"
+	buyer := apptest.Client{URL: srv.URL}
+	join := func(user string) apptest.Response {
+		t.Helper()
+		r := buyer.MustDo(t, http.MethodPost, queue, map[string]any{"user_id": user}, nil)
+		if r.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("join answer's Cache-Control: %q, want no-store", r.Header.Get("Cache-Control"))
+		}
+		return r
+	}
+	poll := func(user string) apptest.Response {
+		t.Helper()
+		r := buyer.MustDo(t, http.MethodGet, queue+"?user_id="+user, nil, nil)
+		if r.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("poll answer's Cache-Control: %q, want no-store", r.Header.Get("Cache-Control"))
+		}
+		return r
+	}
+	saleID := strconv.FormatInt(id, 10) + ".1"
+
+	first := join("alice")
+	if first.Status != http.StatusOK || first.Str("state") != "waiting" || first.Num("ticket") != 1 || first.Num("ahead") != 0 ||
+		first.Str("sale") != saleID || first.Body["eta_seconds"] == nil || first.Num("poll_after_ms") < 500 || first.Body["pass"] != nil {
+		t.Fatalf("alice joins: %d %s; want 200 waiting, ticket 1, none ahead, an ETA, a poll within bounds, no pass", first.Status, first.Raw)
+	}
+	if again := join("alice"); again.Status != http.StatusOK || again.Num("ticket") != 1 {
+		t.Errorf("alice joins again: %d %s; want her ticket 1", again.Status, again.Raw)
+	}
+	if bob := join("bob"); bob.Num("ticket") != 2 || bob.Num("ahead") != 1 {
+		t.Errorf("bob joins: %s; want ticket 2, one ahead", bob.Raw)
+	}
+	if r := poll("carol"); r.Status != http.StatusOK || r.Str("state") != "not_joined" || r.Num("poll_after_ms") != 0 {
+		t.Errorf("carol polls without joining: %d %s; want not_joined, no poll", r.Status, r.Raw)
+	}
+	if r := poll("alice"); r.Str("state") != "waiting" || r.Num("ticket") != 1 {
+		t.Errorf("alice polls before any admission: %s", r.Raw)
+	}
+
+	a, err := roomsOf(t, stack).Admit(context.Background(), saleID)
+	if err != nil || len(a.Admitted) != 2 {
+		t.Fatalf("admit: %+v, %v; want alice and bob", a, err)
+	}
+	in := poll("alice")
+	if in.Str("state") != "admitted" || in.Str("pass") == "" || in.Str("pass_expires_at") == "" || in.Num("ahead") != 0 {
+		t.Fatalf("alice polls once admitted: %s; want admitted with a pass", in.Raw)
+	}
+	purchase := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
+	if r := buyer.MustDo(t, http.MethodPost, purchase, map[string]any{"user_id": "bob"}, map[string]string{"Admission-Pass": in.Str("pass")}); r.Status != http.StatusForbidden {
+		t.Errorf("bob buys with alice's pass: %d %s; want 403", r.Status, r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, purchase, map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": in.Str("pass")}); r.Status != http.StatusAccepted {
+		t.Errorf("alice buys with her pass: %d %s; want 202", r.Status, r.Raw)
+	}
+
+	open := admin.CreateProduct(t, map[string]any{"name": "open", "price_cents": 100, "stock": 5, "strategy": "mysql", "listed": false})
+	start := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	room := waitingRoom(10)
+	room["queue_opens_at"] = time.Now().Add(30 * time.Minute).UTC().Format(time.RFC3339)
+	later := admin.CreateProduct(t, map[string]any{"name": "later", "price_cents": 100, "stock": 5, "strategy": "mysql", "listed": false,
+		"sale_starts_at": start, "admission": room})
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		status             int
+		code               string
+	}{
+		{"an open sale", http.MethodPost, "/api/v1/products/" + strconv.FormatInt(open, 10) + "/queue", map[string]any{"user_id": "alice"}, http.StatusConflict, "no_waiting_room"},
+		{"an open sale's poll", http.MethodGet, "/api/v1/products/" + strconv.FormatInt(open, 10) + "/queue?user_id=alice", nil, http.StatusConflict, "no_waiting_room"},
+		{"before the queue opens", http.MethodPost, "/api/v1/products/" + strconv.FormatInt(later, 10) + "/queue", map[string]any{"user_id": "alice"}, http.StatusForbidden, "queue_not_open"},
+		{"an unknown product", http.MethodPost, "/api/v1/products/999999999/queue", map[string]any{"user_id": "alice"}, http.StatusNotFound, "not_found"},
+		{"no user", http.MethodPost, queue, map[string]any{}, http.StatusBadRequest, "invalid_request"},
+		{"a bad user", http.MethodPost, queue, map[string]any{"user_id": "a b"}, http.StatusBadRequest, "invalid_request"},
+		{"an unknown field", http.MethodPost, queue, map[string]any{"user_id": "a", "ticket": 1}, http.StatusBadRequest, "invalid_request"},
+		{"a poll without a user", http.MethodGet, queue, nil, http.StatusBadRequest, "invalid_request"},
+		{"a bad product id", http.MethodGet, "/api/v1/products/01/queue?user_id=a", nil, http.StatusBadRequest, "invalid_request"},
+	} {
+		r := buyer.MustDo(t, tc.method, tc.path, tc.body, nil)
+		if r.Status != tc.status || r.ErrorCode() != tc.code {
+			t.Errorf("%s: %d %s; want %d %s", tc.name, r.Status, r.Raw, tc.status, tc.code)
+		}
+	}
+}
+
+// TestWaitingRoomQueueRedisDown: with the rooms' Redis away, a join is 503 unavailable, the
+// API's JSON, never a 500.
+func TestWaitingRoomQueueRedisDown(t *testing.T) {
+	itest.Integration(t)
+	redisSrv := itest.RedisServer(t)
+	stack := apptest.NewStack(t)
+	srv := stack.Start(t, map[string]string{"SECKILL_REDIS_MODE": "single", "SECKILL_REDIS_ADDR": redisSrv.Addr(), "SECKILL_REDIS_ADDRS": ""})
+	admin := apptest.Client{URL: srv.URL, Token: apptest.AdminToken}
+	id := admin.CreateProduct(t, map[string]any{"name": "queued", "price_cents": 100, "stock": 5, "strategy": "mysql", "listed": false, "admission": waitingRoom(10)})
+	queue := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/queue"
+	buyer := apptest.Client{URL: srv.URL}
+	itest.Eventually(t, 10*time.Second, func() (bool, string) { // the board learns the product
+		r := buyer.MustDo(t, http.MethodPost, queue, map[string]any{"user_id": "alice"}, nil)
+		return r.Status == http.StatusOK, r.Raw
+	})
+	redisSrv.Kill()
+	r := buyer.MustDo(t, http.MethodPost, queue, map[string]any{"user_id": "bob"}, nil)
+	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "unavailable" {
+		t.Errorf("join with Redis down: %d %s; want 503 unavailable", r.Status, r.Raw)
 	}
 }

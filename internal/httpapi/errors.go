@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
+	"github.com/seckill-go/seckill-go/internal/waitroom"
 )
 
 // The API's error codes beyond the domain's (sale.Code): refusals of the HTTP layer itself.
@@ -58,6 +59,8 @@ var errorTable = withBodies(append(domainErrors(),
 	errorMapping{err: errBuyerToken, status: http.StatusUnauthorized, code: codeUnauthorized},
 	errorMapping{err: errUserMismatch, status: http.StatusForbidden, code: codeUserMismatch},
 	errorMapping{err: stampede.ErrBusy, status: http.StatusConflict, code: codeStampedeRunning},
+	errorMapping{err: waitroom.ErrNoWaitingRoom, status: http.StatusConflict, code: codeNoWaitingRoom},
+	errorMapping{err: waitroom.ErrQueueNotOpen, status: http.StatusForbidden, code: codeQueueNotOpen},
 ))
 
 func domainErrors() []errorMapping {

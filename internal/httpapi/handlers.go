@@ -45,6 +45,7 @@ type handlers struct {
 	sales     Sales
 	orders    Orders
 	buyers    *buyer.Verifier
+	queue     Queue
 	stampedes Stampedes
 	live      LiveRates
 	board     Board

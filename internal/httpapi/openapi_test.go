@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/metrics"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
+	"github.com/seckill-go/seckill-go/internal/waitroom"
 )
 
 // The contract of api/openapi.yaml, checked both ways: the routes the gin router serves are the
@@ -62,11 +63,14 @@ func loadSpec(tb testing.TB) *openapi3.T {
 
 // contractRouter is the real router with every optional route served: a route behind a nil
 // dependency would not be compared at all (TestContractRouterServesRoutesGo catches one).
+// contractQueue serves the queue's routes for the contract: no room is ever asked.
+type contractQueue struct{ Queue }
+
 func contractRouter(tb testing.TB) *gin.Engine {
 	tb.Helper()
 	m := metrics.New()
 	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Orders: contractOrders{}, Stampedes: noStampedes{},
-		Board: boardOf(), HTTPMetrics: m, JWKS: []byte(`{"keys":[]}`)}, Config{
+		Board: boardOf(), HTTPMetrics: m, JWKS: []byte(`{"keys":[]}`), Queue: contractQueue{}}, Config{
 		AdminToken: "secret", Metrics: m.Handler(), Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}},
 	})
 	if err != nil {
@@ -470,6 +474,10 @@ func TestOpenAPISchemasFitDTOs(t *testing.T) {
 		{"Stampede", toStampedeJSON(stampede.Progress{ID: "s1", ProductID: 7, Buyers: 3, Running: true, StartedAt: at})},
 		{"Stampede", stampedeJSON{StampedeID: "s1", ProductID: 7, Targets: []string{"http://127.0.0.1:8081"}, StartedAt: finished, FinishedAt: &finished}},
 		{"Strategy", strategies.Strategies[0]},
+		{"Ticket", toTicketJSON(7, waitroom.Ticket{SaleID: "7.1", Status: waitroom.Status{State: waitroom.Waiting, Ticket: 17, Served: 3, OpensAt: at},
+			Wait: 1500 * time.Millisecond, WaitKnown: true, PollAfter: time.Second})},
+		{"Ticket", toTicketJSON(7, waitroom.Ticket{SaleID: "7.1", Status: waitroom.Status{State: waitroom.Admitted, Ticket: 17, Served: 20, OpensAt: at,
+			SessionEnds: at.Add(time.Minute)}, Pass: "a.b.c", PassExpires: at.Add(time.Minute), PollAfter: time.Minute})},
 		{"Error", errorBody{Error: errorDetail{Code: string(sale.CodeSoldOut), Message: "sold out"}}},
 	} {
 		t.Run(tc.schema, func(t *testing.T) {

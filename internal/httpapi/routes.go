@@ -85,6 +85,8 @@ type Deps struct {
 	// Strategies are the strategies this server serves, listed as served by GET
 	// /api/v1/strategies; each must be in sale.Catalog. Optional (nil: none is served).
 	Strategies []sale.Strategy
+	// Queue serves the sales' waiting rooms (join and poll); optional (nil: not served).
+	Queue Queue
 	// JWKS is the JSON Web Key Set of the keys that verify the waiting rooms' admission passes,
 	// served at /.well-known/jwks.json for whatever else checks them (an edge, another service);
 	// optional (nil: not served).
@@ -156,6 +158,12 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 		})
 	}
 	v1.POST("/products/:id/purchase", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.inflightLimit(cfg.MaxInflightPurchases), h.purchase)
+	if d.Queue != nil {
+		// A join and a poll cost a Redis script each: the per-client limit counts them as it
+		// counts purchases.
+		v1.POST("/products/:id/queue", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.joinQueue)
+		get(v1, "/products/:id/queue", h.clientLimit(d.ClientLimit, cfg.RateExempt), h.queueStatus)
+	}
 	get(v1, "/orders/:order_id", h.getOrder)
 	if d.Orders != nil {
 		v1.POST("/orders/:order_id/pay", h.requireJSON, h.payOrder)
@@ -205,6 +213,7 @@ func newHandlers(d Deps, cfg Config) (*handlers, error) {
 			byClient: map[string]int{},
 		},
 		buyers:         d.Buyers,
+		queue:          d.Queue,
 		ready:          cfg.Ready,
 		topology:       cfg.Topology,
 		now:            d.Now,

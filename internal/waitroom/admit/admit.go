@@ -51,7 +51,10 @@ var (
 	ErrTokenInvalid = fmt.Errorf("%w: not signed by this shop's waiting room, or malformed", sale.ErrPassInvalid)
 )
 
-var _ sale.PassVerifier = (*Verifier)(nil)
+var (
+	_ sale.PassVerifier   = (*Verifier)(nil)
+	_ waitroom.PassSigner = (*Signer)(nil)
+)
 
 // Type is the pass's "typ" header (RFC 8725 §3.11, explicit typing): a JWT of another kind signed
 // by the same key, should one ever be, is not taken for a pass.
