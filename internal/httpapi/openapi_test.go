@@ -63,9 +63,6 @@ func loadSpec(tb testing.TB) *openapi3.T {
 
 // contractRouter is the real router with every optional route served: a route behind a nil
 // dependency would not be compared at all (TestContractRouterServesRoutesGo catches one).
-// contractQueue serves the queue's routes for the contract: no room is ever asked.
-type contractQueue struct{ Queue }
-
 func contractRouter(tb testing.TB) *gin.Engine {
 	tb.Helper()
 	m := metrics.New()
@@ -82,6 +79,9 @@ func contractRouter(tb testing.TB) *gin.Engine {
 	}
 	return e
 }
+
+// contractQueue makes the router serve the waiting rooms' routes; no room is ever asked.
+type contractQueue struct{ Queue }
 
 // routeLiteral finds the paths routes.go registers: get(g, "/path", …) and g.POST("/path", …).
 var routeLiteral = regexp.MustCompile(`(?:\bget\(\w+, |\.(?:GET|HEAD|POST|PUT|PATCH|DELETE)\()"([^"]*)"`)
