@@ -269,9 +269,11 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 		return err
 	}
 	deps.JWKS = passes.JWKS()
-	if deps.Queue, err = r.queue(signer); err != nil {
+	queue, ticker, err := r.waitingRooms(signer, reads)
+	if err != nil {
 		return err
 	}
+	deps.Queue = queue
 	svc, err := sale.NewService(sale.Options{
 		Admission:       admission,
 		Passes:          passes,
@@ -299,10 +301,11 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 	}
 	deps.Sales, deps.Stampedes, deps.Live = svc, launcher, live
 	p.front = append(p.front, runner.Run)
-	p.back = append(p.back, live.Run, svc.Run, reads.Run, func(ctx context.Context) error {
+	p.back = append(p.back, live.Run, svc.Run, reads.Run, ticker.Run, func(ctx context.Context) error {
 		return feed.Run(ctx, func(c sale.Change) {
 			svc.ApplyChange(c)
 			reads.Apply(c)
+			ticker.Apply(c)
 		})
 	})
 	return nil

@@ -5,20 +5,44 @@ import (
 	"crypto/rand"
 	"log/slog"
 
+	"github.com/seckill-go/seckill-go/internal/board"
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/waitroom"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
 	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
 
-// queue makes the visitors' side of the waiting rooms: the rooms in the main Redis, under the
-// database's name (as every other key of the deployment), passes signed by signer.
-func (r *resources) queue(signer *admit.Signer) (*waitroom.Queue, error) {
+// waitingRooms makes both sides of the waiting rooms, on rooms in the main Redis under the
+// database's name (as every other key of the deployment): the visitors' queue, passes signed by
+// signer, and this replica's admission ticker over the waiting-room sales of the board.
+func (r *resources) waitingRooms(signer *admit.Signer, b *board.Board) (*waitroom.Queue, *waitroom.Ticker, error) {
 	rooms, err := redisroom.New(r.rdb, r.cfg.DatabaseName())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return waitroom.NewQueue(rooms, signer, nil)
+	q, err := waitroom.NewQueue(rooms, signer, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := waitroom.NewTicker(r.log.With("component", "waitroom"), rooms, boardWaitingRooms(b), r.cfg.Waitroom.Tick, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, t, nil
+}
+
+// boardWaitingRooms lists the waiting-room sales among the board's products, from memory.
+func boardWaitingRooms(b *board.Board) func() []sale.Product {
+	return func() []sale.Product {
+		var out []sale.Product
+		for _, it := range b.Snapshot().Since(0) {
+			if it.Product.Admission.WaitingRoom() {
+				out = append(out, it.Product)
+			}
+		}
+		return out
+	}
 }
 
 // passKeys returns what signs the waiting rooms' admission passes and what checks them: the

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -12,14 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/seckill-go/seckill-go/internal/apptest"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
-	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
 
 // waitroomKey returns a fresh Ed25519 key and its seed as SECKILL_WAITROOM_KEY spells it.
@@ -168,31 +165,21 @@ func waitingRoom(rate float64) map[string]any {
 	return map[string]any{"mode": "waiting_room", "admit_rate": rate, "max_active": 10, "session_seconds": 60, "abandon_seconds": 30}
 }
 
-// roomsOf returns the waiting rooms of stack's deployment, as its replicas keep them in Redis.
-func roomsOf(t *testing.T, stack *apptest.Stack) *redisroom.Room {
-	t.Helper()
-	dsn, err := mysql.ParseDSN(stack.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rooms, err := redisroom.New(itest.Redis(t), dsn.DBName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rooms
-}
-
-// TestWaitingRoomQueue, through the real app: a buyer joins a waiting-room sale's queue (again:
-// the same ticket), polls, and once admitted gets a pass that buys; every refusal is the API's
-// JSON error, and every answer no-store.
+// TestWaitingRoomQueue, through the real app: a buyer joins a waiting-room sale's queue before
+// the sale starts (the pre-queue; again: the same ticket), polls, and once the replica's ticker
+// has admitted it at the opening gets a pass that buys; every refusal is the API's JSON error,
+// and every answer no-store.
 func TestWaitingRoomQueue(t *testing.T) {
 	itest.Integration(t)
 	_, seed := waitroomKey(t)
 	stack := apptest.NewStack(t)
 	srv := stack.Start(t, map[string]string{"SECKILL_WAITROOM_KEY": seed})
 	admin := apptest.Client{URL: srv.URL, Token: apptest.AdminToken}
+	now := time.Now().UTC().Truncate(time.Second)
+	preQueue := waitingRoom(10)
+	preQueue["queue_opens_at"] = now.Format(time.RFC3339)
 	id := admin.CreateProduct(t, map[string]any{"name": "queued", "price_cents": 100, "stock": 5, "strategy": "mysql", "per_user_limit": 1, "listed": false,
-		"admission": waitingRoom(10)})
+		"sale_starts_at": now.Add(3 * time.Second).Format(time.RFC3339), "admission": preQueue})
 	queue := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/queue"
 	buyer := apptest.Client{URL: srv.URL}
 	join := func(user string) apptest.Response {
@@ -214,9 +201,9 @@ func TestWaitingRoomQueue(t *testing.T) {
 	saleID := strconv.FormatInt(id, 10) + ".1"
 
 	first := join("alice")
-	if first.Status != http.StatusOK || first.Str("state") != "waiting" || first.Num("ticket") != 1 || first.Num("ahead") != 0 ||
+	if first.Status != http.StatusOK || first.Str("state") != "pre_queue" || first.Num("ticket") != 1 || first.Num("ahead") != 0 ||
 		first.Str("sale") != saleID || first.Body["eta_seconds"] == nil || first.Num("poll_after_ms") < 500 || first.Body["pass"] != nil {
-		t.Fatalf("alice joins: %d %s; want 200 waiting, ticket 1, none ahead, an ETA, a poll within bounds, no pass", first.Status, first.Raw)
+		t.Fatalf("alice joins: %d %s; want 200 pre_queue, ticket 1, none ahead, an ETA, a poll within bounds, no pass", first.Status, first.Raw)
 	}
 	if again := join("alice"); again.Status != http.StatusOK || again.Num("ticket") != 1 {
 		t.Errorf("alice joins again: %d %s; want her ticket 1", again.Status, again.Raw)
@@ -227,24 +214,29 @@ func TestWaitingRoomQueue(t *testing.T) {
 	if r := poll("carol"); r.Status != http.StatusOK || r.Str("state") != "not_joined" || r.Num("poll_after_ms") != 0 {
 		t.Errorf("carol polls without joining: %d %s; want not_joined, no poll", r.Status, r.Raw)
 	}
-	if r := poll("alice"); r.Str("state") != "waiting" || r.Num("ticket") != 1 {
-		t.Errorf("alice polls before any admission: %s", r.Raw)
+	if r := poll("alice"); r.Str("state") != "pre_queue" || r.Num("ticket") != 1 {
+		t.Errorf("alice polls before the opening: %s", r.Raw)
 	}
 
-	a, err := roomsOf(t, stack).Admit(context.Background(), saleID)
-	if err != nil || len(a.Admitted) != 2 {
-		t.Fatalf("admit: %+v, %v; want alice and bob", a, err)
-	}
-	in := poll("alice")
-	if in.Str("state") != "admitted" || in.Str("pass") == "" || in.Str("pass_expires_at") == "" || in.Num("ahead") != 0 {
-		t.Fatalf("alice polls once admitted: %s; want admitted with a pass", in.Raw)
+	var in apptest.Response
+	itest.Eventually(t, 10*time.Second, func() (bool, string) { // the replica's ticker admits at the opening
+		in = poll("alice")
+		return in.Str("state") == "admitted", in.Raw
+	})
+	if in.Str("pass") == "" || in.Str("pass_expires_at") == "" || in.Num("ahead") != 0 {
+		t.Fatalf("alice polls once admitted: %s; want a pass", in.Raw)
 	}
 	purchase := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
 	if r := buyer.MustDo(t, http.MethodPost, purchase, map[string]any{"user_id": "bob"}, map[string]string{"Admission-Pass": in.Str("pass")}); r.Status != http.StatusForbidden {
 		t.Errorf("bob buys with alice's pass: %d %s; want 403", r.Status, r.Raw)
 	}
-	if r := buyer.MustDo(t, http.MethodPost, purchase, map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": in.Str("pass")}); r.Status != http.StatusAccepted {
-		t.Errorf("alice buys with her pass: %d %s; want 202", r.Status, r.Raw)
+	var bought apptest.Response
+	itest.Eventually(t, 5*time.Second, func() (bool, string) { // the room opened on Redis's clock, the sale opens on the replica's
+		bought = buyer.MustDo(t, http.MethodPost, purchase, map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": in.Str("pass")})
+		return bought.ErrorCode() != "sale_not_started", bought.Raw
+	})
+	if bought.Status != http.StatusAccepted {
+		t.Errorf("alice buys with her pass: %d %s; want 202", bought.Status, bought.Raw)
 	}
 
 	open := admin.CreateProduct(t, map[string]any{"name": "open", "price_cents": 100, "stock": 5, "strategy": "mysql", "listed": false})

@@ -190,6 +190,8 @@ type Config struct {
 		// the same on every replica, so that any replica takes a pass another signed. Nil: the
 		// process draws a key of its own, and its passes are refused by every other replica.
 		Key []byte
+		// Tick is how often each replica admits the visitors of its waiting-room sales.
+		Tick time.Duration
 	}
 	AdminToken  string
 	InstanceID  string
@@ -237,6 +239,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_BUYER_JWT_LEEWAY", flag: "buyer-jwt-leeway", def: "30s", usage: "clock skew tolerated on a buyer token's exp, nbf and iat", set: dur(&c.Buyer.JWTLeeway)},
 		{env: "SECKILL_BUYER_JWT_MAX_TTL", flag: "buyer-jwt-max-ttl", def: "24h", usage: "longest lifetime a buyer token may claim (exp - iat, or exp - now without iat); a longer one is refused, and `seckill token` mints none", set: dur(&c.Buyer.JWTMaxTTL)},
 		{env: "SECKILL_WAITROOM_KEY", flag: "waitroom-key", def: "", usage: "Ed25519 key that signs the waiting rooms' admission passes: its 32-byte seed in base64 (standard or URL alphabet, padded or not), the same on every replica (empty: a key of this process's own, whose passes the other replicas refuse)", secret: true, set: ed25519Seed(&c.Waitroom.Key)},
+		{env: "SECKILL_WAITROOM_TICK", flag: "waitroom-tick", def: "100ms", usage: "how often each replica admits the visitors of its waiting-room sales (10ms to 1s; the rooms count the rate, so more replicas admit no more)", set: dur(&c.Waitroom.Tick)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the unsafe strategies (`none`, which oversells, and the lock zoo's unsafe variants), kept to show how they fail", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
@@ -347,6 +350,11 @@ func (c *Config) validate() error {
 	// WAIT takes whole milliseconds, and its 0 means forever.
 	if c.RedisLua.WaitTimeout < time.Millisecond || c.RedisLua.WaitTimeout > 5*time.Second {
 		add("SECKILL_REDISLUA_WAIT_TIMEOUT must be between 1ms and 5s")
+	}
+	// A room lets a second's worth of its rate in at once at most: a tick over a second admits
+	// below the rate.
+	if c.Waitroom.Tick < 10*time.Millisecond || c.Waitroom.Tick > time.Second {
+		add("SECKILL_WAITROOM_TICK must be between 10ms and 1s")
 	}
 	if len(c.AdminToken) < 8 {
 		add("SECKILL_ADMIN_TOKEN is required and must have at least 8 characters (`make up` sets a dev value)")

@@ -81,6 +81,8 @@ func TestInvalid(t *testing.T) {
 		{"redis-lua wait too long", map[string]string{"SECKILL_REDISLUA_WAIT_TIMEOUT": "6s"}, "SECKILL_REDISLUA_WAIT_TIMEOUT"},
 		{"single Redis with two addresses", map[string]string{"SECKILL_REDIS_ADDRS": "a:1,b:2"}, "SECKILL_REDIS_"},
 		{"both buyer keys", map[string]string{"SECKILL_BUYER_JWT_HMAC_KEY": strings.Repeat("k", 32), "SECKILL_BUYER_JWT_PUBLIC_KEY_FILE": "/etc/os-release"}, "SECKILL_BUYER_JWT_"},
+		{"waiting room tick too short", map[string]string{"SECKILL_WAITROOM_TICK": "1ms"}, "SECKILL_WAITROOM_TICK"},
+		{"waiting room tick too long", map[string]string{"SECKILL_WAITROOM_TICK": "2s"}, "SECKILL_WAITROOM_TICK"},
 		{"waiting room key not base64", map[string]string{"SECKILL_WAITROOM_KEY": "not base64!"}, "SECKILL_WAITROOM_KEY"},
 		{"waiting room key too short", map[string]string{"SECKILL_WAITROOM_KEY": base64.StdEncoding.EncodeToString(make([]byte, 31))}, "SECKILL_WAITROOM_KEY"},
 		{"waiting room key too long", map[string]string{"SECKILL_WAITROOM_KEY": base64.StdEncoding.EncodeToString(make([]byte, 64))}, "32-byte seed"},

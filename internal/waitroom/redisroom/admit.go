@@ -49,6 +49,13 @@ func (r *Room) Admit(ctx context.Context, saleID string) (Admission, error) {
 	return a, nil
 }
 
+// AdmitNext is Admit for the replicas' admission ticker (waitroom.Ticker): whether it stopped
+// short with admissions left to give (call again at once).
+func (r *Room) AdmitNext(ctx context.Context, saleID string) (bool, error) {
+	a, err := r.Admit(ctx, saleID)
+	return a.More, err
+}
+
 func parseAdmission(res []any) (Admission, error) {
 	word, _ := first(res)
 	switch {

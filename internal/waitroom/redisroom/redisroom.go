@@ -74,7 +74,10 @@ func KeysFor(ns, saleID string) Keys {
 // All returns every key, in the order the scripts take them.
 func (k Keys) All() []string { return []string{k.Meta, k.Tickets, k.Line, k.Pre, k.Seen, k.Active} }
 
-var _ waitroom.Rooms = (*Room)(nil)
+var (
+	_ waitroom.Rooms      = (*Room)(nil)
+	_ waitroom.AdmitRooms = (*Room)(nil)
+)
 
 // Room keeps the waiting rooms of sales in Redis. It is safe for concurrent use, and any number
 // of Rooms, in any number of replicas, may share the rooms of one Redis.
