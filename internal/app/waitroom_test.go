@@ -1,22 +1,26 @@
 package app_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/seckill-go/seckill-go/internal/apptest"
 	"github.com/seckill-go/seckill-go/internal/itest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
 
 // waitroomKey returns a fresh Ed25519 key and its seed as SECKILL_WAITROOM_KEY spells it.
@@ -287,5 +291,62 @@ func TestWaitingRoomQueueRedisDown(t *testing.T) {
 	r := buyer.MustDo(t, http.MethodPost, queue, map[string]any{"user_id": "bob"}, nil)
 	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "unavailable" {
 		t.Errorf("join with Redis down: %d %s; want 503 unavailable", r.Status, r.Raw)
+	}
+}
+
+// TestWaitingRoomThreeReplicas, through three real replicas on one Redis: buyers joined through
+// any of them are admitted by the replicas' tickers at no more than the sale's rate (a second's
+// worth at the opening, then the rate), and a pass one replica signs buys through another.
+func TestWaitingRoomThreeReplicas(t *testing.T) {
+	itest.Integration(t)
+	_, seed := waitroomKey(t)
+	stack, urls := apptest.Cluster(t, 3, map[string]string{"SECKILL_WAITROOM_KEY": seed})
+	admin := apptest.Client{URL: urls[0], Token: apptest.AdminToken}
+	now := time.Now().UTC().Truncate(time.Second)
+	start := now.Add(3 * time.Second)
+	const rate, buyers = 5, 60
+	room := waitingRoom(rate)
+	room["max_active"] = 1000
+	room["queue_opens_at"] = now.Format(time.RFC3339)
+	id := admin.CreateProduct(t, map[string]any{"name": "three", "price_cents": 100, "stock": 100, "strategy": "mysql", "per_user_limit": 1, "listed": false,
+		"sale_starts_at": start.Format(time.RFC3339), "admission": room})
+	queue := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/queue"
+	for i := range buyers {
+		c := apptest.Client{URL: urls[i%len(urls)]}
+		itest.Eventually(t, 5*time.Second, func() (bool, string) { // each replica's board learns the product
+			r := c.MustDo(t, http.MethodPost, queue, map[string]any{"user_id": fmt.Sprint("buyer-", i)}, nil)
+			return r.Status == http.StatusOK, r.Raw
+		})
+	}
+	dsn, err := mysql.ParseDSN(stack.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms, err := redisroom.New(itest.Redis(t), dsn.DBName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	admitted, err := itest.Redis(t).ZCard(context.Background(), rooms.Keys(strconv.FormatInt(id, 10)+".1").Active).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	most := int64(rate*(elapsed.Seconds()+1)) + 1
+	t.Logf("%d admitted %v after the opening by three replicas at %d/s (at most %d)", admitted, elapsed, rate, most)
+	if admitted > most || admitted < rate {
+		t.Errorf("%d admitted %v after the opening at %d/s: want between %d and %d", admitted, elapsed, rate, rate, most)
+	}
+
+	// buyer-0 joined on replica 0; its pass, signed by whichever replica it polls, buys on another.
+	var in apptest.Response
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		in = apptest.Client{URL: urls[1]}.MustDo(t, http.MethodGet, queue+"?user_id=buyer-0", nil, nil)
+		return in.Str("state") == "admitted", in.Raw
+	})
+	r := apptest.Client{URL: urls[2]}.MustDo(t, http.MethodPost, "/api/v1/products/"+strconv.FormatInt(id, 10)+"/purchase",
+		map[string]any{"user_id": "buyer-0"}, map[string]string{"Admission-Pass": in.Str("pass")})
+	if r.Status != http.StatusAccepted {
+		t.Errorf("buyer-0 buys on replica 2 with the pass replica 1 signed: %d %s; want 202", r.Status, r.Raw)
 	}
 }
