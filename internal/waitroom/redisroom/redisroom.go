@@ -11,8 +11,8 @@
 // few O(1) commands whatever the queue holds, the walk past abandoned tickets is paid by one
 // caller at its own pace rather than by every poll, and no visitor's place depends on who polls
 // when. Any replica may call Admit, as often as it likes, all at once: the rate is counted in
-// Redis, on Redis's clock, so N callers admit no more than one would — the next step runs one
-// ticker per replica, so that the room does not stop with any of them.
+// Redis, on Redis's clock, so N callers admit no more than one would — every replica runs one
+// ticker (waitroom.Ticker), so that the room does not stop with any of them.
 //
 // Every time the room uses is Redis's (TIME inside the scripts), never a caller's: the replicas'
 // clocks may disagree, and heartbeats, sessions, the opening and the rate must all be read on one
