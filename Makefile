@@ -108,11 +108,12 @@ bench: ## the purchase path against this machine's own limits (bare gin, R), med
 	$(MAKE) build
 	$(GO) run ./loadtest/bench $(BENCH_FLAGS)
 
-# make bench-compare A=<commit> B=<commit> [PAIRS=3] [BENCH_FLAGS=…]: "." for the work tree
+# make bench-compare A=<commit> B=<commit> [PAIRS=3] [BENCH_FLAGS=…] [A_ENV=… B_ENV=…]: "." for
+# the work tree; A_ENV/B_ENV are NAME=value words for one side's replicas (B_ENV=SECKILL_PLANTED_SLOWDOWN=0.1)
 PAIRS ?= 3
 
 bench-compare: ## make bench on two commits A and B, alternated in PAIRS pairs: each measurement's medians and whether the difference is beyond the spread
-	scripts/bench-compare.sh "$(A)" "$(B)" "$(PAIRS)" $(BENCH_FLAGS)
+	A_ENV="$(A_ENV)" B_ENV="$(B_ENV)" scripts/bench-compare.sh "$(A)" "$(B)" "$(PAIRS)" $(BENCH_FLAGS)
 
 bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) against the local services
 	scripts/services.sh up

@@ -6,6 +6,9 @@
 #   PAIRS    pairs of runs [3], in the order A B, B A, A B…: each side runs as often, and neither
 #            always first, so the machine's drift over the session falls on both
 #   the rest flags for every run of loadtest/bench (each run is one round: -rounds 1)
+#   A_ENV, B_ENV  (environment) NAME=value words for that side's runs, which its replicas inherit:
+#            make bench-compare A=HEAD B=HEAD B_ENV=SECKILL_PLANTED_SLOWDOWN=0.1 plants a known
+#            slowdown on one side, the check that the verdict can see one
 # The measuring harness (loadtest/bench, scripts/env.sh) is this work tree's for both sides: only
 # the app binary differs. The runs' reports go to .run/bench-compare/<time>/{A,B}/, the
 # comparison to loadtest/results/bench-compare-<time>.md.
@@ -31,6 +34,9 @@ build() {
 	git -C "$ROOT" worktree remove --force "$src"
 }
 
+# label REV ENV names a side: its commit, and its environment if it has one.
+label() { if [[ -n $2 ]]; then echo "$1 ($2)"; else echo "$1"; fi; }
+
 main() {
 	local a=${1:-} b=${2:-} pairs=${3:-3}
 	[[ -n $a && -n $b ]] || die "usage: bench-compare.sh A B [PAIRS] [bench flags…] (make bench-compare A=<commit> B=<commit>)"
@@ -48,16 +54,21 @@ main() {
 		build "$rev" "$dir/seckill-$side"
 	done
 	"$SCRIPT_DIR/services.sh" up
+	local -a a_env b_env side_env
+	read -ra a_env <<<"${A_ENV:-}"
+	read -ra b_env <<<"${B_ENV:-}"
 	local i order
 	for ((i = 1; i <= pairs; i++)); do
 		order=(A B)
 		((i % 2 == 0)) && order=(B A)
 		for side in "${order[@]}"; do
-			log "pair $i of $pairs: $side"
-			(cd "$ROOT" && go run ./loadtest/bench -rounds 1 -seckill "$dir/seckill-$side" -out "$dir/$side" "$@" >/dev/null)
+			side_env=("${a_env[@]}")
+			[[ $side == B ]] && side_env=("${b_env[@]}")
+			log "pair $i of $pairs: $side ${side_env[*]}"
+			(cd "$ROOT" && env "${side_env[@]}" go run ./loadtest/bench -rounds 1 -seckill "$dir/seckill-$side" -out "$dir/$side" "$@" >/dev/null)
 		done
 	done
-	(cd "$ROOT" && go run ./loadtest/bench compare -a "$dir/A" -b "$dir/B" -a-label "$a" -b-label "$b" -out loadtest/results)
+	(cd "$ROOT" && go run ./loadtest/bench compare -a "$dir/A" -b "$dir/B" -a-label "$(label "$a" "${A_ENV:-}")" -b-label "$(label "$b" "${B_ENV:-}")" -out loadtest/results)
 }
 
 main "$@"

@@ -133,7 +133,7 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.handler = h
+	p.handler = httpapi.PlantedSlowdown(h, cfg.HTTP.PlantedSlowdown)
 	return p, nil
 }
 

@@ -33,6 +33,9 @@ type Config struct {
 		ShutdownTimeout time.Duration
 		// PprofAddr, when set, serves net/http/pprof on a listener of its own (never on the API's).
 		PprofAddr string
+		// PlantedSlowdown, above 0, makes every request cost that fraction more CPU
+		// (httpapi.PlantedSlowdown): the known slowdown make bench-compare must see. 0: off.
+		PlantedSlowdown float64
 	}
 	MySQL struct {
 		DSN          string
@@ -216,6 +219,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_HTTP_ADDR", flag: "http-addr", def: ":8080", usage: "HTTP listen address (host:port; port 0 picks a free one)", set: str(&c.HTTP.Addr)},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "15s", usage: "grace period for in-flight requests at shutdown", set: dur(&c.HTTP.ShutdownTimeout)},
 		{env: "SECKILL_PPROF_ADDR", flag: "pprof-addr", def: "", usage: "serve net/http/pprof on this address (host:port; empty: off). Keep it on loopback", set: str(&c.HTTP.PprofAddr)},
+		{env: "SECKILL_PLANTED_SLOWDOWN", flag: "planted-slowdown", def: "0", usage: "a known slowdown for make bench-compare to find: every request spins this fraction of the process's CPU time per request more (0: off; never in production)", set: float(&c.HTTP.PlantedSlowdown)},
 		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", def: "root:@tcp(127.0.0.1:3306)/seckill", usage: "MySQL/MariaDB DSN (go-sql-driver format)", secret: true, set: str(&c.MySQL.DSN)},
 		{env: "SECKILL_MYSQL_MAX_OPEN_CONNS", flag: "mysql-max-open-conns", def: "32", usage: "MySQL connection pool size per process", set: integer(&c.MySQL.MaxOpenConns)},
 		{env: "SECKILL_REDIS_MODE", flag: "redis-mode", def: "single", usage: "Redis topology: single (one server, SECKILL_REDIS_ADDR), cluster (a Redis Cluster, seeds SECKILL_REDIS_ADDRS) or sentinel (the master SECKILL_REDIS_MASTER of the sentinels SECKILL_REDIS_ADDRS)", set: str(&c.Redis.Mode)},
@@ -334,6 +338,9 @@ func (c *Config) validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTP.PprofAddr); err != nil {
 			add("SECKILL_PPROF_ADDR: %v", err)
 		}
+	}
+	if c.HTTP.PlantedSlowdown < 0 || c.HTTP.PlantedSlowdown > 1 {
+		add("SECKILL_PLANTED_SLOWDOWN must be between 0 and 1")
 	}
 	if c.Sale.BatchMax < 1 || c.Sale.BatchMax > MaxBatch {
 		add("SECKILL_BATCH_MAX must be between 1 and %d", MaxBatch)
