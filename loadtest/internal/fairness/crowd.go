@@ -275,7 +275,8 @@ func (cr *crowd) bot(ctx context.Context, v *Visitor, first int) {
 	t, ok := cr.join(ctx, c, targets[first%len(targets)], v, 10*time.Millisecond)
 	fouls := map[string]int{}
 	foul := func(kind, pass string) {
-		if fouls[kind] >= foulsPerKind {
+		// Before the sale starts the window refuses every purchase: that tests no pass.
+		if fouls[kind] >= foulsPerKind || time.Now().Before(cr.s.starts) {
 			return
 		}
 		fouls[kind]++
@@ -287,6 +288,12 @@ func (cr *crowd) bot(ctx context.Context, v *Visitor, first int) {
 		case "admitted":
 			cr.ring.Store(v.User, t.Pass)
 			cr.buyHard(ctx, c, v, t.Pass, i)
+			// Admitted or not, a purchase without its pass buys nothing.
+			foul("no_pass", "")
+			foul("forged_pass", forgedPass)
+			if p, ok := cr.foreignPass(v.User); ok {
+				foul("foreign_pass", p)
+			}
 			return
 		case "pre_queue", "waiting":
 			foul("no_pass", "")

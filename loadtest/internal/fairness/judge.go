@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -96,7 +97,9 @@ type Fouls struct {
 	Refused  int            `json:"refused_403"`
 	Answers  map[string]int `json:"answers"` // "no_pass 403 admission_pass_required": count
 	Accepted int            `json:"accepted"`
-	Passed   bool           `json:"passed"`
+	// Untested are the kinds never refused by the pass check itself.
+	Untested []string `json:"untested,omitempty"`
+	Passed   bool     `json:"passed"`
 }
 
 // Judgement is the room's side of one sale: what the visitors show.
@@ -375,7 +378,7 @@ func judgeRate(visitors []*Visitor, setting float64, tick time.Duration, replica
 }
 
 // judgeETA compares each admitted visitor's first ETA with its wait from then to its
-// admission. The admission's moment is the middle of what the visitor knows of it: after its
+// admission, as ETAErrors does: the API states it in whole seconds, rounded up. The admission's moment is the middle of what the visitor knows of it: after its
 // last "not yet", before its first "admitted", within the second its pass names.
 func judgeETA(visitors []*Visitor) ETA {
 	var est, actual []time.Duration
@@ -391,7 +394,7 @@ func judgeETA(visitors []*Visitor) ETA {
 			e.AtJoin++
 		}
 	}
-	errs := RelativeErrors(est, actual)
+	errs := ETAErrors(est, actual, time.Second)
 	e.Pairs = len(errs)
 	e.P50, e.P90 = Quantile(errs, 0.5), Quantile(errs, 0.9)
 	e.Passed = e.Pairs > 0 && e.P50 <= MaxETAMedianError
@@ -413,10 +416,16 @@ func admittedAt(v *Visitor) time.Time {
 	return lo.Add(hi.Sub(lo) / 2)
 }
 
+// FoulKinds are the ways a bot tries to buy without a valid pass of its own.
+var FoulKinds = []string{"no_pass", "forged_pass", "foreign_pass"}
+
 // judgeFouls checks that every purchase without a valid pass of the buyer's own was refused:
-// 403, or 429 back-pressure before the check; never a 202.
+// 403, or 429 back-pressure before the check; never a 202. It passes when each kind was tried
+// and refused at least once by the pass check itself (an admission_pass_* code: a 403 of the
+// sale's window says nothing of the pass).
 func judgeFouls(visitors []*Visitor) Fouls {
 	f := Fouls{Answers: map[string]int{}, Passed: true}
+	checked := map[string]bool{}
 	for _, v := range visitors {
 		for _, p := range v.Purchases {
 			if p.Foul == "" {
@@ -427,6 +436,9 @@ func judgeFouls(visitors []*Visitor) Fouls {
 			switch p.Status {
 			case http.StatusForbidden:
 				f.Refused++
+				if strings.HasPrefix(p.Code, "admission_pass_") {
+					checked[p.Foul] = true
+				}
 			case http.StatusTooManyRequests, 0:
 			default:
 				f.Passed = false
@@ -436,8 +448,11 @@ func judgeFouls(visitors []*Visitor) Fouls {
 			}
 		}
 	}
-	if f.Sent == 0 {
-		f.Passed = false
+	for _, k := range FoulKinds {
+		if !checked[k] {
+			f.Passed = false
+			f.Untested = append(f.Untested, k)
+		}
 	}
 	return f
 }

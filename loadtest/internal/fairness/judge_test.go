@@ -57,7 +57,10 @@ func (p plantedSale) visitors(seed uint64) []*Visitor {
 			v.Outcome = code
 		}
 		if v.Bot {
-			v.Purchases = append(v.Purchases, Purchase{Foul: "no_pass", Status: http.StatusForbidden, Code: "admission_pass_required"})
+			v.Purchases = append(v.Purchases, Purchase{Foul: "no_pass", Status: http.StatusForbidden, Code: "admission_pass_required"},
+				Purchase{Foul: "forged_pass", Status: http.StatusForbidden, Code: "admission_pass_invalid"},
+				Purchase{Foul: "foreign_pass", Status: http.StatusTooManyRequests, Code: "rate_limited"},
+				Purchase{Foul: "foreign_pass", Status: http.StatusForbidden, Code: "admission_pass_invalid"})
 		}
 	}
 	for _, v := range byPlace[p.admitted:] {
@@ -209,6 +212,19 @@ func TestJudgeRoomCatches(t *testing.T) {
 		vs[0].Purchases = append(vs[0].Purchases, Purchase{Foul: "foreign_pass", Status: http.StatusAccepted, OrderID: "stolen"})
 		if f := judgeFouls(vs); f.Passed || f.Accepted != 1 {
 			t.Errorf("a foul accepted passed: %+v", f)
+		}
+	})
+	t.Run("fouls refused only by the sale's window", func(t *testing.T) {
+		vs := p.visitors(1)
+		for _, v := range vs {
+			for i, q := range v.Purchases {
+				if q.Foul == "forged_pass" {
+					v.Purchases[i].Code = "sale_not_started"
+				}
+			}
+		}
+		if f := judgeFouls(vs); f.Passed || len(f.Untested) != 1 || f.Untested[0] != "forged_pass" {
+			t.Errorf("forged passes never reaching the pass check passed: %+v", f)
 		}
 	})
 	t.Run("a buyer accepted twice, a retry told of another order", func(t *testing.T) {

@@ -21,13 +21,14 @@ func Markdown(r *Report) string {
 		"max_active %d, session %d s, abandon %d s; the queue opens %s before the sale; honest buyers arrive at random until %s after it "+
 		"and think %s once admitted; seed %d\n\n",
 		s.Crowd, s.Bots, s.BotConns, s.BotPoll, s.Stock, s.AdmitRate, s.MaxActive, s.SessionSeconds, s.AbandonSeconds, s.PreQueue, s.ArriveAfter, s.Think, s.Seed)
-	b.WriteString("| strategy | room | verdict | audit | bots' units / units (share) | crowd share | fair bound (bots) | order | busiest second / setting | ETA error p50 / p90 | fouls refused |\n")
+	b.WriteString("| strategy | room | verdict | audit | bots' units / units (share) | crowd share | fair share (bound) | order | busiest second / setting | ETA error p50 / p90 | fouls refused |\n")
 	b.WriteString("|---|---|---|---|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, sl := range r.Sales {
 		j := sl.Judgement
 		f := j.Fairness
-		fmt.Fprintf(&b, "| %s | %s | **%s** | %s | %d / %d (%s) | %s | %.1f | %s | %d / %.4g | %s / %s | %d of %d |\n",
-			sl.Strategy, sl.Variant, sl.Verdict, sl.Audit, f.BotsUnits, f.Units, pct(f.UnitsShare), pct(f.CrowdShare), f.Lottery.Bound,
+		fmt.Fprintf(&b, "| %s | %s | **%s** | %s | %d / %d (%s) | %s | %s (%s) | %s | %d / %.4g | %s / %s | %d of %d |\n",
+			sl.Strategy, sl.Variant, sl.Verdict, sl.Audit, f.BotsUnits, f.Units, pct(f.UnitsShare), pct(f.CrowdShare),
+			pct(ratio64(f.Lottery.Expected, f.Units)), pct(ratio64(f.Lottery.Bound, f.Units)),
 			orderCell(j.Order), j.Rate.Max, j.Rate.Setting, pct(j.ETA.P50), pct(j.ETA.P90), j.Fouls.Refused, j.Fouls.Sent)
 	}
 	b.WriteString("\n")
@@ -83,12 +84,22 @@ func saleDetails(b *strings.Builder, sl Sale) {
 		passWord(e.Passed), e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90))
 	fmt.Fprintf(b, "- **fouls** (%s): %d purchases without a valid pass of the buyer's own, %d refused 403, %d accepted: %s\n",
 		passWord(j.Fouls.Passed), j.Fouls.Sent, j.Fouls.Refused, j.Fouls.Accepted, counts(j.Fouls.Answers))
+	if len(j.Fouls.Untested) > 0 {
+		fmt.Fprintf(b, "  - never refused by the pass check itself: %s\n", strings.Join(j.Fouls.Untested, ", "))
+	}
 	fmt.Fprintf(b, "- **audit** (%s): initial %d, stock %d, reserved %d, ordered %d, oversold %d; visitors' outcomes: %s\n",
 		sl.Audit, sl.Facts.InitialStock, sl.Facts.Stock, sl.Facts.ReservedUnits, sl.Facts.OrderUnits, sl.Oversold, counts(j.Outcomes))
 	for _, v := range sl.Violations {
 		fmt.Fprintf(b, "  - %s\n", v)
 	}
 	b.WriteString("\n")
+}
+
+func ratio64(x float64, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return x / float64(n)
 }
 
 func passWord(ok bool) string {

@@ -233,13 +233,25 @@ func Draw(pool, members, drawn, fixed int) Lottery {
 	return l
 }
 
-// RelativeErrors are |estimate − actual| ÷ actual for each pair with a positive actual.
-func RelativeErrors(estimate, actual []time.Duration) []float64 {
+// ETAErrors are the relative errors of estimates stated in whole units of step, rounded up (an
+// ETA of n seconds says "within (n−1, n]"): for each pair with a positive actual wait, its distance
+// to the interval its estimate states, ÷ the actual wait; 0 inside it.
+func ETAErrors(estimate, actual []time.Duration, step time.Duration) []float64 {
 	var out []float64
 	for i := range min(len(estimate), len(actual)) {
-		if actual[i] > 0 {
-			out = append(out, math.Abs(float64(estimate[i]-actual[i]))/float64(actual[i]))
+		a := actual[i]
+		if a <= 0 {
+			continue
 		}
+		lo, hi := max(0, estimate[i]-step), estimate[i]
+		var d time.Duration
+		switch {
+		case a < lo:
+			d = lo - a
+		case a > hi:
+			d = a - hi
+		}
+		out = append(out, float64(d)/float64(a))
 	}
 	return out
 }

@@ -153,12 +153,16 @@ func TestDraw(t *testing.T) {
 	}
 }
 
-func TestRelativeErrorsAndQuantile(t *testing.T) {
+func TestETAErrorsAndQuantile(t *testing.T) {
 	s := time.Second
-	errs := RelativeErrors([]time.Duration{10 * s, 8 * s, 3 * s, 5 * s}, []time.Duration{10 * s, 10 * s, 2 * s, 0})
-	if diff := cmp.Diff([]float64{0, 0.2, 0.5}, errs, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
-		t.Errorf("RelativeErrors (-want +got):\n%s", diff)
+	ms := time.Millisecond
+	// An ETA of 10 s says (9 s, 10 s]: 9.5 s is right, 10 s right, 12.5 s 2.5 s late, 8 s 1 s
+	// early; 300 ms under an ETA of 1 s is right; a wait of 0 has no relative error.
+	errs := ETAErrors([]time.Duration{10 * s, 10 * s, 10 * s, 8 * s, s, 5 * s}, []time.Duration{9500 * ms, 10 * s, 12500 * ms, 5 * s, 300 * ms, 0}, s)
+	if diff := cmp.Diff([]float64{0, 0, 0.2, 0.4, 0}, errs, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+		t.Errorf("ETAErrors (-want +got):\n%s", diff)
 	}
+	errs = []float64{0, 0.2, 0.5}
 	if got := Quantile(errs, 0.5); got != 0.2 {
 		t.Errorf("median = %v, want 0.2", got)
 	}
