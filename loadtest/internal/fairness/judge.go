@@ -70,7 +70,7 @@ type Order struct {
 // Rate is the admissions per second on the room's clock against the setting.
 type Rate struct {
 	Setting   float64 `json:"setting"`
-	Slack     float64 `json:"slack"`    // one tick's worth, rounded up, + 1 for the rate's floor
+	Slack     float64 `json:"slack"`    // RateSlack
 	Max       int     `json:"max"`      // the most admissions in one second
 	Mean      float64 `json:"mean"`     // over the full seconds between the first and the last
 	Seconds   []int   `json:"seconds"`  // admissions in each second, from the first
@@ -88,6 +88,10 @@ type ETA struct {
 	AtJoin int     `json:"at_join"` // of them, given at the join (the rest: at the first poll after a shuffle's draw)
 	P50    float64 `json:"p50"`
 	P90    float64 `json:"p90"`
+	// RawP50 and RawP90 are the plain |ETA − wait| ÷ wait, the second the ETA rounds up to
+	// included: what a visitor reading the figure as exact sees.
+	RawP50 float64 `json:"raw_p50"`
+	RawP90 float64 `json:"raw_p90"`
 	Passed bool    `json:"passed"`
 }
 
@@ -341,10 +345,20 @@ func joinAndPlace(vs []*Visitor) (x, y []float64) {
 	return x, y
 }
 
+// RateSlack is how far above the setting one second of admissions may go: the room counts its
+// rate from the opening on its own clock, so a second holds more than the setting only by what
+// accrued before it and was admitted inside it — what accrued since the last admission call
+// before it, one tick's worth when the tickers keep time — and one for the count's floor. A
+// second tick's worth covers a ticker held up on a loaded machine (the replicas and the crowd
+// share two cores here).
+func RateSlack(setting float64, tick time.Duration) float64 {
+	return math.Ceil(2*setting*tick.Seconds()) + 1
+}
+
 // judgeRate counts the admissions per second of the room's clock (each admitted visitor's pass)
-// and holds the busiest second against the setting plus one tick's worth and one.
+// and holds the busiest second against the setting plus RateSlack.
 func judgeRate(visitors []*Visitor, setting float64, tick time.Duration, replicas int) Rate {
-	r := Rate{Setting: setting, Slack: math.Ceil(setting*tick.Seconds()) + 1, Replicas: replicas}
+	r := Rate{Setting: setting, Slack: RateSlack(setting, tick), Replicas: replicas}
 	var secs []int64
 	var lastAdmitted time.Time
 	for _, v := range visitors {
@@ -397,6 +411,8 @@ func judgeETA(visitors []*Visitor) ETA {
 	errs := ETAErrors(est, actual, time.Second)
 	e.Pairs = len(errs)
 	e.P50, e.P90 = Quantile(errs, 0.5), Quantile(errs, 0.9)
+	raw := ETAErrors(est, actual, 0)
+	e.RawP50, e.RawP90 = Quantile(raw, 0.5), Quantile(raw, 0.9)
 	e.Passed = e.Pairs > 0 && e.P50 <= MaxETAMedianError
 	return e
 }

@@ -169,7 +169,7 @@ func TestJudgeRoom(t *testing.T) {
 				if tc.variant == VariantShuffle && tc.name == "shuffle promised, the bots placed first" && !(o.BotsAhead.P < 0.01) {
 					t.Errorf("seed %d: bots placed first, Mann-Whitney p %v, want ≈ 0", seed, o.BotsAhead.P)
 				}
-				if !j.Rate.Passed || j.Rate.Max > 20 {
+				if !j.Rate.Passed || j.Rate.Max > 20 || j.Rate.Slack != 5 {
 					t.Errorf("seed %d: admissions planted at 20/s: %+v", seed, j.Rate)
 				}
 				if !j.ETA.Passed || !j.Fouls.Passed || len(j.Violations) > 0 {

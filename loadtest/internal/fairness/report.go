@@ -80,8 +80,9 @@ func saleDetails(b *strings.Builder, sl Sale) {
 	fmt.Fprintf(b, "- **admission rate** (%s): %d admitted over %d s of the room's clock across %d replicas; busiest second %d for a setting of %.4g "+
 		"(allowed %.4g + %.0f); mean over the full seconds %.1f/s; per second %v\n",
 		passWord(r.Passed), r.Admitted, len(r.Seconds), r.Replicas, r.Max, r.Setting, r.Setting, r.Slack, r.Mean, r.Seconds)
-	fmt.Fprintf(b, "- **ETA** (%s): over %d admitted visitors (%d given it at their join), relative error p50 %s, p90 %s\n",
-		passWord(e.Passed), e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90))
+	fmt.Fprintf(b, "- **ETA** (%s): over %d admitted visitors (%d given it at their join), relative error beyond the second it states p50 %s, p90 %s; "+
+		"plain |ETA − wait| ÷ wait p50 %s, p90 %s\n",
+		passWord(e.Passed), e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90), pct(e.RawP50), pct(e.RawP90))
 	fmt.Fprintf(b, "- **fouls** (%s): %d purchases without a valid pass of the buyer's own, %d refused 403, %d accepted: %s\n",
 		passWord(j.Fouls.Passed), j.Fouls.Sent, j.Fouls.Refused, j.Fouls.Accepted, counts(j.Fouls.Answers))
 	if len(j.Fouls.Untested) > 0 {

@@ -162,6 +162,11 @@ func TestETAErrorsAndQuantile(t *testing.T) {
 	if diff := cmp.Diff([]float64{0, 0, 0.2, 0.4, 0}, errs, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 		t.Errorf("ETAErrors (-want +got):\n%s", diff)
 	}
+	// Step 0: the plain relative error.
+	errs = ETAErrors([]time.Duration{10 * s, s}, []time.Duration{8 * s, 500 * ms}, 0)
+	if diff := cmp.Diff([]float64{0.25, 1}, errs, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+		t.Errorf("ETAErrors step 0 (-want +got):\n%s", diff)
+	}
 	errs = []float64{0, 0.2, 0.5}
 	if got := Quantile(errs, 0.5); got != 0.2 {
 		t.Errorf("median = %v, want 0.2", got)
