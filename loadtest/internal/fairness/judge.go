@@ -69,16 +69,24 @@ type Order struct {
 
 // Rate is the admissions per second on the room's clock against the setting.
 type Rate struct {
-	Setting   float64 `json:"setting"`
-	Slack     float64 `json:"slack"`    // RateSlack
-	Max       int     `json:"max"`      // the most admissions in one second
-	Mean      float64 `json:"mean"`     // over the full seconds between the first and the last
-	Seconds   []int   `json:"seconds"`  // admissions in each second, from the first
-	Replicas  int     `json:"replicas"` // the replicas whose tickers admitted
-	Passed    bool    `json:"passed"`
-	Admitted  int     `json:"admitted"`
-	Backlog   bool    `json:"backlog"` // visitors were still waiting when the last admission was made
-	Unmatched int     `json:"unmatched,omitempty"`
+	Setting float64 `json:"setting"`
+	Slack   float64 `json:"slack"` // RateSlack
+	// Seconds are the admissions in each second from the opening (the sale's start).
+	Seconds []int `json:"seconds"`
+	// Max is the most admissions in one second, Busiest which second (from 0), and CatchUp what
+	// that second was allowed above the setting for admissions owed from before it.
+	Max     int     `json:"max"`
+	Busiest int     `json:"busiest"`
+	CatchUp float64 `json:"catch_up"`
+	// Excess is the largest count above a second's allowance (setting + slack + catch-up): ≤ 0
+	// passes. Ahead is the largest count since the opening above the setting × the seconds
+	// elapsed (the room's own rule; ≤ 1 passes, for the count's floor).
+	Excess   float64 `json:"excess"`
+	Ahead    float64 `json:"ahead"`
+	Mean     float64 `json:"mean"`     // over the full seconds between the first and the last
+	Replicas int     `json:"replicas"` // the replicas serving the sale, each with its ticker
+	Admitted int     `json:"admitted"`
+	Passed   bool    `json:"passed"`
 }
 
 // ETA is the error of the estimated wait: the first ETA a visitor was given against its real
@@ -122,8 +130,9 @@ type Judgement struct {
 }
 
 // JudgeRoom reads the visitors of one sale of the given variant, admitted at setting per second
-// with the replicas' tick, and computes every figure of the room's side.
-func JudgeRoom(visitors []*Visitor, variant string, setting float64, tick time.Duration, replicas int) Judgement {
+// from opens (the sale's start) with the replicas' tick, and computes every figure of the room's
+// side.
+func JudgeRoom(visitors []*Visitor, variant string, setting float64, tick time.Duration, replicas int, opens time.Time) Judgement {
 	j := Judgement{Outcomes: map[string]int{}}
 	for _, v := range visitors {
 		j.Outcomes[v.Outcome]++
@@ -131,7 +140,7 @@ func JudgeRoom(visitors []*Visitor, variant string, setting float64, tick time.D
 	j.Accepted, j.Violations = tallyPurchases(visitors)
 	j.Fairness = judgeFairness(visitors, variant)
 	j.Order = judgeOrder(visitors, variant)
-	j.Rate = judgeRate(visitors, setting, tick, replicas)
+	j.Rate = judgeRate(visitors, setting, tick, replicas, opens)
 	j.ETA = judgeETA(visitors)
 	j.Fouls = judgeFouls(visitors)
 	return j
@@ -345,34 +354,48 @@ func joinAndPlace(vs []*Visitor) (x, y []float64) {
 	return x, y
 }
 
-// RateSlack is how far above the setting one second of admissions may go: the room counts its
-// rate from the opening on its own clock, so a second holds more than the setting only by what
-// accrued before it and was admitted inside it — what accrued since the last admission call
-// before it, one tick's worth when the tickers keep time — and one for the count's floor. A
-// second tick's worth covers a ticker held up on a loaded machine (the replicas and the crowd
-// share two cores here).
+// RateSlack is how far above the setting one second of admissions may go, beside a catch-up:
+// the room counts its rate from the opening on its own clock, so a second holds more than the
+// setting only by what accrued before it and was admitted inside it — what accrued since the last
+// admission call before it, one tick's worth when the tickers keep time — and one for the count's
+// floor. A second tick's worth covers a ticker held up on a loaded machine (the replicas and the
+// crowd share two cores here).
 func RateSlack(setting float64, tick time.Duration) float64 {
 	return math.Ceil(2*setting*tick.Seconds()) + 1
 }
 
 // judgeRate counts the admissions per second of the room's clock (each admitted visitor's pass)
-// and holds the busiest second against the setting plus RateSlack.
-func judgeRate(visitors []*Visitor, setting float64, tick time.Duration, replicas int) Rate {
-	r := Rate{Setting: setting, Slack: RateSlack(setting, tick), Replicas: replicas}
+// from opens, the opening of admission, and holds them against the setting two ways, the room's
+// own rules: since the opening no more than the setting × the seconds elapsed; in any one second
+// no more than the setting + RateSlack + what was owed from before it (admissions the rate had
+// allowed and the room had not made, after a stall or a lull), at most a second's worth, which the
+// room catches up at once.
+func judgeRate(visitors []*Visitor, setting float64, tick time.Duration, replicas int, opens time.Time) Rate {
+	r := Rate{Setting: setting, Slack: RateSlack(setting, tick), Replicas: replicas, Excess: math.Inf(-1), Ahead: math.Inf(-1)}
 	var secs []int64
-	var lastAdmitted time.Time
+	early := false
 	for _, v := range visitors {
 		if v.Admitted() {
 			secs = append(secs, v.AdmittedSecond)
-			if v.AdmittedSeen.After(lastAdmitted) {
-				lastAdmitted = v.AdmittedSeen
-			}
+			early = early || v.AdmittedSecond < opens.Unix()
 		}
 	}
 	r.Admitted = len(secs)
-	r.Seconds = PerSecond(secs)
-	for _, n := range r.Seconds {
-		r.Max = max(r.Max, n)
+	if len(secs) == 0 || early {
+		return r
+	}
+	r.Seconds = PerSecond(append(secs, opens.Unix()))
+	r.Seconds[0]-- // the opening's second, added to start the count there
+	burst := max(1, math.Floor(setting))
+	cum := 0
+	for k, n := range r.Seconds {
+		owed := min(burst, max(0, setting*float64(k)-float64(cum)))
+		if n > r.Max {
+			r.Max, r.Busiest, r.CatchUp = n, k, owed
+		}
+		r.Excess = max(r.Excess, float64(n)-(setting+r.Slack+owed))
+		cum += n
+		r.Ahead = max(r.Ahead, float64(cum)-setting*float64(k+1))
 	}
 	if len(r.Seconds) > 2 {
 		full := r.Seconds[1 : len(r.Seconds)-1]
@@ -382,12 +405,7 @@ func judgeRate(visitors []*Visitor, setting float64, tick time.Duration, replica
 		}
 		r.Mean = float64(sum) / float64(len(full))
 	}
-	for _, v := range visitors {
-		if !v.Admitted() && v.Outcome == "queue_sold_out" {
-			r.Backlog = true
-		}
-	}
-	r.Passed = r.Admitted > 0 && float64(r.Max) <= setting+r.Slack
+	r.Passed = r.Excess <= 0 && r.Ahead <= 1
 	return r
 }
 

@@ -158,7 +158,7 @@ func TestJudgeRoom(t *testing.T) {
 			p.place = tc.place
 			for seed := range uint64(5) {
 				vs := p.visitors(seed)
-				j := JudgeRoom(vs, tc.variant, p.rate, 100*time.Millisecond, 3)
+				j := JudgeRoom(vs, tc.variant, p.rate, 100*time.Millisecond, 3, opening)
 				f, o := j.Fairness, j.Order
 				if f.Passed != tc.wantFair {
 					t.Errorf("seed %d: fairness passed %v, want %v: bots %d units of %d, %d admitted, lottery %+v", seed, f.Passed, tc.wantFair, f.BotsUnits, f.Units, f.BotsAdmitted, f.Lottery)
@@ -194,10 +194,37 @@ func TestJudgeRoomCatches(t *testing.T) {
 				n++
 			}
 		}
-		if r := judgeRate(vs, 20, 100*time.Millisecond, 3); r.Passed || r.Max < 30 {
+		if r := judgeRate(vs, 20, 100*time.Millisecond, 3, opening); r.Passed || r.Max < 30 {
 			t.Errorf("30+ admissions in one second at 20/s passed: %+v", r)
 		}
 	})
+	for _, tc := range []struct {
+		name    string
+		seconds []int
+		want    bool
+	}{
+		{"steady", []int{20, 20, 20, 20, 5}, true},
+		// A stall, then the room catches up what it owed, a second's worth at most: the CI run's
+		// [13 20 26 20 20 11].
+		{"a slow start caught up", []int{13, 20, 26, 20, 20, 11}, true},
+		{"a stall of two seconds, a second's worth caught up", []int{0, 0, 40, 20, 20}, true},
+		{"a stall of two seconds, more than a second's worth caught up", []int{0, 0, 50, 20}, false},
+		{"over the slack with nothing owed", []int{20, 26, 14, 20}, false},
+		{"within the slack, but ahead of the rate since the opening", []int{20, 25, 15, 20}, false},
+		{"within the slack, not ahead", []int{19, 21, 20, 20}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var vs []*Visitor
+			for k, n := range tc.seconds {
+				for range n {
+					vs = append(vs, &Visitor{AdmittedSecond: opening.Unix() + int64(k)})
+				}
+			}
+			if r := judgeRate(vs, 20, 100*time.Millisecond, 3, opening); r.Passed != tc.want {
+				t.Errorf("%v: passed %v, want %v: %+v", tc.seconds, r.Passed, tc.want, r)
+			}
+		})
+	}
 	t.Run("an ETA twice the wait", func(t *testing.T) {
 		vs := p.visitors(1)
 		for _, v := range vs {

@@ -77,9 +77,10 @@ func saleDetails(b *strings.Builder, sl Sale) {
 	if o.Why != "" {
 		fmt.Fprintf(b, "  - %s\n", o.Why)
 	}
-	fmt.Fprintf(b, "- **admission rate** (%s): %d admitted over %d s of the room's clock across %d replicas; busiest second %d for a setting of %.4g "+
-		"(allowed %.4g + %.0f); mean over the full seconds %.1f/s; per second %v\n",
-		passWord(r.Passed), r.Admitted, len(r.Seconds), r.Replicas, r.Max, r.Setting, r.Setting, r.Slack, r.Mean, r.Seconds)
+	fmt.Fprintf(b, "- **admission rate** (%s): %d admitted over %d s of the room's clock from the opening, across %d replicas; busiest second (#%d) %d "+
+		"for a setting of %.4g (allowed %.4g + %.0f slack + %.0f owed from before it); most ahead of the setting since the opening %.0f (allowed 1); "+
+		"mean over the full seconds %.1f/s; per second %v\n",
+		passWord(r.Passed), r.Admitted, len(r.Seconds), r.Replicas, r.Busiest, r.Max, r.Setting, r.Setting, r.Slack, r.CatchUp, r.Ahead, r.Mean, r.Seconds)
 	fmt.Fprintf(b, "- **ETA** (%s): over %d admitted visitors (%d given it at their join), relative error beyond the second it states p50 %s, p90 %s; "+
 		"plain |ETA − wait| ÷ wait p50 %s, p90 %s\n",
 		passWord(e.Passed), e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90), pct(e.RawP50), pct(e.RawP90))

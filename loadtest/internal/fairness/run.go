@@ -144,7 +144,7 @@ func (o *Options) playSale(ctx context.Context, db *sql.DB, admin *attack.AdminC
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	j := JudgeRoom(visitors, variant, o.room.admitRate, o.room.tick, len(o.Targets))
+	j := JudgeRoom(visitors, variant, o.room.admitRate, o.room.tick, len(o.Targets), starts)
 	s := &Sale{Strategy: strategy, Variant: variant, ProductID: id, Judgement: j}
 	for _, v := range visitors {
 		if v.Sale != "" {
