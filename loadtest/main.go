@@ -16,6 +16,7 @@
 //	go run ./loadtest -pay 0.5 -stock 100 -buyers 1000  # the payment phase (quick with SECKILL_PAYMENT_WINDOW=10s make up)
 //	go run ./loadtest -faults all -targets http://127.0.0.1:8080   # the fault run of make chaos
 //	go run ./loadtest -audit-only -product-id 7         # only the database audit (used by make k6)
+//	go run ./loadtest -waiting-room -strategies mysql,none   # fairness behind a waiting room: FIFO and shuffled pre-queue, honest buyers and bots
 //	go run ./loadtest -strategies mysql -workers 256 -viewers 0,250,1000              # the watched stampede, polling through nginx
 //	go run ./loadtest -strategies mysql -workers 256 -viewers 0,5000 -view stream     # the same, 5,000 streams over the replicas
 package main
@@ -30,6 +31,7 @@ import (
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/attack"
 	"github.com/seckill-go/seckill-go/loadtest/internal/cli"
+	"github.com/seckill-go/seckill-go/loadtest/internal/fairness"
 	"github.com/seckill-go/seckill-go/loadtest/internal/faults"
 	"github.com/seckill-go/seckill-go/loadtest/internal/proof"
 	"github.com/seckill-go/seckill-go/loadtest/internal/zoo"
@@ -48,10 +50,11 @@ const (
 	modeFaults
 	modeZoo
 	modeAudit
+	modeWaitingRoom
 )
 
-// modeOf finds the mode's flag in args: -faults with a list, -zoo, -audit-only; else the load
-// test proper.
+// modeOf finds the mode's flag in args: -faults with a list, -zoo, -audit-only, -waiting-room;
+// else the load test proper.
 func modeOf(args []string) mode {
 	for i, a := range args {
 		if !strings.HasPrefix(a, "-") {
@@ -63,6 +66,8 @@ func modeOf(args []string) mode {
 			return modeZoo
 		case name == "audit-only" && (!hasVal || val == "true"):
 			return modeAudit
+		case name == "waiting-room" && (!hasVal || val == "true"):
+			return modeWaitingRoom
 		case name == "faults" && hasVal && val != "":
 			return modeFaults
 		case name == "faults" && !hasVal && i+1 < len(args) && args[i+1] != "":
@@ -93,6 +98,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		return withDB(o.MysqlDSN, func(db *sql.DB) error { return attack.AuditOnly(ctx, db, o, stdout) })
+	case modeWaitingRoom:
+		o, err := fairness.Parse(args, getenv, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return withDB(o.MysqlDSN, func(db *sql.DB) error { return roomRun(ctx, db, o, stdout) })
 	}
 	o, err := proof.Parse(args, getenv, os.Stderr)
 	if err != nil {
@@ -141,6 +152,17 @@ func zooRun(ctx context.Context, db *sql.DB, o *zoo.Options, stdout io.Writer) e
 	}
 	return report(stdout, o.OutDir, zoo.Markdown(rep), func() ([]string, error) { return zoo.WriteReport(o.OutDir, rep) },
 		rep.Passed, "a strategy did not behave as the write-ups say; see the matrix")
+}
+
+// roomRun is run for -waiting-room: the sales behind the room, their report, and exit status 1
+// if an audit or a room check failed.
+func roomRun(ctx context.Context, db *sql.DB, o *fairness.Options, stdout io.Writer) error {
+	rep, err := fairness.Run(ctx, db, o, progress(stdout, o.Quiet))
+	if err != nil {
+		return err
+	}
+	return report(stdout, o.OutDir, fairness.Markdown(rep), func() ([]string, error) { return fairness.WriteReport(o.OutDir, rep) },
+		rep.Passed, "the waiting room broke a promise or an invariant; see the verdicts above")
 }
 
 // report prints a run's Markdown, writes its files when there is an outDir, and returns the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/seckill-go/seckill-go/loadtest/internal/attack"
+	"github.com/seckill-go/seckill-go/loadtest/internal/fairness"
 	"github.com/seckill-go/seckill-go/loadtest/internal/faults"
 	"github.com/seckill-go/seckill-go/loadtest/internal/proof"
 	"github.com/seckill-go/seckill-go/loadtest/internal/zoo"
@@ -25,6 +26,8 @@ func TestModeOf(t *testing.T) {
 		{[]string{"-zoo=true"}, modeZoo},
 		{[]string{"-zoo=false"}, modeRun},
 		{[]string{"-audit-only", "-product-id", "7"}, modeAudit},
+		{[]string{"-waiting-room", "-strategies", "mysql,none"}, modeWaitingRoom},
+		{[]string{"-waiting-room=false"}, modeRun},
 	} {
 		if got := modeOf(tc.args); got != tc.want {
 			t.Errorf("modeOf(%q) = %d, want %d", tc.args, got, tc.want)
@@ -41,6 +44,7 @@ func TestEachModeParsesItsOwnFlags(t *testing.T) {
 		"faults":    func(a []string) error { _, err := faults.Parse(a, env, io.Discard); return err },
 		"zoo":       func(a []string) error { _, err := zoo.Parse(a, env, io.Discard); return err },
 		"audit":     func(a []string) error { _, err := attack.ParseAudit(a, env, io.Discard); return err },
+		"room":      func(a []string) error { _, err := fairness.Parse(a, env, io.Discard); return err },
 	}
 	for _, tc := range []struct {
 		mode string
@@ -64,6 +68,11 @@ func TestEachModeParsesItsOwnFlags(t *testing.T) {
 		{"audit", []string{"-audit-only", "-product-id", "7", "-k6-summary", "s.json"}, true},
 		{"audit", []string{"-audit-only"}, false},
 		{"audit", []string{"-audit-only", "-product-id", "7", "-faults", "all"}, false},
+		{"room", []string{"-waiting-room", "-crowd", "200", "-admit-rate", "10", "-variants", "shuffle"}, true},
+		{"room", []string{"-waiting-room", "-variants", "lottery"}, false},
+		{"room", []string{"-waiting-room", "-crowd", "100", "-stock", "100"}, false},
+		{"room", []string{"-waiting-room", "-pay", "0.5"}, false},
+		{"room", []string{"-waiting-room", "-pre-queue", "1500ms"}, false},
 	} {
 		err := parsers[tc.mode](tc.args)
 		if (err == nil) != tc.ok {

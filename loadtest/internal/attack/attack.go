@@ -312,7 +312,7 @@ func (o *Options) Admin() *AdminClient { return &AdminClient{appapi.New(o.AdminU
 // orders) and creates it otherwise. Reusing names keeps the storefront from filling up with one
 // product per run.
 func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
-	id, err := c.findProduct(ctx, name)
+	id, err := c.FindProduct(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -339,9 +339,9 @@ func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, st
 	return p.ID, nil
 }
 
-// findProduct returns the id of the first product called name, or 0. It reads the admin list,
+// FindProduct returns the id of the first product called name, or 0. It reads the admin list,
 // which has the unlisted products too.
-func (c *AdminClient) findProduct(ctx context.Context, name string) (int64, error) {
+func (c *AdminClient) FindProduct(ctx context.Context, name string) (int64, error) {
 	var list struct {
 		Products []struct {
 			ID   int64  `json:"id"`
