@@ -170,3 +170,45 @@ func TestAppJoinTurnstile(t *testing.T) {
 		t.Errorf("siteverify got %+v", reqs)
 	}
 }
+
+// BenchmarkAppJoin: one join after another through the real app on the real services (a new
+// buyer each time), with the challenge off and with ALTCHA at its default difficulty: the
+// join's Redis script, and with the challenge the verification and the replay cache's SET NX.
+// The solutions are made off the clock; their solving is BenchmarkSolve's.
+func BenchmarkAppJoin(b *testing.B) {
+	itest.Integration(b)
+	stack := apptest.NewStack(b)
+	on := map[string]string{"SECKILL_BOT_CHALLENGE": "altcha", "SECKILL_ALTCHA_KEY": appChallengeKey}
+	apps := map[string]*apptest.App{"off": stack.Start(b, nil), "altcha": stack.Start(b, on)}
+	queue := waitingRoomSale(b, apps["off"].URL)
+	for _, name := range []string{"off", "altcha"} {
+		b.Run(name, func(b *testing.B) {
+			url := apps[name].URL
+			const pool = 256
+			var sols []string
+			i := pool
+			n := 0
+			for b.Loop() {
+				var h map[string]string
+				if name == "altcha" {
+					if i == pool {
+						b.StopTimer()
+						sols = make([]string, pool)
+						for j := range sols {
+							sols[j] = solveOf(b, fetchChallenge(b, url))
+						}
+						i = 0
+						b.StartTimer()
+					}
+					h = map[string]string{"Challenge-Solution": sols[i]}
+					i++
+				}
+				n++
+				r, err := apptest.Client{URL: url}.Do(http.MethodPost, queue, map[string]any{"user_id": name + "-" + strconv.Itoa(n) + "-" + itest.Suffix(6)}, h)
+				if err != nil || r.Status != http.StatusOK {
+					b.Fatalf("join: %v %d %s", err, r.Status, r.Raw)
+				}
+			}
+		})
+	}
+}
