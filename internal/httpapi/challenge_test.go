@@ -35,9 +35,8 @@ var challengeKey = []byte("httpapi-test-altcha-key-0123456789")
 // testClock is a settable clock.
 type testClock struct{ at atomic.Int64 }
 
-func (c *testClock) now() time.Time      { return time.Unix(0, c.at.Load()) }
-func (c *testClock) set(t time.Time)     { c.at.Store(t.UnixNano()) }
-func (c *testClock) add(d time.Duration) { c.at.Add(int64(d)) }
+func (c *testClock) now() time.Time  { return time.Unix(0, c.at.Load()) }
+func (c *testClock) set(t time.Time) { c.at.Store(t.UnixNano()) }
 
 // testAltcha is an Altcha of challengeKey, easy to solve, on clk, spending in memory.
 func testAltcha(tb testing.TB, clk *testClock) *challenge.Altcha {
