@@ -274,6 +274,9 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 		return err
 	}
 	deps.Queue = queue
+	if err := r.botChallenge(deps); err != nil {
+		return err
+	}
 	svc, err := sale.NewService(sale.Options{
 		Admission:       admission,
 		Passes:          passes,

@@ -196,6 +196,22 @@ type Config struct {
 		// Tick is how often each replica admits the visitors of its waiting-room sales.
 		Tick time.Duration
 	}
+	// Challenge is the optional bot challenge a join of a waiting room's queue must pass (issue
+	// #32): off by default.
+	Challenge struct {
+		// Kind is ChallengeOff, ChallengeAltcha or ChallengeTurnstile.
+		Kind string
+		// AltchaKey signs the ALTCHA challenges: the same on every replica, since any replica
+		// verifies what another issued. Empty: the process draws one of its own.
+		AltchaKey string
+		// AltchaMaxNumber is the proof of work's difficulty: MaxNumber/2 SHA-256 on average.
+		AltchaMaxNumber int
+		// AltchaExpires is how long a challenge may be solved and used.
+		AltchaExpires time.Duration
+		// TurnstileSecret is the site's Turnstile secret key; TurnstileURL its siteverify endpoint.
+		TurnstileSecret string
+		TurnstileURL    string
+	}
 	AdminToken  string
 	InstanceID  string
 	AutoMigrate bool
@@ -244,6 +260,12 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_BUYER_JWT_MAX_TTL", flag: "buyer-jwt-max-ttl", def: "24h", usage: "longest lifetime a buyer token may claim (exp - iat, or exp - now without iat); a longer one is refused, and `seckill token` mints none", set: dur(&c.Buyer.JWTMaxTTL)},
 		{env: "SECKILL_WAITROOM_KEY", flag: "waitroom-key", def: "", usage: "Ed25519 key that signs the waiting rooms' admission passes: its 32-byte seed in base64 (standard or URL alphabet, padded or not), the same on every replica (empty: a key of this process's own, whose passes the other replicas refuse)", secret: true, set: ed25519Seed(&c.Waitroom.Key)},
 		{env: "SECKILL_WAITROOM_TICK", flag: "waitroom-tick", def: "100ms", usage: "how often each replica admits the visitors of its waiting-room sales (10ms to 1s; the rooms count the rate, so more replicas admit no more)", set: dur(&c.Waitroom.Tick)},
+		{env: "SECKILL_BOT_CHALLENGE", flag: "bot-challenge", def: ChallengeOff, usage: "the bot challenge a join of a waiting room's queue must pass: off, altcha (a proof of work this server issues at GET /api/v1/waitroom/challenge) or turnstile (Cloudflare's hosted captcha, checked with siteverify)", set: str(&c.Challenge.Kind)},
+		{env: "SECKILL_ALTCHA_KEY", flag: "altcha-key", def: "", usage: "HMAC key that signs the ALTCHA challenges, at least 32 bytes, the same on every replica (empty: a key of this process's own, whose challenges the other replicas refuse)", secret: true, set: str(&c.Challenge.AltchaKey)},
+		{env: "SECKILL_ALTCHA_MAX_NUMBER", flag: "altcha-max-number", def: "100000", usage: "the ALTCHA proof of work's difficulty: the secret number's range, maxnumber/2 SHA-256 on average (1000 to 10000000)", set: integer(&c.Challenge.AltchaMaxNumber)},
+		{env: "SECKILL_ALTCHA_EXPIRES", flag: "altcha-expires", def: "2m", usage: "how long an ALTCHA challenge may be solved and used, and how long a used one is remembered in Redis (10s to 1h)", set: dur(&c.Challenge.AltchaExpires)},
+		{env: "SECKILL_TURNSTILE_SECRET", flag: "turnstile-secret", def: "", usage: "the site's Cloudflare Turnstile secret key (required with SECKILL_BOT_CHALLENGE=turnstile)", secret: true, set: str(&c.Challenge.TurnstileSecret)},
+		{env: "SECKILL_TURNSTILE_URL", flag: "turnstile-url", def: TurnstileURL, usage: "Turnstile's siteverify endpoint (the tests point it at a local stand-in)", set: str(&c.Challenge.TurnstileURL)},
 		{env: "SECKILL_DEFAULT_STRATEGY", flag: "default-strategy", def: "mysql", usage: "strategy of products created without one", set: strategy(&c.Sale.DefaultStrategy)},
 		{env: "SECKILL_ALLOW_UNSAFE_STRATEGIES", flag: "allow-unsafe-strategies", def: "false", usage: "serve the unsafe strategies (`none`, which oversells, and the lock zoo's unsafe variants), kept to show how they fail", set: boolean(&c.Sale.AllowUnsafe)},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", def: "3s", usage: "longest wait for a product's lock before answering 429 (back-pressure; nothing deducted)", set: dur(&c.Sale.LockWait)},
@@ -363,6 +385,9 @@ func (c *Config) validate() error {
 	if c.Waitroom.Tick < 10*time.Millisecond || c.Waitroom.Tick > time.Second {
 		add("SECKILL_WAITROOM_TICK must be between 10ms and 1s")
 	}
+	if err := c.validateChallenge(); err != nil {
+		add("%v", err)
+	}
 	if len(c.AdminToken) < 8 {
 		add("SECKILL_ADMIN_TOKEN is required and must have at least 8 characters (`make up` sets a dev value)")
 	}
@@ -410,6 +435,45 @@ func (c *Config) validate() error {
 		add("SECKILL_REDLOCK_ADDRS and SECKILL_MEMCACHED_ADDR must not be empty")
 	}
 	return errors.Join(errs...)
+}
+
+// The kinds of SECKILL_BOT_CHALLENGE.
+const (
+	ChallengeOff       = "off"
+	ChallengeAltcha    = "altcha"
+	ChallengeTurnstile = "turnstile"
+)
+
+// TurnstileURL is Cloudflare's siteverify endpoint, SECKILL_TURNSTILE_URL's default.
+const TurnstileURL = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
+
+// validateChallenge checks the SECKILL_BOT_CHALLENGE settings of the kind chosen (the others are
+// ignored).
+func (c *Config) validateChallenge() error {
+	ch := &c.Challenge
+	switch ch.Kind {
+	case ChallengeOff:
+		return nil
+	case ChallengeAltcha:
+		switch {
+		case ch.AltchaKey != "" && len(ch.AltchaKey) < 32:
+			return errors.New("SECKILL_ALTCHA_KEY must have at least 32 bytes (make one: head -c 32 /dev/urandom | base64)")
+		case ch.AltchaMaxNumber < 1000 || ch.AltchaMaxNumber > 10_000_000:
+			return errors.New("SECKILL_ALTCHA_MAX_NUMBER must be between 1000 and 10000000")
+		case ch.AltchaExpires < 10*time.Second || ch.AltchaExpires > time.Hour:
+			return errors.New("SECKILL_ALTCHA_EXPIRES must be between 10s and 1h")
+		}
+		return nil
+	case ChallengeTurnstile:
+		if ch.TurnstileSecret == "" {
+			return errors.New("SECKILL_BOT_CHALLENGE=turnstile needs SECKILL_TURNSTILE_SECRET")
+		}
+		if u, err := url.Parse(ch.TurnstileURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("SECKILL_TURNSTILE_URL %q is not an http(s) URL", ch.TurnstileURL)
+		}
+		return nil
+	}
+	return fmt.Errorf("SECKILL_BOT_CHALLENGE must be %s, %s or %s", ChallengeOff, ChallengeAltcha, ChallengeTurnstile)
 }
 
 // BuyerTokens reads the SECKILL_BUYER_JWT_* settings only, for a command that needs no other

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 	"github.com/seckill-go/seckill-go/internal/waitroom"
+	"github.com/seckill-go/seckill-go/internal/waitroom/challenge"
 )
 
 // The API's error codes beyond the domain's (sale.Code): refusals of the HTTP layer itself.
@@ -61,6 +62,10 @@ var errorTable = withBodies(append(domainErrors(),
 	errorMapping{err: stampede.ErrBusy, status: http.StatusConflict, code: codeStampedeRunning},
 	errorMapping{err: waitroom.ErrNoWaitingRoom, status: http.StatusConflict, code: codeNoWaitingRoom},
 	errorMapping{err: waitroom.ErrQueueNotOpen, status: http.StatusForbidden, code: codeQueueNotOpen},
+	errorMapping{err: challenge.ErrRequired, status: http.StatusForbidden, code: codeChallengeRequired},
+	errorMapping{err: challenge.ErrInvalid, status: http.StatusForbidden, code: codeChallengeInvalid},
+	errorMapping{err: challenge.ErrExpired, status: http.StatusForbidden, code: codeChallengeExpired},
+	errorMapping{err: challenge.ErrUnavailable, status: http.StatusServiceUnavailable, code: string(sale.CodeUnavailable)},
 ))
 
 func domainErrors() []errorMapping {

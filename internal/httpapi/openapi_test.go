@@ -67,7 +67,8 @@ func contractRouter(tb testing.TB) *gin.Engine {
 	tb.Helper()
 	m := metrics.New()
 	h, err := New(Deps{Log: slog.New(slog.DiscardHandler), Sales: fakeSales{}, Orders: contractOrders{}, Stampedes: noStampedes{},
-		Board: boardOf(), HTTPMetrics: m, JWKS: []byte(`{"keys":[]}`), Queue: contractQueue{}}, Config{
+		Board: boardOf(), HTTPMetrics: m, JWKS: []byte(`{"keys":[]}`), Queue: contractQueue{},
+		JoinChallenge: contractChallenge{}, Challenges: contractChallenge{}}, Config{
 		AdminToken: "secret", Metrics: m.Handler(), Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html>")}},
 	})
 	if err != nil {

@@ -87,6 +87,12 @@ type Deps struct {
 	Strategies []sale.Strategy
 	// Queue serves the sales' waiting rooms (join and poll); optional (nil: not served).
 	Queue Queue
+	// JoinChallenge is the bot challenge a join must pass (challenge.go); optional (nil: joins
+	// need none, the default).
+	JoinChallenge ChallengeVerifier
+	// Challenges issues the proof-of-work challenges at GET /api/v1/waitroom/challenge; optional
+	// (nil: not served; a hosted captcha has none to issue).
+	Challenges ChallengeIssuer
 	// JWKS is the JSON Web Key Set of the keys that verify the waiting rooms' admission passes,
 	// served at /.well-known/jwks.json for whatever else checks them (an edge, another service);
 	// optional (nil: not served).
@@ -161,8 +167,11 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	if d.Queue != nil {
 		// A join and a poll cost a Redis script each: the per-client limit counts them as it
 		// counts purchases.
-		v1.POST("/products/:id/queue", h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt), h.joinQueue)
+		v1.POST("/products/:id/queue", h.joinHandlers(d.JoinChallenge, []gin.HandlerFunc{h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt)}, h.joinQueue)...)
 		get(v1, "/products/:id/queue", h.clientLimit(d.ClientLimit, cfg.RateExempt), h.queueStatus)
+		if d.Challenges != nil {
+			get(v1, "/waitroom/challenge", reads, h.issueChallenge(d.Challenges))
+		}
 	}
 	get(v1, "/orders/:order_id", h.getOrder)
 	if d.Orders != nil {
