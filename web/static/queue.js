@@ -57,7 +57,10 @@ export class Line {
     this.knownTicket = remembered ? remembered.ticket : 0;
     this.startAhead = remembered ? remembered.startAhead : 0;
     this.rejoined = false;
+    // What the sale's stream said last: a ticket that comes later (a reload's first poll, one
+    // sent before the news) cannot reopen a line the stream closed.
     this.saleSoldOut = false;
+    this.saleEnded = false;
     this.polling = false;
     this.timer = 0;
     this.failures = 0;
@@ -69,11 +72,6 @@ export class Line {
     if (this.closed) return this.closed;
     if (this.joining && !this.ticket) return 'joining';
     return this.ticket ? this.ticket.state : 'idle';
-  }
-
-  /** active reports whether the buyer is in the line or admitted: a place worth keeping. */
-  get active() {
-    return !this.closed && this.ticket !== null && (IN_LINE.has(this.ticket.state) || this.ticket.state === 'admitted');
   }
 
   /** pass returns the admission pass and its expiry (ms), or null: not admitted, or no pass (its last second). */
@@ -103,7 +101,7 @@ export class Line {
     }
   }
 
-  /** resume asks for the remembered ticket (a reload, the tab shown again); the line then follows it. */
+  /** resume asks for the ticket remembered before a reload; the line then follows it. */
   resume() {
     this.schedule(0);
   }
@@ -122,8 +120,9 @@ export class Line {
     const soldOut = product.state === 'sold_out' || product.stock <= 0;
     const wasSoldOut = this.saleSoldOut;
     this.saleSoldOut = soldOut;
+    this.saleEnded = product.state === 'ended';
     if (this.stopped || this.ticket === null) return;
-    if (product.state === 'ended') {
+    if (this.saleEnded) {
       this.close('ended');
     } else if (soldOut) {
       this.close('sold_out');
@@ -203,7 +202,8 @@ export class Line {
     this.ticket = t;
     // A line closed stays closed whatever a poll sent before the closing says: only units back
     // in stock open it again (saleChanged).
-    if (t.state === 'sold_out') this.close('sold_out');
+    if (this.saleEnded) this.close('ended');
+    else if (t.state === 'sold_out' || this.saleSoldOut) this.close('sold_out');
     if (IN_LINE.has(t.state) || t.state === 'admitted' || t.state === 'sold_out') {
       rememberQueue(this.buyer, this.productID, { sale: t.sale, ticket: t.ticket, startAhead: this.startAhead });
     } else {
