@@ -20,8 +20,8 @@ import (
 
 // request is one request a tab sent, as DevTools reported it.
 type request struct {
-	path string
-	at   time.Time
+	method, path string
+	at           time.Time
 }
 
 // requests records every request a tab sends.
@@ -46,7 +46,7 @@ func watchRequests(t *testing.T, ctx context.Context) *requests {
 				continue
 			}
 			r.mu.Lock()
-			r.all = append(r.all, request{path: u.Path, at: time.Now()})
+			r.all = append(r.all, request{method: ev.Request.Method, path: u.Path, at: time.Now()})
 			r.mu.Unlock()
 		}
 	})
@@ -89,8 +89,32 @@ func isStream(path string) bool { return path == "/api/v1/events" }
 // until the returned function is called. It counts the requests refused in refused.
 func refuseStreams(t *testing.T, ctx context.Context, refused *atomic.Int32) (stop func()) {
 	t.Helper()
+	return refuseRequests(t, ctx, "*/api/v1/events*", refusal{status: 503, code: "unavailable",
+		message: "too many event streams on this replica", retryAfter: "20"}, refused)
+}
+
+// refusal is an error answer of the API: its status, code, message and Retry-After (if any).
+type refusal struct {
+	status                    int64
+	code, message, retryAfter string
+}
+
+// refuseRequests answers every request of the tab whose URL matches pattern (DevTools' wildcards)
+// with the refusal, as the API would (its JSON error, no-store), through the DevTools Fetch
+// domain, until the returned function is called; the request never reaches the server. It counts
+// the requests refused in refused. One pattern at a time per tab.
+func refuseRequests(t *testing.T, ctx context.Context, pattern string, r refusal, refused *atomic.Int32) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	headers := []*fetch.HeaderEntry{
+		{Name: "Content-Type", Value: "application/json; charset=utf-8"},
+		{Name: "Cache-Control", Value: "no-store"},
+	}
+	if r.retryAfter != "" {
+		headers = append(headers, &fetch.HeaderEntry{Name: "Retry-After", Value: r.retryAfter})
+	}
+	body := fmt.Appendf(nil, `{"error":{"code":%q,"message":%q}}`, r.code, r.message)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ev, err := range paused {
@@ -99,27 +123,20 @@ func refuseStreams(t *testing.T, ctx context.Context, refused *atomic.Int32) (st
 			}
 			refused.Add(1)
 			if _, err := chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
-				RequestID:    ev.RequestID,
-				ResponseCode: 503,
-				ResponseHeaders: []*fetch.HeaderEntry{
-					{Name: "Content-Type", Value: "application/json; charset=utf-8"},
-					{Name: "Retry-After", Value: "20"},
-					{Name: "Cache-Control", Value: "no-store"},
-				},
-				Body: []byte(`{"error":{"code":"unavailable","message":"too many event streams on this replica"}}`),
+				RequestID: ev.RequestID, ResponseCode: r.status, ResponseHeaders: headers, Body: body,
 			}); err != nil && ctx.Err() == nil {
-				t.Errorf("refuse the stream: %v", err)
+				t.Errorf("refuse %s: %v", ev.Request.URL, err)
 			}
 		}
 	})
 	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{
-		Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/v1/events*"}},
+		Patterns: []*fetch.RequestPattern{{URLPattern: pattern}},
 	}); err != nil {
-		t.Fatalf("intercept the event stream: %v", err)
+		t.Fatalf("intercept %s: %v", pattern, err)
 	}
 	return func() {
 		if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
-			t.Errorf("stop intercepting the event stream: %v", err)
+			t.Errorf("stop intercepting %s: %v", pattern, err)
 		}
 		cancel()
 		wg.Wait()

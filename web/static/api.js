@@ -4,14 +4,27 @@
 
 import { observeServerDate } from './clock.js';
 
-/** ApiError is a refused or failed call: status 0 and code "network" when nothing answered. */
+/**
+ * ApiError is a refused or failed call: status 0 and code "network" when nothing answered.
+ * retryAfterMs is the answer's Retry-After in ms (a 429, a 503), 0 when it gave none.
+ */
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, retryAfterMs = 0) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
+    this.retryAfterMs = retryAfterMs;
   }
+}
+
+// retryAfterMs reads a Retry-After header: seconds, or an HTTP date; 0 when absent or unreadable.
+function retryAfterMs(header) {
+  if (!header) return 0;
+  const secs = Number(header);
+  if (Number.isFinite(secs)) return Math.max(0, secs * 1000);
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? 0 : Math.max(0, at - Date.now());
 }
 
 // cache is the fetch cache mode: "no-store" but for the public reads, which the browser may keep
@@ -52,7 +65,7 @@ async function call(path, { method = 'GET', body, headers = {}, token, timeoutMs
   if (!res.ok) {
     const e = data && typeof data.error === 'object' && data.error ? data.error : {};
     throw new ApiError(res.status, typeof e.code === 'string' ? e.code : `http_${res.status}`,
-      typeof e.message === 'string' ? e.message : res.statusText);
+      typeof e.message === 'string' ? e.message : res.statusText, retryAfterMs(res.headers.get('Retry-After')));
   }
   return data;
 }
@@ -76,14 +89,30 @@ export const health = () => call('/healthz');
 
 /**
  * purchase buys one unit as user; key is the Idempotency-Key (reuse it to retry safely); token,
- * if any, is the buyer's token, for a shop that verifies its buyers.
+ * if any, is the buyer's token, for a shop that verifies its buyers; pass, if any, is the
+ * admission pass the sale's waiting room gave the buyer (sent as the Admission-Pass header).
  */
-export const purchase = (id, user, key, token) => call(`/api/v1/products/${enc(id)}/purchase`, {
+export const purchase = (id, user, key, token, pass) => call(`/api/v1/products/${enc(id)}/purchase`, {
   method: 'POST',
   body: { user_id: user, quantity: 1 },
-  headers: { 'Idempotency-Key': key },
+  headers: pass ? { 'Idempotency-Key': key, 'Admission-Pass': pass } : { 'Idempotency-Key': key },
   token,
 });
+
+/**
+ * joinQueue puts user in a waiting-room sale's line, or finds them there (idempotent per buyer
+ * while the ticket lives), and returns the ticket: {sale, state ("pre_queue", "waiting",
+ * "admitted", "sold_out", "abandoned", "session_over", "not_joined"), ticket, ahead, eta_seconds
+ * (or null), opens_at, poll_after_ms, and once admitted pass and pass_expires_at}.
+ */
+export const joinQueue = (id, user, token) => call(`/api/v1/products/${enc(id)}/queue`, {
+  method: 'POST',
+  body: { user_id: user },
+  token,
+});
+
+/** queueTicket returns user's ticket in a waiting-room sale's line (the heartbeat that keeps its place). */
+export const queueTicket = (id, user, token) => call(`/api/v1/products/${enc(id)}/queue?user_id=${enc(user)}`, { token });
 
 /**
  * order returns user's accepted purchase: status "queued", "confirmed" (awaiting payment until

@@ -1,5 +1,6 @@
 // The storefront: product cards with live stock and countdowns, the buyer's identity, the buy flow
-// (Idempotency-Key, queued → confirmed), paying or cancelling the order within its payment window
+// (Idempotency-Key, queued → confirmed), a waiting-room sale's line (join, wait for the turn, buy
+// with the pass: queue.js), paying or cancelling the order within its payment window
 // (confirmed → paid, or expired / cancelled with the unit back on sale) and the demo drawer.
 // The products and their public figures come from the server's event stream (live.js), or from
 // polling while the stream is unavailable; the exact audit only to a tab with the admin token.
@@ -11,9 +12,10 @@ import { CardView, closedStatuses, saleState, setText } from './cards.js';
 import { Drawer } from './drawer.js';
 import { formatSeconds } from './format.js';
 import { LiveFeed } from './live.js';
+import { Line, waitingRoom } from './queue.js';
 import { loadStrategies } from './strategies.js';
 import {
-  currentBuyer, forgetProduct, ordersOf, rememberOrder, setBuyer, setBuyerToken, tokenOf, tokenSubject, validBuyer,
+  currentBuyer, forgetProduct, ordersOf, queuesOf, rememberOrder, rememberQueue, setBuyer, setBuyerToken, tokenOf, tokenSubject, validBuyer,
 } from './identity.js';
 import { cancelMessage, payMessage, payRetryableCodes, purchaseMessage, retryableCodes } from './messages.js';
 
@@ -40,7 +42,8 @@ const state = {
   /**
    * Each product's public figures (stats) and, in a tab with the admin token, its exact audit
    * (audit: the admin route's last answer, {} until the first; null without the token).
-   * @type {Map<number, {product: object, stats: object|null, statsAt: number, audit: object|null, purchase: object, verdict: object|null}>}
+   * line is the buyer's place in a waiting-room sale's line (queue.js), null when not in it.
+   * @type {Map<number, {product: object, stats: object|null, statsAt: number, audit: object|null, purchase: object, line: Line|null, verdict: object|null}>}
    */
   entries: new Map(),
   /** @type {Map<number, CardView>} */
@@ -93,6 +96,48 @@ function applyEvent(type, { product, stats }) {
   if (upsert(product, stats, type === 'reset')) renderAll();
   else render(product.id);
   drawer.productsChanged(productList());
+}
+
+// ---------------------------------------------------------------- a waiting room's line
+
+/**
+ * followLine keeps the entry's line in step with its product: a line for a waiting-room sale the
+ * buyer joined here (remembered: a reload keeps the place) and has no order of; none otherwise.
+ * The product as the stream (or a list) has it closes a line at once when the sale sold out or
+ * ended; a reset sends the line to ask the room, which tells of a new sale (a new, empty line).
+ */
+function followLine(entry, reset) {
+  const id = entry.product.id;
+  const room = waitingRoom(entry.product);
+  if (entry.line && (!room || entry.purchase.orderID || entry.line.buyer !== state.buyer)) {
+    if (entry.purchase.orderID || !room) entry.line.done();
+    else entry.line.stop();
+    entry.line = null;
+  }
+  if (!room || entry.purchase.orderID) {
+    if (room && queuesOf(state.buyer)[id]) rememberQueue(state.buyer, id, null);
+    return;
+  }
+  if (!entry.line) {
+    const remembered = queuesOf(state.buyer)[id];
+    if (!remembered) return;
+    entry.line = new Line(id, state.buyer, () => render(id), remembered);
+    entry.line.resume();
+  }
+  if (reset) entry.line.pollNow();
+  entry.line.saleChanged(entry.product);
+}
+
+/** join puts the buyer in a waiting-room sale's line (again, after being skipped or a turn over). */
+function join(id) {
+  const entry = state.entries.get(id);
+  if (!entry || !waitingRoom(entry.product) || entry.purchase.orderID) return;
+  if (!entry.line || entry.line.buyer !== state.buyer) {
+    if (entry.line) entry.line.stop();
+    entry.line = new Line(id, state.buyer, () => render(id));
+  }
+  entry.purchase.error = '';
+  entry.line.join();
 }
 
 // ---------------------------------------------------------------- refresh loop (no stream)
@@ -202,7 +247,7 @@ function upsert(product, stats, reset) {
   const added = !entry;
   if (added) {
     entry = {
-      product, stats: null, statsAt: 0, audit: drawer.currentToken() ? {} : null, purchase: newPurchase(product.id), verdict: null,
+      product, stats: null, statsAt: 0, audit: drawer.currentToken() ? {} : null, purchase: newPurchase(product.id), line: null, verdict: null,
     };
     state.entries.set(product.id, entry);
   }
@@ -216,10 +261,13 @@ function upsert(product, stats, reset) {
   if (pu.orderID && pu.phase !== 'sending' && (reset || (entry.stats && entry.stats.sold_units === 0 && !returned))) {
     recheckOrder(state.buyer, product.id, pu.orderID);
   }
+  followLine(entry, reset);
   return added;
 }
 
 function remove(id) {
+  const entry = state.entries.get(id);
+  if (entry && entry.line) entry.line.stop();
   state.entries.delete(id);
   const view = state.views.get(id);
   if (view) {
@@ -310,7 +358,7 @@ function renderAll() {
   for (const [id, entry] of [...state.entries].sort((a, b) => a[0] - b[0])) {
     let view = state.views.get(id);
     if (!view) {
-      view = new CardView(template, entry.product, { buy, pay, cancel });
+      view = new CardView(template, entry.product, { buy, join, pay, cancel });
       state.views.set(id, view);
       if (screenWatch) screenWatch.observe(view.root);
     }
@@ -377,6 +425,10 @@ async function buy(id) {
   const pu = entry.purchase;
   if (pu.phase === 'sending' || pu.orderID) return;
   if (saleState(entry.product, serverNowEarliest()).phase !== 'open') return;
+  // A waiting-room sale is bought with the pass its line gave the buyer: only in their turn.
+  const line = waitingRoom(entry.product) ? entry.line : null;
+  const held = line ? line.pass(serverNowLatest()) : null;
+  if (waitingRoom(entry.product) && !held) return;
   const hadFocus = document.activeElement === view.button;
   const buyer = state.buyer;
   // The same key for a retry of an unanswered or refused-for-now purchase: it can never buy twice.
@@ -386,8 +438,13 @@ async function buy(id) {
   pu.retryKey = key;
   render(id);
   try {
-    const receipt = await purchaseAtOpening(entry, buyer, key);
+    const receipt = await purchaseAtOpening(entry, buyer, key, held ? held.pass : undefined);
     rememberOrder(buyer, id, { orderID: receipt.order_id, status: receipt.status });
+    if (line) {
+      // Bought: the order is followed from now on, the line no more.
+      line.done();
+      if (entry.line === line) entry.line = null;
+    }
     if (buyer === state.buyer) {
       pu.orderID = receipt.order_id;
       pu.status = receipt.status;
@@ -399,6 +456,9 @@ async function buy(id) {
     pu.error = purchaseMessage(err);
     if (!retryableCodes.has(err.code)) pu.retryKey = '';
     if (err.code === 'sold_out' || err.code === 'sale_ended' || err.code === 'sale_not_started') refresh();
+    // A pass refused: the line says where the buyer stands (a turn over: join again), or signs a
+    // fresh pass for the turn that still runs.
+    if (line && entry.line === line && String(err.code).startsWith('admission_pass_')) line.pollNow();
   } finally {
     pu.phase = 'idle';
     render(id);
@@ -412,13 +472,14 @@ async function buy(id) {
 /**
  * purchaseAtOpening sends the purchase; if the server says the sale has not started although it
  * opened by this page's clock (a start time with a fraction of a second, or the clock estimate's
- * last few milliseconds), it tries again with the same key for up to two seconds.
+ * last few milliseconds), it tries again with the same key for up to two seconds. pass is the
+ * buyer's admission pass to a waiting-room sale.
  */
-async function purchaseAtOpening(entry, buyer, key) {
+async function purchaseAtOpening(entry, buyer, key, pass) {
   const opened = Date.parse(entry.product.sale_starts_at);
   for (;;) {
     try {
-      return await api.purchase(entry.product.id, buyer, key, tokenOf(buyer) || undefined);
+      return await api.purchase(entry.product.id, buyer, key, tokenOf(buyer) || undefined, pass);
     } catch (err) {
       if (err.code !== 'sale_not_started' || serverNowEarliest() - opened > 2000) throw err;
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -638,7 +699,10 @@ function switchBuyer(id) {
   setBuyer(id);
   state.buyer = id;
   showBuyer();
-  for (const [productID, entry] of state.entries) entry.purchase = newPurchase(productID);
+  for (const [productID, entry] of state.entries) {
+    entry.purchase = newPurchase(productID);
+    followLine(entry, false); // the new buyer's line, if they joined one here
+  }
   followOrders(id);
   renderAll();
 }
@@ -716,6 +780,8 @@ const drawer = new Drawer({
     if (entry) {
       if (entry.purchase.orderID) stopOrderPoll(entry.purchase.orderID);
       entry.purchase = newPurchase(id);
+      if (entry.line) entry.line.stop(); // a reset starts a new sale, with a new, empty line
+      entry.line = null;
       entry.verdict = null;
     }
     refresh();

@@ -3,7 +3,10 @@
 // or attributes, never as HTML.
 
 import { serverNowLatest } from './clock.js';
-import { formatClock, formatCount, formatCountdown, formatFigure, formatPrice, formatRate, formatSpokenDuration, shortID } from './format.js';
+import {
+  formatAdmitRate, formatClock, formatCount, formatCountdown, formatFigure, formatPrice, formatRate, formatSpokenDuration, formatWait, shortID,
+} from './format.js';
+import { progress, queueOpensAt, waitingRoom } from './queue.js';
 import { strategyInfo } from './strategies.js';
 
 /** closedStatuses are the ends of an unpaid order: its unit goes back on sale. */
@@ -31,7 +34,7 @@ export function saleState(product, now) {
 
 const el = (root, sel) => root.querySelector(sel);
 
-/** CardView is one product's card; actions are the page's buy(id), pay(id) and cancel(id). */
+/** CardView is one product's card; actions are the page's buy(id), join(id) (a waiting room's line), pay(id) and cancel(id). */
 export class CardView {
   constructor(template, product, actions) {
     this.id = product.id;
@@ -53,6 +56,14 @@ export class CardView {
     this.stockText = el(root, '.stock-text');
     this.countdown = el(root, '.countdown');
     this.button = el(root, '.btn-buy');
+    this.buttonAction = 'buy';
+    this.admissionNote = el(root, '.admission-note');
+    this.queue = el(root, '.queue');
+    this.queueLine = el(root, '.queue-line');
+    this.queueBar = el(root, '.queue-bar');
+    this.queueFill = el(root, '.queue-fill');
+    this.queueNote = el(root, '.queue-note');
+    this.queueAnnounce = el(root, '.queue-announce');
     this.order = el(root, '.order');
     this.order.tabIndex = -1; // focus lands here when the pay buttons it follows go away
     this.payBox = el(root, '.pay');
@@ -78,6 +89,10 @@ export class CardView {
     liveTitle.id = `product-${product.id}-live`;
     this.live.setAttribute('aria-labelledby', liveTitle.id);
     this.bar.setAttribute('aria-label', 'Units left');
+    const queueTitle = el(root, '.queue-title');
+    queueTitle.id = `product-${product.id}-queue`;
+    this.queue.setAttribute('aria-labelledby', queueTitle.id);
+    this.queueBar.setAttribute('aria-label', 'Your way to the front of the line');
     this.button.setAttribute('aria-describedby', `product-${product.id}-countdown`);
     this.countdown.id = `product-${product.id}-countdown`;
     this.payCountdown.id = `product-${product.id}-pay-countdown`;
@@ -100,7 +115,7 @@ export class CardView {
       this.spark.append(col);
       this.sparkCols.push({ req, acc });
     }
-    this.button.addEventListener('click', () => actions.buy(this.id));
+    this.button.addEventListener('click', () => (this.buttonAction === 'join' ? actions.join(this.id) : actions.buy(this.id)));
     this.payButton.addEventListener('click', () => actions.pay(this.id));
     this.cancelButton.addEventListener('click', () => {
       this.asking = true;
@@ -127,7 +142,7 @@ export class CardView {
     this.lastEntry = null;
   }
 
-  /** update renders entry ({product, stats, audit, purchase, verdict}) at server time now. */
+  /** update renders entry ({product, stats, audit, purchase, line, verdict}) at server time now. */
   update(entry, now) {
     const p = entry.product;
     const st = saleState(p, now);
@@ -164,10 +179,23 @@ export class CardView {
     this.bar.setAttribute('aria-valuetext', stockLine);
     setText(this.stockText, stockLine);
 
+    const room = waitingRoom(p);
+    const lineOpens = room ? queueOpensAt(p) : NaN;
+    const rule = room ? `Waiting room · lets in ${formatAdmitRate(Number(p.admission.admit_rate))}` : '';
+    setText(this.admissionNote, rule);
+    if (this.admissionNote.hidden !== !rule) this.admissionNote.hidden = !rule;
     switch (st.phase) {
       case 'upcoming':
-        setText(this.countdown, `Opens at ${formatClock(Date.parse(p.sale_starts_at))}`);
-        this.countdown.setAttribute('aria-label', `Opens in ${formatSpokenDuration(st.until)}`);
+        if (room && now < lineOpens) {
+          setText(this.countdown, `Line opens at ${formatClock(lineOpens)} · sale at ${formatClock(Date.parse(p.sale_starts_at))}`);
+          this.countdown.setAttribute('aria-label', `The line opens in ${formatSpokenDuration(lineOpens - now)}`);
+        } else if (room) {
+          setText(this.countdown, `Line open · sale opens at ${formatClock(Date.parse(p.sale_starts_at))}`);
+          this.countdown.setAttribute('aria-label', `The line is open. The sale opens in ${formatSpokenDuration(st.until)}`);
+        } else {
+          setText(this.countdown, `Opens at ${formatClock(Date.parse(p.sale_starts_at))}`);
+          this.countdown.setAttribute('aria-label', `Opens in ${formatSpokenDuration(st.until)}`);
+        }
         break;
       case 'ended':
         setText(this.countdown, 'This sale has ended');
@@ -183,15 +211,19 @@ export class CardView {
     }
 
     this.lastEntry = entry;
-    this.renderButton(entry, st);
+    if (room && !entry.purchase.orderID) this.renderLineButton(entry, st, now, lineOpens);
+    else this.renderButton(entry, st);
+    this.renderQueue(entry, room);
     this.renderOrder(entry);
     this.renderPay(entry);
-    setText(this.error, entry.purchase.error || entry.purchase.payError || '');
+    const line = room && !entry.purchase.orderID ? entry.line : null;
+    setText(this.error, entry.purchase.error || entry.purchase.payError || (line && line.error) || '');
     this.renderLive(entry);
     this.lastPhase = st.phase;
   }
 
   renderButton(entry, st) {
+    this.buttonAction = 'buy';
     const pu = entry.purchase;
     let label;
     let disabled = true;
@@ -214,6 +246,136 @@ export class CardView {
     setText(this.button, label);
     this.button.disabled = disabled;
     this.button.setAttribute('aria-busy', String(pu.phase === 'sending'));
+  }
+
+  /**
+   * renderLineButton is the button of a waiting-room sale the buyer has no order of: join the line
+   * (once it opens; again after being skipped or a turn over), wait, then buy with the pass.
+   */
+  renderLineButton(entry, st, now, lineOpens) {
+    const pu = entry.purchase;
+    const line = entry.line;
+    const state = line ? line.state : 'idle';
+    let label;
+    let action = 'join';
+    let disabled = true;
+    if (pu.phase === 'sending') {
+      label = 'Buying…';
+      action = 'buy';
+    } else if (st.phase === 'ended' || state === 'ended') {
+      label = 'Sale ended';
+    } else if (st.phase === 'soldout' || state === 'sold_out') {
+      label = 'Sold out';
+    } else if (state === 'admitted' && line.pass(serverNowLatest())) {
+      action = 'buy';
+      if (st.phase === 'upcoming') {
+        label = `Opens in ${formatCountdown(st.until)}`;
+      } else {
+        label = pu.retryKey ? 'Try again' : 'Buy now';
+        disabled = false;
+      }
+    } else if (state === 'joining') {
+      label = 'Joining the line…';
+    } else if (state === 'pre_queue' || state === 'waiting' || state === 'admitted') {
+      label = 'Waiting for your turn…';
+    } else if (!(now >= lineOpens)) {
+      label = `Line opens in ${formatCountdown(lineOpens - now)}`;
+    } else {
+      label = state === 'abandoned' || state === 'session_over' ? 'Join the line again' : 'Join the line';
+      disabled = false;
+    }
+    this.buttonAction = action;
+    setText(this.button, label);
+    this.button.disabled = disabled;
+    this.button.setAttribute('aria-busy', String(pu.phase === 'sending' || state === 'joining'));
+  }
+
+  /** renderQueue shows the buyer's place in a waiting-room sale's line: hidden when not in it. */
+  renderQueue(entry, room) {
+    const line = entry.line;
+    const t = line && line.ticket;
+    const show = room && !entry.purchase.orderID && line !== null && (t !== null || line.closed !== '');
+    if (this.queue.hidden === show) this.queue.hidden = !show;
+    if (!show) {
+      delete this.queue.dataset.state;
+      return;
+    }
+    const state = line.state;
+    const p = entry.product;
+    this.queue.dataset.state = state;
+    this.queue.dataset.ticket = t ? String(t.ticket) : '';
+    this.queue.dataset.position = t && (state === 'waiting' || state === 'pre_queue') && t.ticket > 0 ? String(t.ahead + 1) : '';
+    this.queue.dataset.polling = String(line.polling);
+    let text = '';
+    let note = '';
+    let announce = '';
+    let urgent = false;
+    const place = t ? formatCount(t.ahead + 1) : '';
+    const eta = t && typeof t.eta_seconds === 'number' ? ` — about ${formatWait(t.eta_seconds)}` : '';
+    switch (state) {
+      case 'pre_queue':
+        if (t.ticket > 0) {
+          text = `You are number ${place} in line${eta}`;
+          note = `The line starts moving when the sale opens, at ${formatClock(Date.parse(p.sale_starts_at))}. Keep this page open: it keeps your place.`;
+          announce = `You are number ${place} in line.`;
+        } else {
+          text = 'You are in the line';
+          note = `When the sale opens, at ${formatClock(Date.parse(p.sale_starts_at))}, the order of the people who joined before is drawn at random: then you learn your number. Keep this page open.`;
+          announce = 'You are in the line. Your number comes when the sale opens.';
+        }
+        break;
+      case 'waiting':
+        text = `You are number ${place} in line${eta}`;
+        note = t.ahead > 0
+          ? `${formatCount(t.ahead)} ${t.ahead === 1 ? 'person' : 'people'} ahead of you. Keep this page open: it keeps your place, and the Buy button opens when it is your turn.`
+          : 'You are next: the Buy button opens when it is your turn.';
+        announce = `You are number ${place} in line.`;
+        break;
+      case 'admitted': {
+        const held = line.pass(serverNowLatest());
+        if (held) {
+          const left = held.expires - serverNowLatest();
+          text = `It's your turn — buy within ${left < 100000 ? `${Math.ceil(left / 1000)} s` : formatCountdown(left)}`;
+          urgent = left <= 15000;
+          note = 'The Buy button now shows the shop your pass to this sale. When the time runs out, your turn goes to the next in line.';
+        } else {
+          text = 'Your turn is ending…';
+        }
+        announce = 'It is your turn: the Buy button is open.';
+        break;
+      }
+      case 'sold_out':
+        text = 'Sold out — the line is closed';
+        note = 'Every unit was taken before your turn came. Nothing was bought, and nothing will be charged.';
+        announce = 'Sold out: the line is closed.';
+        break;
+      case 'ended':
+        text = 'The sale has ended — the line is closed';
+        announce = text;
+        break;
+      case 'abandoned':
+        text = 'The line went on without you';
+        note = 'Your turn came while this page was not answering, so it was skipped. Join again to get a new place, at the back of the line.';
+        announce = text;
+        break;
+      case 'session_over':
+        text = 'Your turn is over';
+        note = 'You did not buy within your turn. Join again to get another turn, at the back of the line.';
+        announce = text;
+        break;
+      default:
+        text = 'You are in the line';
+    }
+    if (line.busy) note = line.busy;
+    setText(this.queueLine, text);
+    this.queueLine.classList.toggle('urgent', urgent);
+    setText(this.queueNote, note);
+    setText(this.queueAnnounce, announce);
+    const pct = Math.round(progress(line) * 100);
+    this.queueFill.style.width = `${pct}%`;
+    this.queueBar.setAttribute('aria-valuenow', String(pct));
+    this.queueBar.setAttribute('aria-valuetext', t && t.ticket > 0 && t.state !== 'admitted'
+      ? `${formatCount(t.ahead)} ahead of you` : state === 'admitted' ? 'your turn' : 'not drawn yet');
   }
 
   renderOrder(entry) {

@@ -64,6 +64,30 @@ export function formatClock(ms) {
   return Math.abs(ms - Date.now()) < 86400000 ? clock.format(ms) : dayClock.format(ms);
 }
 
+/**
+ * formatWait renders an estimated wait in whole seconds for a person in a line: "40 s",
+ * "3 min", "1 h 5 min". Rounded up: an estimate is no promise, and a wait that ends early is
+ * better news than one that runs over.
+ */
+export function formatWait(secs) {
+  const s = Math.max(1, Math.ceil(secs));
+  if (s < 90) return `${s} s`;
+  if (s < 3600) return `${Math.ceil(s / 60)} min`;
+  const h = Math.floor(s / 3600);
+  const m = Math.ceil((s % 3600) / 60);
+  return m > 0 ? `${h} h ${m} min` : `${h} h`;
+}
+
+/** formatAdmitRate says how fast a waiting room lets buyers in: "1 buyer a second", "one every 2 s". */
+export function formatAdmitRate(perSecond) {
+  if (!(perSecond > 0)) return '';
+  if (perSecond >= 1) {
+    const n = Math.round(perSecond * 10) / 10;
+    return `${count.format(n)} buyer${n === 1 ? '' : 's'} a second`;
+  }
+  return `one buyer every ${formatWait(1 / perSecond)}`;
+}
+
 /** formatSeconds turns 1234 ms into "1.2 s". */
 export function formatSeconds(ms) {
   return `${(ms / 1000).toFixed(1)} s`;

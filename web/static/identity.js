@@ -1,9 +1,12 @@
 // The buyer's identity: a user id made up on the first visit and kept in localStorage, editable.
-// Also remembers, per buyer, the orders this browser placed, so that a reload still shows them, and
-// the buyer token pasted in place of a name when the shop verifies its buyers (docs/api.md: buyer identity).
+// Also remembers, per buyer, the orders this browser placed and the waiting-room lines it joined,
+// so that a reload still shows them (and keeps the buyer's place: a join is idempotent per buyer),
+// and the buyer token pasted in place of a name when the shop verifies its buyers (docs/api.md:
+// buyer identity).
 
 const BUYER_KEY = 'seckill.buyer';
 const ORDERS_KEY = 'seckill.orders';
+const QUEUES_KEY = 'seckill.queues';
 const TOKEN_KEY = 'seckill.buyerToken';
 const USER_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -123,11 +126,47 @@ export function rememberOrder(buyer, productID, order) {
   write(ORDERS_KEY, JSON.stringify(all));
 }
 
-/** forgetProduct drops every buyer's order of a product (after an admin reset cleared them). */
+/** forgetProduct drops every buyer's order and line of a product (after an admin reset cleared them). */
 export function forgetProduct(productID) {
-  const all = allOrders();
-  for (const buyer of Object.keys(all)) {
-    if (all[buyer] && typeof all[buyer] === 'object') delete all[buyer][productID];
+  for (const key of [ORDERS_KEY, QUEUES_KEY]) {
+    const all = readAll(key);
+    for (const buyer of Object.keys(all)) {
+      if (all[buyer] && typeof all[buyer] === 'object') delete all[buyer][productID];
+    }
+    write(key, JSON.stringify(all));
   }
-  write(ORDERS_KEY, JSON.stringify(all));
+}
+
+function readAll(key) {
+  try {
+    const v = JSON.parse(read(key) || '{}');
+    return v && typeof v === 'object' ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * queuesOf returns {productID: {sale, ticket, startAhead}} of the waiting-room lines the buyer
+ * joined here: the sale (its epoch: a reset starts a new line), the ticket's number, and how many
+ * were ahead when the page first saw it (where the progress bar starts).
+ */
+export function queuesOf(buyer) {
+  const mine = readAll(QUEUES_KEY)[buyer];
+  return mine && typeof mine === 'object' ? mine : {};
+}
+
+/** rememberQueue stores the buyer's place in a product's line, or forgets it when place is null. */
+export function rememberQueue(buyer, productID, place) {
+  const all = readAll(QUEUES_KEY);
+  const mine = all[buyer] && typeof all[buyer] === 'object' ? all[buyer] : {};
+  if (place) {
+    mine[productID] = { sale: String(place.sale), ticket: Number(place.ticket) || 0, startAhead: Number(place.startAhead) || 0 };
+  } else {
+    delete mine[productID];
+  }
+  all[buyer] = mine;
+  const buyers = Object.keys(all);
+  for (const old of buyers.slice(0, Math.max(0, buyers.length - 20))) delete all[old];
+  write(QUEUES_KEY, JSON.stringify(all));
 }

@@ -1,6 +1,8 @@
 // What each error code of the API means to a person, in words. The codes are the API's stable
 // error codes (docs/api.md, "Errors"), plus "network" for no answer.
 
+import { formatClock } from './format.js';
+
 const purchase = {
   sold_out: 'Sold out: every unit of this sale has been taken.',
   limit_reached: 'You already bought this item: it is one purchase per buyer.',
@@ -17,6 +19,24 @@ const purchase = {
   unauthorized: 'This shop verifies its buyers: choose “Change” and paste your buyer token (a valid, unexpired one). Nothing was bought.',
   user_mismatch: 'Your buyer token is for another buyer: choose “Change” and paste the token again. Nothing was bought.',
   internal: 'Something went wrong in the shop. Nothing was bought; try again.',
+  // A waiting-room sale: the purchase carries the pass its line gave the buyer (Admission-Pass).
+  admission_pass_required: 'This sale has a waiting room: join the line, and buy when it is your turn. Nothing was bought.',
+  admission_pass_invalid: 'The shop did not accept your pass to this sale (it is another buyer’s, or from before the sale was reset). Nothing was bought; the page asks the line for yours again.',
+  admission_pass_expired: 'Your turn ended before the purchase reached the shop. Nothing was bought; join the line again for another turn.',
+};
+
+// Joining a waiting-room sale's line and following it: the codes of POST and GET /api/v1/products/{id}/queue.
+const queue = {
+  queue_not_open: 'The line is not open yet. The button opens when the countdown ends.',
+  no_waiting_room: 'This sale has no waiting room any more: buy directly.',
+  sale_ended: 'This sale has ended: the line is closed.',
+  not_found: 'This product is no longer on sale.',
+  rate_limited: 'The shop is busy.',
+  unavailable: 'The line’s service is not answering.',
+  network: 'The shop cannot be reached.',
+  unauthorized: 'This shop verifies its buyers: choose “Change” and paste your buyer token (a valid, unexpired one) to join the line.',
+  user_mismatch: 'Your buyer token is for another buyer: choose “Change” and paste the token again.',
+  internal: 'Something went wrong in the shop.',
 };
 
 // Paying and cancelling an order: the codes of POST /api/v1/orders/{id}/pay and /cancel.
@@ -71,6 +91,28 @@ export function purchaseMessage(err) {
     return `The shop refused the request: ${err.message}.`;
   }
   return purchase[err && err.code] || `The purchase failed (${(err && err.message) || 'unknown error'}). Nothing was bought.`;
+}
+
+/**
+ * queueMessage explains why joining or following a line failed. With retryInMs, the page asks
+ * again by itself then, and the buyer keeps their place meanwhile (a short silence is not
+ * leaving: the line skips only a buyer unheard for longer when their turn comes).
+ */
+export function queueMessage(err, retryInMs) {
+  const code = err && err.code;
+  if (retryInMs !== undefined) {
+    const why = queue[code] || 'The line did not answer.';
+    return `${why} Checking your place again in ${Math.max(1, Math.round(retryInMs / 1000))} s: you keep it meanwhile.`;
+  }
+  if (code === 'queue_not_open') {
+    // The server's message says when: "the sale's queue is not open yet: it opens at <RFC 3339>".
+    const at = Date.parse((/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/.exec(err.message || '') || [''])[0]);
+    return Number.isNaN(at) ? queue.queue_not_open : `The line is not open yet: it opens at ${formatClock(at)}. The button opens then.`;
+  }
+  if (code === 'invalid_request') return `The shop refused to put you in the line: ${err.message}.`;
+  const retry = code === 'network' || code === 'rate_limited' || code === 'unavailable' || code === 'internal';
+  return queue[code] ? `${queue[code]}${retry ? ' You are not in the line yet: try again.' : ''}`
+    : `Joining the line failed (${(err && err.message) || 'unknown error'}). Try again.`;
 }
 
 /**
