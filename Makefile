@@ -181,6 +181,7 @@ screenshots: ## run the browser test and copy its screenshots to docs/ for docs/
 	cp web/testdata/screenshots/storefront-desktop-full.png docs/storefront-desktop.png
 	cp web/testdata/screenshots/storefront-phone.png docs/storefront-phone.png
 	cp web/testdata/screenshots/storefront-desktop-drawer.png docs/storefront-drawer.png
+	cp web/testdata/screenshots/storefront-queue.png docs/storefront-queue.png
 
 logs: ## follow the replica logs
 	tail -n 20 -F .run/logs/replica-*.log
