@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -312,14 +311,20 @@ func (o *Options) Admin() *AdminClient { return &AdminClient{appapi.New(o.AdminU
 // orders) and creates it otherwise. Reusing names keeps the storefront from filling up with one
 // product per run.
 func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
+	now := time.Now().UTC()
+	return c.PutOnSale(ctx, name, map[string]any{
+		"stock": stock, "strategy": strategy,
+		"sale_starts_at": now.Add(-time.Second).Format(time.RFC3339), "sale_ends_at": now.Add(time.Hour).Format(time.RFC3339),
+	})
+}
+
+// PutOnSale resets the product called name with the admin API's reset body if one of that name
+// exists, and creates it with that body otherwise (an unlisted product of price 100, one per
+// buyer), and returns its id.
+func (c *AdminClient) PutOnSale(ctx context.Context, name string, body map[string]any) (int64, error) {
 	id, err := c.FindProduct(ctx, name)
 	if err != nil {
 		return 0, err
-	}
-	now := time.Now().UTC()
-	body := map[string]any{
-		"stock": stock, "strategy": strategy,
-		"sale_starts_at": now.Add(-time.Second).Format(time.RFC3339), "sale_ends_at": now.Add(time.Hour).Format(time.RFC3339),
 	}
 	path, want := fmt.Sprintf("/api/v1/admin/products/%d/reset", id), http.StatusOK
 	if id == 0 {
@@ -334,7 +339,7 @@ func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, st
 		return 0, err
 	}
 	if p.ID == 0 {
-		return 0, errors.New("put product on sale: the answer has no id")
+		return 0, fmt.Errorf("put %q on sale: the answer has no id", name)
 	}
 	return p.ID, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"time"
 
@@ -167,11 +166,7 @@ func shortName(st string) string {
 // saleWaitingRoom resets (or creates) the product called name with a waiting room whose queue
 // opens at opens and whose sale starts at starts, and returns its id.
 func (o *Options) saleWaitingRoom(ctx context.Context, admin *attack.AdminClient, name, strategy, variant string, opens, starts time.Time) (int64, error) {
-	id, err := admin.FindProduct(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	body := map[string]any{
+	return admin.PutOnSale(ctx, name, map[string]any{
 		"stock": o.Stock, "strategy": strategy,
 		"sale_starts_at": starts.UTC().Format(time.RFC3339), "sale_ends_at": starts.Add(time.Hour).UTC().Format(time.RFC3339),
 		"admission": map[string]any{
@@ -179,22 +174,7 @@ func (o *Options) saleWaitingRoom(ctx context.Context, admin *attack.AdminClient
 			"session_seconds": int(o.room.session.Seconds()), "abandon_seconds": int(o.room.abandon.Seconds()),
 			"queue_opens_at": opens.UTC().Format(time.RFC3339), "shuffle": variant == VariantShuffle,
 		},
-	}
-	path, want := fmt.Sprintf("/api/v1/admin/products/%d/reset", id), http.StatusOK
-	if id == 0 {
-		body["name"], body["price_cents"], body["per_user_limit"], body["listed"] = name, 100, 1, false
-		path, want = "/api/v1/admin/products", http.StatusCreated
-	}
-	var p struct {
-		ID int64 `json:"id"`
-	}
-	if err := admin.Call(ctx, http.MethodPost, path, body, want, &p); err != nil {
-		return 0, err
-	}
-	if p.ID == 0 {
-		return 0, fmt.Errorf("put %q on sale: the answer has no id", name)
-	}
-	return p.ID, nil
+	})
 }
 
 // auditSale waits for the sale's order queue to drain and judges the database's side as the
