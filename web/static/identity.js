@@ -95,24 +95,15 @@ export function tokenOf(buyer) {
   return token && tokenSubject(token) === buyer ? token : '';
 }
 
-function allOrders() {
-  try {
-    const v = JSON.parse(read(ORDERS_KEY) || '{}');
-    return v && typeof v === 'object' ? v : {};
-  } catch {
-    return {};
-  }
-}
-
 /** ordersOf returns {productID: {orderID, status}} of the buyer's orders placed here. */
 export function ordersOf(buyer) {
-  const mine = allOrders()[buyer];
+  const mine = readAll(ORDERS_KEY)[buyer];
   return mine && typeof mine === 'object' ? mine : {};
 }
 
 /** rememberOrder stores the buyer's order of a product, or forgets it when order is null. */
 export function rememberOrder(buyer, productID, order) {
-  const all = allOrders();
+  const all = readAll(ORDERS_KEY);
   const mine = all[buyer] && typeof all[buyer] === 'object' ? all[buyer] : {};
   if (order) {
     mine[productID] = { orderID: String(order.orderID), status: String(order.status) };
@@ -137,6 +128,7 @@ export function forgetProduct(productID) {
   }
 }
 
+/** readAll returns the object stored under key (every buyer's entries), or {} if there is none or it is not one. */
 function readAll(key) {
   try {
     const v = JSON.parse(read(key) || '{}');
