@@ -32,6 +32,18 @@ func (r *resources) waitingRooms(signer *admit.Signer, b *board.Board) (*waitroo
 	return q, t, nil
 }
 
+// roomReturns tells the waiting rooms of the units that the checkout's returns give back, so that
+// their next in line are admitted for them: the process whose return gave them back tells the
+// room once (never the replicas the change feed tells: they would credit it once each). The
+// product is read from MySQL, once per returned batch: the expirer of a worker holds no board.
+func (r *resources) roomReturns() (*waitroom.Returns, error) {
+	rooms, err := redisroom.New(r.rdb, r.cfg.DatabaseName())
+	if err != nil {
+		return nil, err
+	}
+	return waitroom.NewReturns(rooms, r.store.Product)
+}
+
 // boardWaitingRooms lists the waiting-room sales among the board's products, from memory.
 func boardWaitingRooms(b *board.Board) func() []sale.Product {
 	return func() []sale.Product {
