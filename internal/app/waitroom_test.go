@@ -350,3 +350,114 @@ func TestWaitingRoomThreeReplicas(t *testing.T) {
 		t.Errorf("buyer-0 buys on replica 2 with the pass replica 1 signed: %d %s; want 202", r.Status, r.Raw)
 	}
 }
+
+// TestWaitingRoomSoldOutReturnedAndReset, through the real app: a waiting-room sale whose last
+// unit sells empties its queue: every visitor in line polls the sold-out state within a second
+// of the purchase that took it (the bound, measured from that purchase's request); the
+// unit its buyer cancels goes to the next in line (a pass), and nobody else; a reset deletes the
+// room of the sale before it.
+func TestWaitingRoomSoldOutReturnedAndReset(t *testing.T) {
+	itest.Integration(t)
+	_, seed := waitroomKey(t)
+	stack := apptest.NewStack(t)
+	srv := stack.Start(t, map[string]string{"SECKILL_WAITROOM_KEY": seed})
+	admin := apptest.Client{URL: srv.URL, Token: apptest.AdminToken}
+	// One admission every 2 s: alice first; the sale sells out before bob's turn. (Not a session
+	// for one: a session is held to its end, bought or not, and would keep bob out after a return.)
+	room := waitingRoom(0.5)
+	id := admin.CreateProduct(t, map[string]any{"name": "last unit", "price_cents": 100, "stock": 1, "strategy": "mysql", "per_user_limit": 1,
+		"listed": false, "admission": room})
+	product := "/api/v1/products/" + strconv.FormatInt(id, 10)
+	buyer := apptest.Client{URL: srv.URL}
+	poll := func(user string) apptest.Response {
+		t.Helper()
+		return buyer.MustDo(t, http.MethodGet, product+"/queue?user_id="+user, nil, nil)
+	}
+	for _, u := range []string{"alice", "bob", "carol"} {
+		itest.Eventually(t, 5*time.Second, func() (bool, string) { // the board learns the product
+			r := buyer.MustDo(t, http.MethodPost, product+"/queue", map[string]any{"user_id": u}, nil)
+			return r.Status == http.StatusOK, r.Raw
+		})
+	}
+	var alice apptest.Response
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		alice = poll("alice")
+		return alice.Str("state") == "admitted", alice.Raw
+	})
+	if r := poll("bob"); r.Str("state") != "waiting" {
+		t.Fatalf("bob polls after alice's admission: %s; want waiting", r.Raw)
+	}
+
+	start := time.Now()
+	bought := buyer.MustDo(t, http.MethodPost, product+"/purchase", map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": alice.Str("pass")})
+	if bought.Status != http.StatusAccepted {
+		t.Fatalf("alice buys the last unit: %d %s", bought.Status, bought.Raw)
+	}
+	for _, u := range []string{"bob", "carol"} {
+		var r apptest.Response
+		for r = poll(u); r.Str("state") != "sold_out" && time.Since(start) < 3*time.Second; r = poll(u) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(start)
+		t.Logf("%s polls sold_out %v after the last unit's purchase was sent", u, took)
+		if r.Status != http.StatusOK || r.Str("state") != "sold_out" || r.Body["eta_seconds"] != nil || r.Body["pass"] != nil || r.Num("poll_after_ms") <= 0 {
+			t.Fatalf("%s polls after the sell-out: %d %s; want 200 sold_out, no estimate, no pass, a poll for returned units", u, r.Status, r.Raw)
+		}
+		if took > time.Second {
+			t.Errorf("%s learned of the sell-out %v after the last unit's purchase: want within 1 s", u, took)
+		}
+	}
+	if r := buyer.MustDo(t, http.MethodPost, product+"/queue", map[string]any{"user_id": "dave"}, nil); r.Str("state") != "sold_out" {
+		t.Errorf("dave joins after the sell-out: %s; want sold_out", r.Raw)
+	}
+
+	// alice cancels: her unit goes to bob, the next in line, and to nobody else.
+	order := "/api/v1/orders/" + bought.Str("order_id")
+	itest.Eventually(t, 20*time.Second, func() (bool, string) { // the order comes through Kafka
+		r := buyer.MustDo(t, http.MethodGet, order+"?user_id=alice", nil, nil)
+		return r.Str("status") == "confirmed", r.Raw
+	})
+	if r := buyer.MustDo(t, http.MethodPost, order+"/cancel", map[string]any{"user_id": "alice"}, nil); r.Status != http.StatusOK || r.Str("status") != "cancelled" {
+		t.Fatalf("alice cancels: %d %s", r.Status, r.Raw)
+	}
+	var bob apptest.Response
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		bob = poll("bob")
+		return bob.Str("state") == "admitted", bob.Raw
+	})
+	if bob.Str("pass") == "" {
+		t.Fatalf("bob admitted for the returned unit: %s; want a pass", bob.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, product+"/purchase", map[string]any{"user_id": "bob"}, map[string]string{"Admission-Pass": bob.Str("pass")}); r.Status != http.StatusAccepted {
+		t.Errorf("bob buys the returned unit: %d %s", r.Status, r.Raw)
+	}
+	for _, u := range []string{"carol", "dave"} {
+		if r := poll(u); r.Str("state") != "sold_out" {
+			t.Errorf("%s after the returned unit went to bob: %s; want sold_out", u, r.Raw)
+		}
+	}
+
+	// A reset starts sale 2, and the room of sale 1 goes.
+	dsn, err := mysql.ParseDSN(stack.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms, err := redisroom.New(itest.Redis(t), dsn.DBName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := rooms.Keys(strconv.FormatInt(id, 10) + ".1")
+	if n, err := itest.Redis(t).Exists(context.Background(), old.All()...).Result(); err != nil || n == 0 {
+		t.Fatalf("sale 1's room before the reset: %d keys (%v)", n, err)
+	}
+	if r := admin.MustDo(t, http.MethodPost, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/reset", map[string]any{"stock": 1}, nil); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Raw)
+	}
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		n, err := itest.Redis(t).Exists(context.Background(), old.All()...).Result()
+		return err == nil && n == 0, fmt.Sprintf("%d keys of sale 1's room left (%v)", n, err)
+	})
+	if r := poll("bob"); r.Str("sale") != strconv.FormatInt(id, 10)+".2" || r.Str("state") != "not_joined" {
+		t.Errorf("bob polls after the reset: %s; want not_joined in sale 2", r.Raw)
+	}
+}
