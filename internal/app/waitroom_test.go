@@ -49,7 +49,9 @@ func forge(tb testing.TB, method jwt.SigningMethod, claims jwt.MapClaims, header
 
 // TestWaitingRoomPurchasePass, through the real app: a purchase of a waiting-room sale without a
 // valid admission pass is refused 403 with the code of its kind, whatever the forgery, and
-// deducts nothing; the genuine pass buys; an open sale ignores the header.
+// deducts nothing: the stock unchanged, nothing reserved, its Idempotency-Key left unused; the
+// genuine pass buys; a reset makes the passes of the sale before it worthless; an open sale
+// ignores the header.
 func TestWaitingRoomPurchasePass(t *testing.T) {
 	itest.Integration(t)
 	key, seed := waitroomKey(t)
@@ -74,9 +76,34 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 		return tok
 	}
 	otherPriv, _ := waitroomKey(t)
+	otherSigner, err := admit.NewSigner(otherPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	claims := jwt.MapClaims{"sub": "alice", "sale": saleID, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for k, v := range claims {
+			c[k] = v
+		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
 	ours := map[string]any{"kid": signer.KeyID(), "typ": admit.Type}
+	pubText := []byte(base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))
 	good := sign("alice", saleID, now, now.Add(time.Minute))
+	bobs := sign("bob", saleID, now, now.Add(time.Minute))
+	// segment replaces part i of token by that of other.
+	segment := func(token, other string, i int) string {
+		a, b := strings.Split(token, "."), strings.Split(other, ".")
+		a[i] = b[i]
+		return strings.Join(a, ".")
+	}
+	noneHeader := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"` + admit.Type + `","kid":"` + signer.KeyID() + `"}`))
 	parts := strings.Split(good, ".")
 	flipped := []byte(parts[2])
 	flipped[3] ^= 'A' ^ 'B' // another signature of the same length, base64url still
@@ -85,6 +112,10 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 	}
 
 	buyer := apptest.Client{URL: srv.URL}
+	stats := func() apptest.Response {
+		return admin.MustDo(t, http.MethodGet, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
+	}
+	var keys []string
 	for _, tc := range []struct {
 		name, pass, code, says string
 	}{
@@ -93,34 +124,73 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 		{"another buyer's", sign("bob", saleID, now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another buyer"},
 		{"another sale's", sign("alice", strconv.FormatInt(open, 10)+".1", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
 		{"the sale before a reset", sign("alice", strconv.FormatInt(id, 10)+".0", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
+		{"the sale after a reset", sign("alice", strconv.FormatInt(id, 10)+".2", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
 		{"bad signature", parts[0] + "." + parts[1] + "." + string(flipped), string(sale.CodePassInvalid), "not signed"},
+		{"tampered payload: bob's claims under alice's signature", segment(bobs, good, 2), string(sale.CodePassInvalid), "not signed"},
+		{"tampered payload: alice's claims under bob's signature", segment(good, bobs, 2), string(sale.CodePassInvalid), "not signed"},
 		{"another key under our kid", forge(t, jwt.SigningMethodEdDSA, claims, ours, otherPriv), string(sale.CodePassInvalid), "not signed"},
+		{"another Ed25519 key under its own kid", func() string {
+			tok, err := otherSigner.Sign("alice", saleID, now, now.Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}(), string(sale.CodePassInvalid), "not signed"},
+		{"our key, no kid", forge(t, jwt.SigningMethodEdDSA, claims, map[string]any{"kid": nil, "typ": admit.Type}, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, another type of JWT", forge(t, jwt.SigningMethodEdDSA, claims, map[string]any{"kid": signer.KeyID(), "typ": "JWT"}, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, no expiry", forge(t, jwt.SigningMethodEdDSA, with("exp", nil), ours, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, longer than a session can be", forge(t, jwt.SigningMethodEdDSA, with("exp", now.Add(2*time.Hour).Unix()), ours, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, issued in the future", forge(t, jwt.SigningMethodEdDSA, with("iat", now.Add(time.Hour).Unix()), ours, key), string(sale.CodePassInvalid), "not signed"},
 		{"alg confusion: HS256 keyed with the public key", forge(t, jwt.SigningMethodHS256, claims, ours, []byte(key.Public().(ed25519.PublicKey))), string(sale.CodePassInvalid), "not signed"},
+		{"alg confusion: HS256 keyed with the public key's text", forge(t, jwt.SigningMethodHS256, claims, ours, pubText), string(sale.CodePassInvalid), "not signed"},
 		{"alg none", forge(t, jwt.SigningMethodNone, claims, ours, jwt.UnsafeAllowNoneSignatureType), string(sale.CodePassInvalid), "not signed"},
+		{"alg none over the genuine payload, no signature", noneHeader + "." + parts[1] + ".", string(sale.CodePassInvalid), "not signed"},
+		{"alg none over the genuine payload and signature", noneHeader + "." + parts[1] + "." + parts[2], string(sale.CodePassInvalid), "not signed"},
 		{"malformed", "not.a.pass", string(sale.CodePassInvalid), "not signed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h map[string]string
-			if tc.pass != "" {
-				h = map[string]string{"Admission-Pass": tc.pass}
+			for _, key := range []string{"", "forged-" + strconv.Itoa(len(keys))} {
+				h := map[string]string{}
+				if tc.pass != "" {
+					h["Admission-Pass"] = tc.pass
+				}
+				if key != "" {
+					h["Idempotency-Key"] = key
+					keys = append(keys, key)
+				}
+				r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, h)
+				if r.Status != http.StatusForbidden || r.ErrorCode() != tc.code || !strings.Contains(r.Raw, tc.says) {
+					t.Errorf("purchase (key %q) with %s: %d %s; want 403 %s saying %q", key, tc.name, r.Status, r.Raw, tc.code, tc.says)
+				}
 			}
-			r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, h)
-			if r.Status != http.StatusForbidden || r.ErrorCode() != tc.code || !strings.Contains(r.Raw, tc.says) {
-				t.Errorf("purchase with %s: %d %s; want 403 %s saying %q", tc.name, r.Status, r.Raw, tc.code, tc.says)
+			if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 || r.Num("sold_units") != 0 {
+				t.Fatalf("after a purchase with %s: %s; want stock 5, nothing reserved or sold", tc.name, r.Raw)
 			}
 		})
 	}
-	stats := func() apptest.Response {
-		return admin.MustDo(t, http.MethodGet, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
-	}
-	if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 {
-		t.Fatalf("after the refused purchases: %s; want stock 5, nothing reserved", r.Raw)
-	}
-	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": good}); r.Status != http.StatusAccepted {
+	// The refused purchases' keys were never used: the genuine purchase takes one and buys.
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"},
+		map[string]string{"Admission-Pass": good, "Idempotency-Key": keys[0]}); r.Status != http.StatusAccepted {
 		t.Fatalf("purchase with a genuine pass: %d %s; want 202", r.Status, r.Raw)
 	}
 	if r := stats(); r.Num("stock") != 4 || r.Num("reserved") != 1 {
 		t.Errorf("after the genuine purchase: %s; want stock 4, one reserved", r.Raw)
+	}
+
+	// A reset starts sale 2: bob's genuine pass of sale 1 opens nothing in it.
+	if r := admin.MustDo(t, http.MethodPost, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/reset", map[string]any{"stock": 5}, nil); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "bob"}, map[string]string{"Admission-Pass": bobs}); r.Status != http.StatusForbidden ||
+		r.ErrorCode() != string(sale.CodePassInvalid) || !strings.Contains(r.Raw, "another sale") {
+		t.Errorf("bob buys in sale 2 with his pass of sale 1: %d %s; want 403 %s, another sale", r.Status, r.Raw, sale.CodePassInvalid)
+	}
+	if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 {
+		t.Errorf("after the purchase with a pass of the sale before the reset: %s; want stock 5, nothing reserved", r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "bob"},
+		map[string]string{"Admission-Pass": sign("bob", strconv.FormatInt(id, 10)+".2", now, now.Add(time.Minute))}); r.Status != http.StatusAccepted {
+		t.Errorf("bob buys in sale 2 with a pass of sale 2: %d %s; want 202", r.Status, r.Raw)
 	}
 	if r := buyer.MustDo(t, http.MethodPost, path(open)+"/purchase", map[string]any{"user_id": "carol"}, map[string]string{"Admission-Pass": "whatever"}); r.Status != http.StatusAccepted {
 		t.Errorf("purchase in an open sale with a stray pass: %d %s; want 202 (ignored)", r.Status, r.Raw)
