@@ -151,6 +151,10 @@ func FuzzAppQueue(f *testing.F) {
 			if query == "" {
 				query = "user_id=" + url.QueryEscape(user)
 			}
+			if strings.ContainsFunc(query, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }) {
+				// No request line holds it: the HTTP server refuses it itself, in plain text.
+				t.Skip("a query no client sends")
+			}
 			status, body = a.answer(t, http.MethodGet, path, query, nil, nil)
 		}
 		switch {
