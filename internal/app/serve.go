@@ -219,7 +219,12 @@ func (r *resources) buildCheckout(feed *changefeed.Feed, fp failpoints, deps *ht
 	if err != nil {
 		return err
 	}
-	svc, err := checkout.New(r.store, provider, returners, feed, checkout.Options{Log: r.log.With("component", "checkout"), Metrics: r.metrics.RegisterCheckout()})
+	queues, err := r.roomReturns()
+	if err != nil {
+		return err
+	}
+	svc, err := checkout.New(r.store, provider, returners, feed, checkout.Options{Log: r.log.With("component", "checkout"),
+		Metrics: r.metrics.RegisterCheckout(), Queues: queues})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 // waitingRooms makes both sides of the waiting rooms, on rooms in the main Redis under the
 // database's name (as every other key of the deployment): the visitors' queue, passes signed by
-// signer, and this replica's admission ticker over the waiting-room sales of the board.
+// signer, and this replica's admission ticker over the sales of the board.
 func (r *resources) waitingRooms(signer *admit.Signer, b *board.Board) (*waitroom.Queue, *waitroom.Ticker, error) {
 	rooms, err := redisroom.New(r.rdb, r.cfg.DatabaseName())
 	if err != nil {
@@ -25,21 +25,33 @@ func (r *resources) waitingRooms(signer *admit.Signer, b *board.Board) (*waitroo
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := waitroom.NewTicker(r.log.With("component", "waitroom"), rooms, boardWaitingRooms(b), r.cfg.Waitroom.Tick, nil)
+	t, err := waitroom.NewTicker(r.log.With("component", "waitroom"), rooms, boardProducts(b), r.cfg.Waitroom.Tick, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	return q, t, nil
 }
 
-// boardWaitingRooms lists the waiting-room sales among the board's products, from memory.
-func boardWaitingRooms(b *board.Board) func() []sale.Product {
+// roomReturns tells the waiting rooms of the units that the checkout's returns give back, so that
+// their next in line are admitted for them: the process whose return gave them back tells the
+// room once (never the replicas the change feed tells: they would credit it once each). The
+// product is read from MySQL, once per returned batch: the expirer of a worker holds no board.
+func (r *resources) roomReturns() (*waitroom.Returns, error) {
+	rooms, err := redisroom.New(r.rdb, r.cfg.DatabaseName())
+	if err != nil {
+		return nil, err
+	}
+	return waitroom.NewReturns(rooms, r.store.Product)
+}
+
+// boardProducts lists the board's products, from memory: the ticker admits in the waiting rooms
+// among them and deletes the rooms of the past epochs of all (a reset may end a waiting room).
+func boardProducts(b *board.Board) func() []sale.Product {
 	return func() []sale.Product {
-		var out []sale.Product
-		for _, it := range b.Snapshot().Since(0) {
-			if it.Product.Admission.WaitingRoom() {
-				out = append(out, it.Product)
-			}
+		items := b.Snapshot().Since(0)
+		out := make([]sale.Product, 0, len(items))
+		for _, it := range items {
+			out = append(out, it.Product)
 		}
 		return out
 	}

@@ -49,7 +49,9 @@ func forge(tb testing.TB, method jwt.SigningMethod, claims jwt.MapClaims, header
 
 // TestWaitingRoomPurchasePass, through the real app: a purchase of a waiting-room sale without a
 // valid admission pass is refused 403 with the code of its kind, whatever the forgery, and
-// deducts nothing; the genuine pass buys; an open sale ignores the header.
+// deducts nothing: the stock unchanged, nothing reserved, its Idempotency-Key left unused; the
+// genuine pass buys; a reset makes the passes of the sale before it worthless; an open sale
+// ignores the header.
 func TestWaitingRoomPurchasePass(t *testing.T) {
 	itest.Integration(t)
 	key, seed := waitroomKey(t)
@@ -74,9 +76,34 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 		return tok
 	}
 	otherPriv, _ := waitroomKey(t)
+	otherSigner, err := admit.NewSigner(otherPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	claims := jwt.MapClaims{"sub": "alice", "sale": saleID, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for k, v := range claims {
+			c[k] = v
+		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
 	ours := map[string]any{"kid": signer.KeyID(), "typ": admit.Type}
+	pubText := []byte(base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))
 	good := sign("alice", saleID, now, now.Add(time.Minute))
+	bobs := sign("bob", saleID, now, now.Add(time.Minute))
+	// segment replaces part i of token by that of other.
+	segment := func(token, other string, i int) string {
+		a, b := strings.Split(token, "."), strings.Split(other, ".")
+		a[i] = b[i]
+		return strings.Join(a, ".")
+	}
+	noneHeader := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"` + admit.Type + `","kid":"` + signer.KeyID() + `"}`))
 	parts := strings.Split(good, ".")
 	flipped := []byte(parts[2])
 	flipped[3] ^= 'A' ^ 'B' // another signature of the same length, base64url still
@@ -85,6 +112,10 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 	}
 
 	buyer := apptest.Client{URL: srv.URL}
+	stats := func() apptest.Response {
+		return admin.MustDo(t, http.MethodGet, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
+	}
+	var keys []string
 	for _, tc := range []struct {
 		name, pass, code, says string
 	}{
@@ -93,34 +124,73 @@ func TestWaitingRoomPurchasePass(t *testing.T) {
 		{"another buyer's", sign("bob", saleID, now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another buyer"},
 		{"another sale's", sign("alice", strconv.FormatInt(open, 10)+".1", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
 		{"the sale before a reset", sign("alice", strconv.FormatInt(id, 10)+".0", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
+		{"the sale after a reset", sign("alice", strconv.FormatInt(id, 10)+".2", now, now.Add(time.Minute)), string(sale.CodePassInvalid), "another sale"},
 		{"bad signature", parts[0] + "." + parts[1] + "." + string(flipped), string(sale.CodePassInvalid), "not signed"},
+		{"tampered payload: bob's claims under alice's signature", segment(bobs, good, 2), string(sale.CodePassInvalid), "not signed"},
+		{"tampered payload: alice's claims under bob's signature", segment(good, bobs, 2), string(sale.CodePassInvalid), "not signed"},
 		{"another key under our kid", forge(t, jwt.SigningMethodEdDSA, claims, ours, otherPriv), string(sale.CodePassInvalid), "not signed"},
+		{"another Ed25519 key under its own kid", func() string {
+			tok, err := otherSigner.Sign("alice", saleID, now, now.Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}(), string(sale.CodePassInvalid), "not signed"},
+		{"our key, no kid", forge(t, jwt.SigningMethodEdDSA, claims, map[string]any{"kid": nil, "typ": admit.Type}, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, another type of JWT", forge(t, jwt.SigningMethodEdDSA, claims, map[string]any{"kid": signer.KeyID(), "typ": "JWT"}, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, no expiry", forge(t, jwt.SigningMethodEdDSA, with("exp", nil), ours, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, longer than a session can be", forge(t, jwt.SigningMethodEdDSA, with("exp", now.Add(2*time.Hour).Unix()), ours, key), string(sale.CodePassInvalid), "not signed"},
+		{"our key, issued in the future", forge(t, jwt.SigningMethodEdDSA, with("iat", now.Add(time.Hour).Unix()), ours, key), string(sale.CodePassInvalid), "not signed"},
 		{"alg confusion: HS256 keyed with the public key", forge(t, jwt.SigningMethodHS256, claims, ours, []byte(key.Public().(ed25519.PublicKey))), string(sale.CodePassInvalid), "not signed"},
+		{"alg confusion: HS256 keyed with the public key's text", forge(t, jwt.SigningMethodHS256, claims, ours, pubText), string(sale.CodePassInvalid), "not signed"},
 		{"alg none", forge(t, jwt.SigningMethodNone, claims, ours, jwt.UnsafeAllowNoneSignatureType), string(sale.CodePassInvalid), "not signed"},
+		{"alg none over the genuine payload, no signature", noneHeader + "." + parts[1] + ".", string(sale.CodePassInvalid), "not signed"},
+		{"alg none over the genuine payload and signature", noneHeader + "." + parts[1] + "." + parts[2], string(sale.CodePassInvalid), "not signed"},
 		{"malformed", "not.a.pass", string(sale.CodePassInvalid), "not signed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h map[string]string
-			if tc.pass != "" {
-				h = map[string]string{"Admission-Pass": tc.pass}
+			for _, key := range []string{"", "forged-" + strconv.Itoa(len(keys))} {
+				h := map[string]string{}
+				if tc.pass != "" {
+					h["Admission-Pass"] = tc.pass
+				}
+				if key != "" {
+					h["Idempotency-Key"] = key
+					keys = append(keys, key)
+				}
+				r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, h)
+				if r.Status != http.StatusForbidden || r.ErrorCode() != tc.code || !strings.Contains(r.Raw, tc.says) {
+					t.Errorf("purchase (key %q) with %s: %d %s; want 403 %s saying %q", key, tc.name, r.Status, r.Raw, tc.code, tc.says)
+				}
 			}
-			r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, h)
-			if r.Status != http.StatusForbidden || r.ErrorCode() != tc.code || !strings.Contains(r.Raw, tc.says) {
-				t.Errorf("purchase with %s: %d %s; want 403 %s saying %q", tc.name, r.Status, r.Raw, tc.code, tc.says)
+			if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 || r.Num("sold_units") != 0 {
+				t.Fatalf("after a purchase with %s: %s; want stock 5, nothing reserved or sold", tc.name, r.Raw)
 			}
 		})
 	}
-	stats := func() apptest.Response {
-		return admin.MustDo(t, http.MethodGet, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stats", nil, nil)
-	}
-	if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 {
-		t.Fatalf("after the refused purchases: %s; want stock 5, nothing reserved", r.Raw)
-	}
-	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": good}); r.Status != http.StatusAccepted {
+	// The refused purchases' keys were never used: the genuine purchase takes one and buys.
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "alice"},
+		map[string]string{"Admission-Pass": good, "Idempotency-Key": keys[0]}); r.Status != http.StatusAccepted {
 		t.Fatalf("purchase with a genuine pass: %d %s; want 202", r.Status, r.Raw)
 	}
 	if r := stats(); r.Num("stock") != 4 || r.Num("reserved") != 1 {
 		t.Errorf("after the genuine purchase: %s; want stock 4, one reserved", r.Raw)
+	}
+
+	// A reset starts sale 2: bob's genuine pass of sale 1 opens nothing in it.
+	if r := admin.MustDo(t, http.MethodPost, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/reset", map[string]any{"stock": 5}, nil); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "bob"}, map[string]string{"Admission-Pass": bobs}); r.Status != http.StatusForbidden ||
+		r.ErrorCode() != string(sale.CodePassInvalid) || !strings.Contains(r.Raw, "another sale") {
+		t.Errorf("bob buys in sale 2 with his pass of sale 1: %d %s; want 403 %s, another sale", r.Status, r.Raw, sale.CodePassInvalid)
+	}
+	if r := stats(); r.Num("stock") != 5 || r.Num("reserved") != 0 {
+		t.Errorf("after the purchase with a pass of the sale before the reset: %s; want stock 5, nothing reserved", r.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, path(id)+"/purchase", map[string]any{"user_id": "bob"},
+		map[string]string{"Admission-Pass": sign("bob", strconv.FormatInt(id, 10)+".2", now, now.Add(time.Minute))}); r.Status != http.StatusAccepted {
+		t.Errorf("bob buys in sale 2 with a pass of sale 2: %d %s; want 202", r.Status, r.Raw)
 	}
 	if r := buyer.MustDo(t, http.MethodPost, path(open)+"/purchase", map[string]any{"user_id": "carol"}, map[string]string{"Admission-Pass": "whatever"}); r.Status != http.StatusAccepted {
 		t.Errorf("purchase in an open sale with a stray pass: %d %s; want 202 (ignored)", r.Status, r.Raw)
@@ -348,5 +418,116 @@ func TestWaitingRoomThreeReplicas(t *testing.T) {
 		map[string]any{"user_id": "buyer-0"}, map[string]string{"Admission-Pass": in.Str("pass")})
 	if r.Status != http.StatusAccepted {
 		t.Errorf("buyer-0 buys on replica 2 with the pass replica 1 signed: %d %s; want 202", r.Status, r.Raw)
+	}
+}
+
+// TestWaitingRoomSoldOutReturnedAndReset, through the real app: a waiting-room sale whose last
+// unit sells empties its queue: every visitor in line polls the sold-out state within a second
+// of the purchase that took it (the issue's bound, measured from that purchase's request); the
+// unit its buyer cancels goes to the next in line (a pass), and nobody else; a reset deletes the
+// room of the sale before it.
+func TestWaitingRoomSoldOutReturnedAndReset(t *testing.T) {
+	itest.Integration(t)
+	_, seed := waitroomKey(t)
+	stack := apptest.NewStack(t)
+	srv := stack.Start(t, map[string]string{"SECKILL_WAITROOM_KEY": seed})
+	admin := apptest.Client{URL: srv.URL, Token: apptest.AdminToken}
+	// One admission every 2 s: alice first; the sale sells out before bob's turn. (Not a session
+	// for one: a session is held to its end, bought or not, and would keep bob out after a return.)
+	room := waitingRoom(0.5)
+	id := admin.CreateProduct(t, map[string]any{"name": "last unit", "price_cents": 100, "stock": 1, "strategy": "mysql", "per_user_limit": 1,
+		"listed": false, "admission": room})
+	product := "/api/v1/products/" + strconv.FormatInt(id, 10)
+	buyer := apptest.Client{URL: srv.URL}
+	poll := func(user string) apptest.Response {
+		t.Helper()
+		return buyer.MustDo(t, http.MethodGet, product+"/queue?user_id="+user, nil, nil)
+	}
+	for _, u := range []string{"alice", "bob", "carol"} {
+		itest.Eventually(t, 5*time.Second, func() (bool, string) { // the board learns the product
+			r := buyer.MustDo(t, http.MethodPost, product+"/queue", map[string]any{"user_id": u}, nil)
+			return r.Status == http.StatusOK, r.Raw
+		})
+	}
+	var alice apptest.Response
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		alice = poll("alice")
+		return alice.Str("state") == "admitted", alice.Raw
+	})
+	if r := poll("bob"); r.Str("state") != "waiting" {
+		t.Fatalf("bob polls after alice's admission: %s; want waiting", r.Raw)
+	}
+
+	start := time.Now()
+	bought := buyer.MustDo(t, http.MethodPost, product+"/purchase", map[string]any{"user_id": "alice"}, map[string]string{"Admission-Pass": alice.Str("pass")})
+	if bought.Status != http.StatusAccepted {
+		t.Fatalf("alice buys the last unit: %d %s", bought.Status, bought.Raw)
+	}
+	for _, u := range []string{"bob", "carol"} {
+		var r apptest.Response
+		for r = poll(u); r.Str("state") != "sold_out" && time.Since(start) < 3*time.Second; r = poll(u) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(start)
+		t.Logf("%s polls sold_out %v after the last unit's purchase was sent", u, took)
+		if r.Status != http.StatusOK || r.Str("state") != "sold_out" || r.Body["eta_seconds"] != nil || r.Body["pass"] != nil || r.Num("poll_after_ms") <= 0 {
+			t.Fatalf("%s polls after the sell-out: %d %s; want 200 sold_out, no estimate, no pass, a poll for returned units", u, r.Status, r.Raw)
+		}
+		if took > time.Second {
+			t.Errorf("%s learned of the sell-out %v after the last unit's purchase: want within 1 s", u, took)
+		}
+	}
+	if r := buyer.MustDo(t, http.MethodPost, product+"/queue", map[string]any{"user_id": "dave"}, nil); r.Str("state") != "sold_out" {
+		t.Errorf("dave joins after the sell-out: %s; want sold_out", r.Raw)
+	}
+
+	// alice cancels: her unit goes to bob, the next in line, and to nobody else.
+	order := "/api/v1/orders/" + bought.Str("order_id")
+	itest.Eventually(t, 20*time.Second, func() (bool, string) { // the order comes through Kafka
+		r := buyer.MustDo(t, http.MethodGet, order+"?user_id=alice", nil, nil)
+		return r.Str("status") == "confirmed", r.Raw
+	})
+	if r := buyer.MustDo(t, http.MethodPost, order+"/cancel", map[string]any{"user_id": "alice"}, nil); r.Status != http.StatusOK || r.Str("status") != "cancelled" {
+		t.Fatalf("alice cancels: %d %s", r.Status, r.Raw)
+	}
+	var bob apptest.Response
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		bob = poll("bob")
+		return bob.Str("state") == "admitted", bob.Raw
+	})
+	if bob.Str("pass") == "" {
+		t.Fatalf("bob admitted for the returned unit: %s; want a pass", bob.Raw)
+	}
+	if r := buyer.MustDo(t, http.MethodPost, product+"/purchase", map[string]any{"user_id": "bob"}, map[string]string{"Admission-Pass": bob.Str("pass")}); r.Status != http.StatusAccepted {
+		t.Errorf("bob buys the returned unit: %d %s", r.Status, r.Raw)
+	}
+	for _, u := range []string{"carol", "dave"} {
+		if r := poll(u); r.Str("state") != "sold_out" {
+			t.Errorf("%s after the returned unit went to bob: %s; want sold_out", u, r.Raw)
+		}
+	}
+
+	// A reset starts sale 2, and the room of sale 1 goes.
+	dsn, err := mysql.ParseDSN(stack.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms, err := redisroom.New(itest.Redis(t), dsn.DBName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := rooms.Keys(strconv.FormatInt(id, 10) + ".1")
+	if n, err := itest.Redis(t).Exists(context.Background(), old.All()...).Result(); err != nil || n == 0 {
+		t.Fatalf("sale 1's room before the reset: %d keys (%v)", n, err)
+	}
+	if r := admin.MustDo(t, http.MethodPost, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/reset", map[string]any{"stock": 1}, nil); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Raw)
+	}
+	itest.Eventually(t, 5*time.Second, func() (bool, string) {
+		n, err := itest.Redis(t).Exists(context.Background(), old.All()...).Result()
+		return err == nil && n == 0, fmt.Sprintf("%d keys of sale 1's room left (%v)", n, err)
+	})
+	if r := poll("bob"); r.Str("sale") != strconv.FormatInt(id, 10)+".2" || r.Str("state") != "not_joined" {
+		t.Errorf("bob polls after the reset: %s; want not_joined in sale 2", r.Raw)
 	}
 }

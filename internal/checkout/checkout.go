@@ -68,6 +68,25 @@ type Options struct {
 	Log *slog.Logger
 	// Metrics counts payments, expiries and returns; optional.
 	Metrics Metrics
+	// Queues is told of the units that come back, so that a waiting-room sale's queue admits
+	// the next in line for them; optional (nil: no sale's queue is told).
+	Queues Queues
+}
+
+// Queues is told of the units that come back to a sale (*waitroom.Returns): it credits the
+// sale's waiting room, if the sale has one, with that many admissions of the next in line once
+// the sale is sold out.
+//
+// The credit is a counter, so the Service calls Returned exactly once per batch whose units it
+// gave back (n > 0, after the return committed), and never again for the same units: a replayed
+// return gives back nothing and calls nothing. The call is not retried: after a failure whose
+// outcome is unknown (a timeout after Redis applied it), a retry could credit twice and let a
+// visitor in to find the sale sold out. A lost call (Redis away, the process killed between the
+// return's commit and the call) costs the queue those n admissions, not the units: they are back
+// in stock and sell to whoever buys first with a valid pass (a visitor admitted before the
+// sell-out whose session still runs), and the next in line stay told sold out for them.
+type Queues interface {
+	Returned(ctx context.Context, productID int64, epoch uint64, n int) error
 }
 
 // Metrics counts what the service does (*metrics.Checkout).
@@ -358,9 +377,28 @@ func (s *Service) returnAll(ctx context.Context, due []sale.ReturnDue) (units, d
 			units += n
 			s.o.Metrics.UnitsReturned(d.Strategy, n)
 			s.feed.Publish(context.WithoutCancel(ctx), sale.Change{Kind: sale.ChangeRestocked, ProductID: d.ProductID, Epoch: d.Epoch})
+			s.tellQueue(ctx, d, n)
 		}
 	}
 	return units, done
+}
+
+// queueTimeout bounds one call to Queues.
+const queueTimeout = 2 * time.Second
+
+// tellQueue tells the sale's waiting room, if it has one, that n units of d came back: once, and
+// a failure is logged, not retried (see Queues for what a lost call costs).
+func (s *Service) tellQueue(ctx context.Context, d sale.ReturnDue, n int) {
+	if s.o.Queues == nil {
+		return
+	}
+	// The units are back whatever ctx does now: the call is made even if it ended, bounded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueTimeout)
+	defer cancel()
+	if err := s.o.Queues.Returned(ctx, d.ProductID, d.Epoch, n); err != nil {
+		s.o.Log.Warn("checkout: tell the waiting room of returned units; its next in line are not admitted for them",
+			"product_id", d.ProductID, "epoch", d.Epoch, "units", n, "err", err)
+	}
 }
 
 // returnOneByOne returns d's orders one at a time, parking those that fail for what they hold;

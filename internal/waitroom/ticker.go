@@ -19,7 +19,23 @@ type AdmitRooms interface {
 	AdmitNext(ctx context.Context, saleID string) (more bool, err error)
 	// SoldOut tells the room its sale has sold out; idempotent.
 	SoldOut(ctx context.Context, saleID string) error
+	// Delete removes the room and everyone in it; a room that does not exist is not an error.
+	Delete(ctx context.Context, saleID string) error
 }
+
+// Past epochs' rooms: a reset starts a new sale (sale.Product.SaleID), with a new room, and the
+// room of the sale before it is deleted by every replica's ticker, twice: as soon as the ticker
+// learns of the reset (the change feed's ChangeReset, or its products showing a newer epoch), and
+// again RetireAgain later, in case a replica whose board still showed the old sale recreated the
+// room meanwhile (a join or its own ticker configures a room it finds gone). MaxRetires bounds the
+// deletions of one tick (a replica that starts learns of every product at once); the rest wait
+// for the next ticks. MaxEpochsBack bounds the epochs one jump retires: a ticker that missed more
+// resets than that (it was down) leaves the older rooms to the operators.
+const (
+	RetireAgain   = 10 * time.Second
+	MaxRetires    = 64
+	MaxEpochsBack = 8
+)
 
 // MaxRounds bounds the AdmitNext calls of one sale in one tick: a backlog of abandoned tickets
 // longer than that is walked over the next ticks, and no sale holds the others up.
@@ -29,8 +45,9 @@ const MaxRounds = 16
 // rate: every replica runs one, on the same rooms, so that admission goes on whichever replicas
 // are up, and the rooms (not the tickers) count the rate. It also tells a room when its sale
 // sells out: at once on the change feed's ChangeSoldOut (Apply), and at the next tick when the
-// products show no stock left (a broadcast missed). It never tells a room of returned units: the
-// replica whose return gave them back must, once (docs/api.md, "The queue").
+// products show no stock left (a broadcast missed). It deletes the rooms of past epochs (see
+// RetireAgain). It never tells a room of returned units: the process whose return gave them back
+// does, once (checkout's Queues, over Returns).
 type Ticker struct {
 	rooms    AdmitRooms
 	products func() []sale.Product
@@ -43,12 +60,24 @@ type Ticker struct {
 	soldOut map[string]bool
 	pending map[string]bool
 	wake    chan struct{}
-	// configured are the sale ids whose room this ticker configured; owned by Run.
+	// retire are the sale ids of past epochs whose rooms are to be deleted, and when.
+	retire map[string]retirement
+	// configured are the sale ids whose room this ticker configured; epochs the newest epoch it
+	// saw of each product. Owned by Run.
 	configured map[string]bool
+	epochs     map[int64]uint64
+}
+
+// retirement is a past sale's room to delete at at; again says it was deleted once already.
+type retirement struct {
+	at    time.Time
+	again bool
 }
 
 // NewTicker returns a ticker that every period admits in the rooms of the waiting-room sales
-// among products() (the replica's products in memory; it must not block).
+// among products() (the replica's products in memory; it must not block), and deletes the rooms
+// of the past epochs of all of them (so products() lists every product, not only the waiting
+// rooms: a reset may have ended a waiting room).
 func NewTicker(log *slog.Logger, rooms AdmitRooms, products func() []sale.Product, every time.Duration, now func() time.Time) (*Ticker, error) {
 	switch {
 	case rooms == nil || products == nil:
@@ -63,16 +92,35 @@ func NewTicker(log *slog.Logger, rooms AdmitRooms, products func() []sale.Produc
 		now = time.Now
 	}
 	return &Ticker{rooms: rooms, products: products, every: every, log: log, now: now,
-		soldOut: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1), configured: map[string]bool{}}, nil
+		soldOut: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1),
+		retire: map[string]retirement{}, configured: map[string]bool{}, epochs: map[int64]uint64{}}, nil
 }
 
-// Apply takes in a change of the feed: a sale that sold out is told to its room at once. It does
-// not block.
+// Apply takes in a change of the feed: a sale that sold out is told to its room at once, and a
+// reset's sale before it has its room deleted. It does not block.
 func (t *Ticker) Apply(c sale.Change) {
-	if c.Kind != sale.ChangeSoldOut {
+	switch c.Kind {
+	case sale.ChangeSoldOut:
+		t.markSoldOut(sale.Product{ID: c.ProductID, Epoch: c.Epoch}.SaleID())
+	case sale.ChangeReset:
+		if c.Epoch > 1 {
+			t.markRetired(sale.Product{ID: c.ProductID, Epoch: c.Epoch - 1}.SaleID())
+		}
+	}
+}
+
+// markRetired schedules the deletion of sale id's room, now, unless it is scheduled already.
+func (t *Ticker) markRetired(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.retire[id]; ok {
 		return
 	}
-	t.markSoldOut(sale.Product{ID: c.ProductID, Epoch: c.Epoch}.SaleID())
+	t.retire[id] = retirement{at: t.now()}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (t *Ticker) markSoldOut(id string) {
@@ -99,18 +147,20 @@ func (t *Ticker) Run(ctx context.Context) error {
 			return nil
 		case <-t.wake:
 			t.tellSoldOut(ctx)
+			t.deleteRetired(ctx)
 		case <-tick.C:
 			t.Tick(ctx)
 		}
 	}
 }
 
-// Tick makes one round: the sold-out sales told, then each open waiting-room sale's admissions.
-// Run calls it; it is exported for tests that drive the clock.
+// Tick makes one round: the sold-out sales told, then each open waiting-room sale's admissions,
+// then the past epochs' rooms deleted. Run calls it; it is exported for tests that drive the clock.
 func (t *Ticker) Tick(ctx context.Context) {
 	now := t.now()
 	var open []sale.Product
 	for _, p := range t.products() {
+		t.learnEpoch(p)
 		if !p.Admission.WaitingRoom() || now.Before(p.SaleStartsAt) || !now.Before(p.SaleEndsAt) {
 			continue
 		}
@@ -124,6 +174,61 @@ func (t *Ticker) Tick(ctx context.Context) {
 		if err := t.admit(ctx, p.SaleID(), SettingsOf(p)); err != nil {
 			t.log.Warn("waiting room: admission failed; retrying at the next tick", "sale", p.SaleID(), "err", err)
 		}
+	}
+	t.deleteRetired(ctx)
+}
+
+// learnEpoch notes p's epoch and retires the rooms of the epochs before it that this ticker has
+// not retired yet: on first sight the one before, after a jump those it jumped over (the last
+// MaxEpochsBack of them).
+func (t *Ticker) learnEpoch(p sale.Product) {
+	seen, ok := t.epochs[p.ID]
+	if ok && seen >= p.Epoch {
+		return
+	}
+	t.epochs[p.ID] = p.Epoch
+	if p.Epoch <= 1 {
+		return
+	}
+	from := p.Epoch - 1
+	if ok {
+		from = max(seen, p.Epoch-min(p.Epoch, MaxEpochsBack))
+	}
+	for e := max(from, 1); e < p.Epoch; e++ {
+		t.markRetired(sale.Product{ID: p.ID, Epoch: e}.SaleID())
+	}
+}
+
+// deleteRetired deletes the rooms of past sales whose time has come, MaxRetires at most; a
+// failure is retried at the next tick.
+func (t *Ticker) deleteRetired(ctx context.Context) {
+	now := t.now()
+	t.mu.Lock()
+	var due []string
+	for id, r := range t.retire {
+		if len(due) == MaxRetires {
+			break
+		}
+		if !r.at.After(now) {
+			due = append(due, id)
+		}
+	}
+	t.mu.Unlock()
+	for _, id := range due {
+		if err := t.rooms.Delete(ctx, id); err != nil {
+			t.log.Warn("waiting room: deleting a past sale's room failed; retrying", "sale", id, "err", err)
+			continue
+		}
+		delete(t.configured, id)
+		t.mu.Lock()
+		delete(t.soldOut, id)
+		delete(t.pending, id)
+		if r := t.retire[id]; r.again {
+			delete(t.retire, id)
+		} else {
+			t.retire[id] = retirement{at: now.Add(RetireAgain), again: true}
+		}
+		t.mu.Unlock()
 	}
 }
 

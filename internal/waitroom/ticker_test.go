@@ -142,3 +142,135 @@ func TestTickerSoldOut(t *testing.T) {
 		})
 	}
 }
+
+// TestTickerDeletesPastEpochs: a reset's sale before it has its room deleted, whether the ticker
+// learns of the reset from the feed or from its products; a room that a stale replica recreates
+// meanwhile is deleted again RetireAgain later; after a jump over several resets, the epochs
+// jumped over go too; a replica that first sees a product deletes the room of the epoch before.
+func TestTickerDeletesPastEpochs(t *testing.T) {
+	for _, how := range []string{"feed", "tick"} {
+		t.Run(how, func(t *testing.T) {
+			p1 := queuedProduct(40)
+			if how == "tick" {
+				p1.ID = 41
+			}
+			p2, p5 := p1, p1
+			p2.Epoch, p5.Epoch = 2, 5
+			ids := []string{p1.SaleID(), p2.SaleID(), p5.SaleID()}
+			for e := uint64(3); e <= 4; e++ {
+				ids = append(ids, sale.Product{ID: p1.ID, Epoch: e}.SaleID())
+			}
+			q, rooms, _ := queueFixture(t, ids...)
+			ctx := context.Background()
+			rdb := itest.Redis(t)
+			exists := func(id string) int64 {
+				t.Helper()
+				n, err := rdb.Exists(ctx, rooms.Keys(id).All()...).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			var (
+				mu    sync.Mutex
+				shown = p1
+				now   = time.Now()
+			)
+			tk, err := waitroom.NewTicker(nil, rooms, func() []sale.Product { mu.Lock(); defer mu.Unlock(); return []sale.Product{shown} },
+				time.Hour, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			show := func(p sale.Product, after time.Duration) {
+				mu.Lock()
+				shown, now = p, now.Add(after)
+				mu.Unlock()
+			}
+			for _, b := range []string{"first", "second"} {
+				if _, err := q.Join(ctx, p1, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tk.Tick(ctx)
+			if exists(p1.SaleID()) == 0 {
+				t.Fatal("the first sale's room is missing before the reset")
+			}
+
+			show(p2, time.Second)
+			if how == "feed" {
+				tk.Apply(sale.Change{Kind: sale.ChangeReset, ProductID: p1.ID, Epoch: 2})
+			}
+			tk.Tick(ctx)
+			if n := exists(p1.SaleID()); n != 0 {
+				t.Fatalf("the first sale's room after the reset: %d keys, want none", n)
+			}
+			if exists(p2.SaleID()) == 0 {
+				t.Error("the new sale's room was not configured")
+			}
+			// A replica whose board still shows the first sale recreates its room.
+			if _, err := q.Join(ctx, p1, "late"); err != nil {
+				t.Fatal(err)
+			}
+			show(p2, waitroom.RetireAgain-time.Second)
+			tk.Tick(ctx)
+			if exists(p1.SaleID()) == 0 {
+				t.Fatal("the recreated room is gone before RetireAgain: the test does not test the second deletion")
+			}
+			show(p2, time.Second)
+			tk.Tick(ctx)
+			if n := exists(p1.SaleID()); n != 0 {
+				t.Fatalf("the recreated room RetireAgain after the reset: %d keys, want none", n)
+			}
+
+			// Three resets at once: the epochs jumped over go too.
+			for e := uint64(3); e <= 4; e++ {
+				if _, err := q.Join(ctx, sale.Product{ID: p1.ID, Epoch: e, SaleStartsAt: p1.SaleStartsAt, SaleEndsAt: p1.SaleEndsAt,
+					Admission: p1.Admission}, "old"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			show(p5, time.Second)
+			tk.Tick(ctx)
+			for _, id := range ids[:len(ids)-1] {
+				if id == p5.SaleID() {
+					continue
+				}
+				if n := exists(id); n != 0 {
+					t.Errorf("sale %s's room after the jump to epoch 5: %d keys, want none", id, n)
+				}
+			}
+			if exists(p5.SaleID()) == 0 {
+				t.Error("the newest sale's room was not configured")
+			}
+		})
+	}
+}
+
+// TestTickerFirstSightDeletesTheEpochBefore: a replica that starts after a reset (it saw neither
+// the sale before nor the broadcast) deletes the room of the epoch before the product's, and no
+// older one: those were deleted when their successors started.
+func TestTickerFirstSightDeletesTheEpochBefore(t *testing.T) {
+	p := queuedProduct(42)
+	p.Epoch = 3
+	before, older := p, p
+	before.Epoch, older.Epoch = 2, 1
+	q, rooms, _ := queueFixture(t, p.SaleID(), before.SaleID(), older.SaleID())
+	ctx := context.Background()
+	for _, old := range []sale.Product{before, older} {
+		if _, err := q.Join(ctx, old, "someone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk, err := waitroom.NewTicker(nil, rooms, func() []sale.Product { return []sale.Product{p} }, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Tick(ctx)
+	rdb := itest.Redis(t)
+	if n, err := rdb.Exists(ctx, rooms.Keys(before.SaleID()).All()...).Result(); err != nil || n != 0 {
+		t.Errorf("the room of the epoch before: %d keys (%v), want none", n, err)
+	}
+	if n, err := rdb.Exists(ctx, rooms.Keys(older.SaleID()).All()...).Result(); err != nil || n == 0 {
+		t.Errorf("the room of an older epoch: %d keys (%v), want it left (bounded to the epoch before)", n, err)
+	}
+}
