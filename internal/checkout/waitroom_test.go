@@ -2,8 +2,6 @@ package checkout_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/waitroom"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+	"github.com/seckill-go/seckill-go/internal/waitroom/admit/admittest"
 	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
 
@@ -38,18 +37,7 @@ func newQueueEnv(t *testing.T, stockN int, rate float64) *queueEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := admit.NewSigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := admit.NewVerifier(signer.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, verifier := admittest.Keys(t)
 	queue, err := waitroom.NewQueue(rooms, signer, nil)
 	if err != nil {
 		t.Fatal(err)

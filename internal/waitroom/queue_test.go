@@ -2,7 +2,6 @@ package waitroom_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/waitroom"
 	"github.com/seckill-go/seckill-go/internal/waitroom/admit"
+	"github.com/seckill-go/seckill-go/internal/waitroom/admit/admittest"
 	"github.com/seckill-go/seckill-go/internal/waitroom/redisroom"
 )
 
@@ -31,18 +31,7 @@ func queueFixture(t *testing.T, ids ...string) (*waitroom.Queue, *redisroom.Room
 			_ = rdb.Del(context.Background(), rooms.Keys(id).All()...).Err()
 		}
 	})
-	_, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := admit.NewSigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := admit.NewVerifier(signer.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, verifier := admittest.Keys(t)
 	q, err := waitroom.NewQueue(rooms, signer, nil)
 	if err != nil {
 		t.Fatal(err)
