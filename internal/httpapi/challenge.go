@@ -80,11 +80,3 @@ func (h *handlers) requireChallenge(v ChallengeVerifier) gin.HandlerFunc {
 		}
 	}
 }
-
-// joinHandlers are the join's handlers: the challenge's check, when there is one, before join.
-func (h *handlers) joinHandlers(v ChallengeVerifier, before []gin.HandlerFunc, join gin.HandlerFunc) []gin.HandlerFunc {
-	if v != nil {
-		before = append(before, h.requireChallenge(v))
-	}
-	return append(before, join)
-}

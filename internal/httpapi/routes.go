@@ -167,7 +167,11 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	if d.Queue != nil {
 		// A join and a poll cost a Redis script each: the per-client limit counts them as it
 		// counts purchases.
-		v1.POST("/products/:id/queue", h.joinHandlers(d.JoinChallenge, []gin.HandlerFunc{h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt)}, h.joinQueue)...)
+		join := []gin.HandlerFunc{h.requireJSON, h.clientLimit(d.ClientLimit, cfg.RateExempt)}
+		if d.JoinChallenge != nil {
+			join = append(join, h.requireChallenge(d.JoinChallenge)) // a join only, never a poll
+		}
+		v1.POST("/products/:id/queue", append(join, h.joinQueue)...)
 		get(v1, "/products/:id/queue", h.clientLimit(d.ClientLimit, cfg.RateExempt), h.queueStatus)
 		if d.Challenges != nil {
 			get(v1, "/waitroom/challenge", reads, h.issueChallenge(d.Challenges))
