@@ -315,9 +315,14 @@ remove_added_policy() {
 	fi
 }
 
+# apt_get runs apt-get, one at a time across this project's scripts: .ci/run builds the compose
+# smoke's images (which installs docker.io and debootstrap) while make test installs ZooKeeper and
+# chromium, and two apt-gets at once fail on dpkg's lock instead of waiting for it. The flock
+# waits; DPkg::Lock::Timeout waits for an apt-get that is not ours.
 apt_get() {
 	ensure_run_dirs
-	DEBIAN_FRONTEND=noninteractive apt-get -q -o Dpkg::Use-Pty=0 "$@" >>"$LOG_DIR/apt.log" 2>&1 || {
+	DEBIAN_FRONTEND=noninteractive flock /var/lock/seckill-go-apt.lock \
+		apt-get -q -o Dpkg::Use-Pty=0 -o DPkg::Lock::Timeout=300 "$@" >>"$LOG_DIR/apt.log" 2>&1 || {
 		tail -n 20 "$LOG_DIR/apt.log" >&2
 		return 1
 	}
