@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-go/seckill-go/api/apitest"
 )
 
 // Client calls the JSON API of one instance, as the tests do.
@@ -45,7 +47,8 @@ func (r Response) Str(key string) string { s, _ := r.Body[key].(string); return 
 // Num returns the number field key of the body as an int, or 0.
 func (r Response) Num(key string) int { n, _ := r.Body[key].(float64); return int(n) }
 
-// Do sends a request to path and reads the answer, which must be empty or a JSON object. body is
+// Do sends a request to path and reads the answer, which must be empty or a JSON object and one
+// that api/openapi.yaml describes (apitest.Check: an error otherwise). body is
 // nil, a string sent as it is (malformed JSON included), or a value sent as JSON; header is set
 // after the token, so it may replace it.
 func (c Client) Do(method, path string, body any, header map[string]string) (Response, error) {
@@ -89,7 +92,13 @@ func (c Client) Do(method, path string, body any, header map[string]string) (Res
 			return r, fmt.Errorf("%s %s: %d with a body that is no JSON object: %q", method, path, r.Status, raw)
 		}
 	}
-	return r, nil
+	// Every answer is held to the API's contract, api/openapi.yaml: the end-to-end suites'
+	// answers are its evidence.
+	v, err := apitest.Default()
+	if err != nil {
+		return r, err
+	}
+	return r, v.Check(method, req.URL.RequestURI(), r.Status, r.Header, raw)
 }
 
 // MustDo is Do that fails the test if the request gets no answer or a body that is no JSON object.

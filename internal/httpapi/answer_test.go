@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill-go/seckill-go/api/apitest"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -96,9 +98,10 @@ func TestAPIDocErrorTable(t *testing.T) {
 	}
 }
 
-// CheckAnswer fails tb unless the answer to method target keeps the API's promises: never a 5xx;
-// a refusal is a status and code of the error table in docs/api.md, with the API's JSON error body;
-// every answer has the security headers and a request id; a redirect stays on this origin.
+// CheckAnswer fails tb unless the answer to method target (the request's path, decoded) keeps the
+// API's promises: never a 5xx; an answer api/openapi.yaml describes (apitest.Check); a refusal is a
+// status and code of the error table in docs/api.md, with the API's JSON error body; every answer
+// has the security headers and a request id; a redirect stays on this origin.
 func CheckAnswer(tb testing.TB, method, target string, status int, header http.Header, body []byte) {
 	tb.Helper()
 	fail := func(format string, args ...any) {
@@ -107,6 +110,11 @@ func CheckAnswer(tb testing.TB, method, target string, status int, header http.H
 	}
 	if status >= 500 {
 		fail("a 5xx")
+	}
+	if v, err := apitest.Default(); err != nil {
+		tb.Fatal(err)
+	} else if err := v.Check(method, (&url.URL{Path: target}).RequestURI(), status, header, body); err != nil {
+		fail("not as api/openapi.yaml says: %v", err)
 	}
 	for _, h := range []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"} {
 		if header.Get(h) == "" {

@@ -28,7 +28,7 @@ func answerOf(tb testing.TB, h http.Handler, req *http.Request) (int, string) {
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	CheckAnswer(tb, req.Method, req.URL.String(), rec.Code, rec.Header(), rec.Body.Bytes())
+	CheckAnswer(tb, req.Method, req.URL.Path, rec.Code, rec.Header(), rec.Body.Bytes())
 	var e errorBody
 	_ = json.Unmarshal(rec.Body.Bytes(), &e)
 	return rec.Code, e.Error.Code
