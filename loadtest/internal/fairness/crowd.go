@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +28,12 @@ type Visitor struct {
 	// Ticket is its place in line once known (0: never learnt; a shuffled pre-queue learns it
 	// after the opening).
 	Ticket int64 `json:"ticket"`
+	// Tickets are every place it was told, in order, each once: more than one when it had to
+	// join again (its place lost); FirstTicketAt when it first learnt one. Rejoins counts its
+	// joins after the room answered not_joined.
+	Tickets       []int64   `json:"tickets,omitempty"`
+	FirstTicketAt time.Time `json:"first_ticket_at"`
+	Rejoins       int       `json:"rejoins,omitempty"`
 	// ETA is the first estimated wait it was given and ETAAt when; ETAAtJoin whether the join
 	// gave it (a shuffled pre-queue's does not: no place is drawn yet).
 	ETA       time.Duration `json:"eta"`
@@ -53,6 +61,8 @@ type Purchase struct {
 	Status  int    `json:"status"` // 0: no answer
 	Code    string `json:"code,omitempty"`
 	OrderID string `json:"order_id,omitempty"`
+	// At is when it was sent.
+	At time.Time `json:"at"`
 }
 
 // Admitted reports whether the visitor was let in.
@@ -89,6 +99,13 @@ type crowd struct {
 	o    crowdOptions
 	ring sync.Map // bot user -> its latest pass
 	bots []string
+	sale atomic.Value // the sale id the first join was told (string)
+}
+
+// saleID is the sale id the crowd was told, "" before the first join.
+func (cr *crowd) saleID() string {
+	s, _ := cr.sale.Load().(string)
+	return s
 }
 
 // visit sends one request and decodes the answer; status 0 is no answer.
@@ -132,14 +149,19 @@ func (cr *crowd) purchaseURL(target string) string {
 }
 
 // join sends the visitor's join until it holds a ticket (retrying a queue not yet open every
-// retry, anything else after a pause), and records it; false when the sale's time ran out.
-func (cr *crowd) join(ctx context.Context, c *http.Client, target string, v *Visitor, retry time.Duration) (ticketAnswer, bool) {
+// retry, anything else after a pause; no answer at the next target), and records it; false when
+// the sale's time ran out.
+func (cr *crowd) join(ctx context.Context, c *http.Client, target *string, v *Visitor, retry time.Duration) (ticketAnswer, bool) {
 	for ctx.Err() == nil && time.Now().Before(cr.s.deadline) {
 		sent := time.Now()
-		st, t, after := visit(ctx, c, http.MethodPost, cr.queueURL(target), map[string]string{"user_id": v.User}, nil)
+		st, t, after := visit(ctx, c, http.MethodPost, cr.queueURL(*target), map[string]string{"user_id": v.User}, nil)
 		switch {
+		case st == 0:
+			cr.failover(target)
+			sleep(ctx, retry)
 		case st == http.StatusOK:
 			v.JoinSent, v.PreQueue, v.Sale = sent, t.State == "pre_queue", t.Sale
+			cr.sale.CompareAndSwap(nil, t.Sale)
 			cr.note(v, t, true)
 			return t, true
 		case st == http.StatusForbidden && t.Error.Code == "queue_not_open":
@@ -152,12 +174,39 @@ func (cr *crowd) join(ctx context.Context, c *http.Client, target string, v *Vis
 	return ticketAnswer{}, false
 }
 
+// failover moves a visitor whose target did not answer to the next one, as a load balancer
+// would: a replica killed under it.
+func (cr *crowd) failover(target *string) {
+	i := slices.Index(cr.s.targets, *target)
+	*target = cr.s.targets[(i+1)%len(cr.s.targets)]
+}
+
+// maxRejoins is how often a visitor joins again after the room forgot it (not_joined).
+const maxRejoins = 3
+
+// rejoin joins again a visitor the room no longer knows (a Redis failover lost its join): at
+// the back of the line, as the storefront does.
+func (cr *crowd) rejoin(ctx context.Context, c *http.Client, target *string, v *Visitor, retry time.Duration) (ticketAnswer, bool) {
+	if v.Rejoins >= maxRejoins {
+		v.Outcome = "not_joined"
+		return ticketAnswer{}, false
+	}
+	v.Rejoins++
+	return cr.join(ctx, c, target, v, retry)
+}
+
 // note records what a join or a poll told the visitor: its place, its first ETA, and its
 // admission.
 func (cr *crowd) note(v *Visitor, t ticketAnswer, atJoin bool) {
 	now := time.Now()
 	if t.Ticket > 0 {
 		v.Ticket = t.Ticket
+		if len(v.Tickets) == 0 {
+			v.FirstTicketAt = now
+		}
+		if len(v.Tickets) == 0 || v.Tickets[len(v.Tickets)-1] != t.Ticket {
+			v.Tickets = append(v.Tickets, t.Ticket)
+		}
 	}
 	if t.ETASeconds != nil && v.ETAAt.IsZero() {
 		v.ETA, v.ETAAt, v.ETAAtJoin = time.Duration(*t.ETASeconds)*time.Second, now, atJoin
@@ -181,17 +230,19 @@ func (cr *crowd) honest(ctx context.Context, v *Visitor, target string, arrive, 
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
 	defer c.CloseIdleConnections()
 	sleep(ctx, time.Until(cr.s.opens.Add(arrive)))
-	t, ok := cr.join(ctx, c, target, v, 200*time.Millisecond)
+	t, ok := cr.join(ctx, c, &target, v, 200*time.Millisecond)
 	for ok {
 		switch t.State {
 		case "admitted":
 			sleep(ctx, think)
-			cr.buyOnce(ctx, c, target, v, t.Pass)
+			cr.buyOnce(ctx, c, &target, v, t.Pass)
 			return
 		case "pre_queue", "waiting":
 			wait := time.Duration(t.PollAfterMS) * time.Millisecond
 			sleep(ctx, time.Duration(float64(max(wait, 200*time.Millisecond))*(0.9+0.2*rng.Float64())))
-			t, ok = cr.poll(ctx, c, target, v, 300*time.Millisecond)
+			t, ok = cr.poll(ctx, c, &target, v, 300*time.Millisecond)
+		case "not_joined":
+			t, ok = cr.rejoin(ctx, c, &target, v, 200*time.Millisecond)
 		case "sold_out":
 			v.Outcome = "queue_sold_out"
 			return
@@ -202,13 +253,17 @@ func (cr *crowd) honest(ctx context.Context, v *Visitor, target string, arrive, 
 	}
 }
 
-// poll asks the visitor's place until an answer comes (retrying after pause), and records it.
-func (cr *crowd) poll(ctx context.Context, c *http.Client, target string, v *Visitor, pause time.Duration) (ticketAnswer, bool) {
+// poll asks the visitor's place until an answer comes (retrying after pause; no answer at the
+// next target), and records it.
+func (cr *crowd) poll(ctx context.Context, c *http.Client, target *string, v *Visitor, pause time.Duration) (ticketAnswer, bool) {
 	for ctx.Err() == nil && time.Now().Before(cr.s.deadline) {
-		st, t, after := visit(ctx, c, http.MethodGet, cr.queueURL(target)+"?user_id="+url.QueryEscape(v.User), nil, nil)
+		st, t, after := visit(ctx, c, http.MethodGet, cr.queueURL(*target)+"?user_id="+url.QueryEscape(v.User), nil, nil)
 		if st == http.StatusOK {
 			cr.note(v, t, false)
 			return t, true
+		}
+		if st == 0 {
+			cr.failover(target)
 		}
 		sleep(ctx, max(after, pause))
 	}
@@ -220,10 +275,10 @@ func (cr *crowd) poll(ctx context.Context, c *http.Client, target string, v *Vis
 
 // buyOnce is the honest purchase: one Idempotency-Key, retried on no answer, 429 and 5xx after
 // the wait asked; a pass that expired meanwhile is fetched again.
-func (cr *crowd) buyOnce(ctx context.Context, c *http.Client, target string, v *Visitor, pass string) {
+func (cr *crowd) buyOnce(ctx context.Context, c *http.Client, target *string, v *Visitor, pass string) {
 	key := v.User + "-k1"
 	for try := 0; try < 30 && ctx.Err() == nil && time.Now().Before(cr.s.deadline); try++ {
-		p := cr.purchase(ctx, c, target, v.User, key, pass, "")
+		p := cr.purchase(ctx, c, *target, v.User, key, pass, "")
 		v.Purchases = append(v.Purchases, p)
 		switch {
 		case p.Status == http.StatusAccepted:
@@ -239,7 +294,10 @@ func (cr *crowd) buyOnce(ctx context.Context, c *http.Client, target string, v *
 				return
 			}
 			pass = t.Pass
-		case p.Status == 0 || p.Status == http.StatusTooManyRequests || p.Status >= 500:
+		case p.Status == 0:
+			cr.failover(target)
+			sleep(ctx, 300*time.Millisecond)
+		case p.Status == http.StatusTooManyRequests || p.Status >= 500:
 			sleep(ctx, 300*time.Millisecond)
 		default:
 			v.Outcome = fmt.Sprintf("refused %d %s", p.Status, p.Code)
@@ -255,8 +313,9 @@ func (cr *crowd) purchase(ctx context.Context, c *http.Client, target, user, key
 	if pass != "" {
 		hdr["Admission-Pass"] = pass
 	}
+	sent := time.Now()
 	st, t, _ := visit(ctx, c, http.MethodPost, cr.purchaseURL(target), map[string]any{"user_id": user, "quantity": 1}, hdr)
-	return Purchase{Foul: foul, Key: key, Status: st, Code: t.Error.Code, OrderID: t.OrderID}
+	return Purchase{Foul: foul, Key: key, Status: st, Code: t.Error.Code, OrderID: t.OrderID, At: sent}
 }
 
 // The most fouls a bot sends of each kind: enough to see each refused, few enough that they do
@@ -272,7 +331,8 @@ func (cr *crowd) bot(ctx context.Context, v *Visitor, first int) {
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: cr.o.botConns, MaxIdleConnsPerHost: cr.o.botConns}}
 	defer c.CloseIdleConnections()
 	sleep(ctx, time.Until(cr.s.opens))
-	t, ok := cr.join(ctx, c, targets[first%len(targets)], v, 10*time.Millisecond)
+	target := targets[first%len(targets)]
+	t, ok := cr.join(ctx, c, &target, v, 10*time.Millisecond)
 	fouls := map[string]int{}
 	foul := func(kind, pass string) {
 		// Before the sale starts the window refuses every purchase: that tests no pass.
@@ -302,7 +362,10 @@ func (cr *crowd) bot(ctx context.Context, v *Visitor, first int) {
 				foul("foreign_pass", p)
 			}
 			sleep(ctx, cr.o.botPoll)
-			t, ok = cr.poll(ctx, c, targets[i%len(targets)], v, 20*time.Millisecond)
+			target = targets[i%len(targets)]
+			t, ok = cr.poll(ctx, c, &target, v, 20*time.Millisecond)
+		case "not_joined":
+			t, ok = cr.rejoin(ctx, c, &target, v, 10*time.Millisecond)
 		case "sold_out":
 			v.Outcome = "queue_sold_out"
 			return

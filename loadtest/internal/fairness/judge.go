@@ -116,12 +116,14 @@ type Fouls struct {
 
 // Judgement is the room's side of one sale: what the visitors show.
 type Judgement struct {
-	Fairness Fairness       `json:"fairness"`
-	Order    Order          `json:"order"`
-	Rate     Rate           `json:"rate"`
-	ETA      ETA            `json:"eta"`
-	Fouls    Fouls          `json:"fouls"`
-	Outcomes map[string]int `json:"outcomes"`
+	Fairness Fairness `json:"fairness"`
+	Order    Order    `json:"order"`
+	Rate     Rate     `json:"rate"`
+	ETA      ETA      `json:"eta"`
+	Fouls    Fouls    `json:"fouls"`
+	// Fault is the fault played while the crowd waited (-room-fault), nil without one.
+	Fault    *FaultJudgement `json:"fault,omitempty"`
+	Outcomes map[string]int  `json:"outcomes"`
 	// Accepted are the distinct order ids the visitors were told of; Violations what their
 	// answers show broken (a buyer accepted twice, a retry told of another order, a 500, a sale
 	// id other than the sale's).
@@ -146,8 +148,12 @@ func JudgeRoom(visitors []*Visitor, variant string, setting float64, tick time.D
 	return j
 }
 
-// Passed reports whether every check of the room passed.
+// Passed reports whether every check of the room passed. Under a fault the ETA is not judged:
+// the wait it estimated did not count on the outage.
 func (j Judgement) Passed() bool {
+	if j.Fault != nil {
+		return j.Fairness.Passed && j.Order.Passed && j.Rate.Passed && j.Fouls.Passed && j.Fault.Passed
+	}
 	return j.Fairness.Passed && j.Order.Passed && j.Rate.Passed && j.ETA.Passed && j.Fouls.Passed
 }
 

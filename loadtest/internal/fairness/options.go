@@ -29,6 +29,8 @@ type roomOptions struct {
 	lead      time.Duration // from the sale's reset to queue_opens_at: every replica's board learns of it
 	tick      time.Duration // the replicas' SECKILL_WAITROOM_TICK, for the rate's slack
 	variants  []string
+	fault     string        // -room-fault: played in every sale (fault.go)
+	faultAt   time.Duration // after the sale's start
 }
 
 // crowdOptions are the visitors.
@@ -78,6 +80,11 @@ func (o *Options) roomFlags(fs *flag.FlagSet) (finish func() error) {
 	fs.DurationVar(&o.room.session, "session", 60*time.Second, "with -waiting-room: the sale's session_seconds")
 	fs.DurationVar(&o.room.abandon, "abandon", 10*time.Second, "with -waiting-room: the sale's abandon_seconds")
 	fs.DurationVar(&o.room.tick, "room-tick", 100*time.Millisecond, "with -waiting-room: the replicas' SECKILL_WAITROOM_TICK: the admission rate's slack is one tick's worth")
+	fs.StringVar(&o.room.fault, "room-fault", "", "with -waiting-room: a fault played in every sale while the crowd waits, -room-fault-at after its start: "+
+		FaultKill+" (replica 2 SIGKILLed and started again: every place kept, every pass still buys) or "+
+		FaultRedisFailover+" (the room's Redis master SIGKILLed, with REDIS_MODE=sentinel or cluster: places kept but those joined in its last second, passes kept); "+
+		"the ETA is then reported, not judged")
+	fs.DurationVar(&o.room.faultAt, "room-fault-at", 2*time.Second, "with -room-fault: when it strikes, after the sale's start")
 	variants := fs.String("variants", VariantFIFO+","+VariantShuffle, "with -waiting-room: the rooms to run per strategy: fifo (the pre-queue in order of joining), shuffle (drawn at the opening)")
 	fs.DurationVar(&o.crowd.after, "arrive-after", 3*time.Second, "with -waiting-room: honest buyers arrive at random from the queue's opening until this long after the sale starts")
 	fs.DurationVar(&o.crowd.thinkMin, "think-min", 500*time.Millisecond, "with -waiting-room: an honest buyer's shortest think time between its admission and its purchase")
@@ -93,6 +100,9 @@ func (o *Options) roomFlags(fs *flag.FlagSet) (finish func() error) {
 			o.Stock = o.crowd.size * 3 / 8
 		}
 		o.crowd.seedGiven = given["seed"]
+		if err := validFault(o.room.fault); err != nil {
+			return err
+		}
 		o.room.variants = cli.SplitList(*variants)
 		for _, v := range o.room.variants {
 			if v != VariantFIFO && v != VariantShuffle {

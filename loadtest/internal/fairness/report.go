@@ -17,6 +17,9 @@ func Markdown(r *Report) string {
 	fmt.Fprintf(&b, "\n## seckill-go waiting room %s\n\n", r.RunID)
 	fmt.Fprintf(&b, "%s · %s · commit %s · took %.0f s · targets %s\n\n", r.Machine, r.StartedAt.Format("2006-01-02 15:04 UTC"),
 		r.Commit, r.Took, strings.Join(r.Targets, ", "))
+	if s.Fault != "" {
+		fmt.Fprintf(&b, "fault in every sale: **%s**, %s after its start\n\n", s.Fault, s.FaultAt)
+	}
 	fmt.Fprintf(&b, "per sale: %d visitors, %d of them bots (%d connections each, polling every %s); %d units; admit_rate %.4g/s, "+
 		"max_active %d, session %d s, abandon %d s; the queue opens %s before the sale; honest buyers arrive at random until %s after it "+
 		"and think %s once admitted; seed %d\n\n",
@@ -81,9 +84,28 @@ func saleDetails(b *strings.Builder, sl Sale) {
 		"for a setting of %.4g (allowed %.4g + %.0f slack + %.0f owed from before it); most ahead of the setting since the opening %.0f (allowed 1); "+
 		"mean over the full seconds %.1f/s; per second %v\n",
 		passWord(r.Passed), r.Admitted, len(r.Seconds), r.Replicas, r.Busiest, r.Max, r.Setting, r.Setting, r.Slack, r.CatchUp, r.Ahead, r.Mean, r.Seconds)
+	eta := passWord(e.Passed)
+	if j.Fault != nil {
+		eta = "not judged: a fault"
+	}
 	fmt.Fprintf(b, "- **ETA** (%s): over %d admitted visitors (%d given it at their join), relative error beyond the second it states p50 %s, p90 %s; "+
 		"plain |ETA − wait| ÷ wait p50 %s, p90 %s\n",
-		passWord(e.Passed), e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90), pct(e.RawP50), pct(e.RawP90))
+		eta, e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90), pct(e.RawP50), pct(e.RawP90))
+	if fj := j.Fault; fj != nil {
+		fmt.Fprintf(b, "- **fault %s** (%s): at %s, %s; back after %.1f s. In line then: %d, of them %d kept their place, %d told another (%d might: joined in the last %s before the kill); "+
+			"%d joins again after not_joined; %d passes issued before it taken after it, %d refused\n",
+			fj.Kind, passWord(fj.Passed), fj.At.Format("15:04:05.000"), fj.Detail, fj.Down, fj.InLine, fj.Kept, len(fj.Moved), fj.MayMove, lossWindow,
+			fj.Rejoins, fj.PassesAcross, len(fj.PassesRefused))
+		for _, m := range append(append([]string(nil), fj.Moved...), fj.PassesRefused...) {
+			fmt.Fprintf(b, "  - %s\n", m)
+		}
+		if fj.Err != "" {
+			fmt.Fprintf(b, "  - %s\n", fj.Err)
+		}
+		if fj.InLine == 0 {
+			b.WriteString("  - nobody was in line when it struck: it tested nothing (a later -room-fault-at, a bigger -crowd)\n")
+		}
+	}
 	fmt.Fprintf(b, "- **fouls** (%s): %d purchases without a valid pass of the buyer's own, %d refused 403, %d accepted: %s\n",
 		passWord(j.Fouls.Passed), j.Fouls.Sent, j.Fouls.Refused, j.Fouls.Accepted, counts(j.Fouls.Answers))
 	if len(j.Fouls.Untested) > 0 {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
@@ -47,6 +48,8 @@ type Settings struct {
 	BotConns       int     `json:"bot_conns"`
 	Tick           string  `json:"room_tick"`
 	Seed           int64   `json:"seed"`
+	Fault          string  `json:"room_fault,omitempty"`
+	FaultAt        string  `json:"room_fault_at,omitempty"`
 }
 
 // Sale is one strategy's sale behind one variant of the room: the room's judgement and the audit.
@@ -104,6 +107,7 @@ func (o *Options) settings(seed int64) Settings {
 		PreQueue: o.room.preQueue.String(), ArriveAfter: o.crowd.after.String(),
 		Think: o.crowd.thinkMin.String() + "–" + o.crowd.thinkMax.String(), BotPoll: o.crowd.botPoll.String(),
 		BotConns: o.crowd.botConns, Tick: o.room.tick.String(), Seed: seed,
+		Fault: o.room.fault, FaultAt: map[bool]string{true: o.room.faultAt.String()}[o.room.fault != ""],
 	}
 }
 
@@ -139,11 +143,30 @@ func (o *Options) playSale(ctx context.Context, db *sql.DB, admin *attack.AdminC
 		}
 		users[i] = fmt.Sprintf("wr%s-%s-%s-%s%d", tag, shortName(strategy), variant[:1], kind, i)
 	}
+	// The fault strikes while the crowd waits; what it killed of the backing services is started
+	// again once the crowd is done.
+	var fault *FaultJudgement
+	var faulted sync.WaitGroup
+	f := &roomFault{kind: o.room.fault, dsn: o.MysqlDSN, services: "scripts/services.sh", replicas: "scripts/replica.sh"}
+	if f.kind != "" {
+		faulted.Go(func() {
+			fj := f.play(ctx, starts.Add(o.room.faultAt), cr.saleID, say)
+			fault = &fj
+		})
+	}
 	visitors := cr.play(ctx, users, o.bots(), o.room.preQueue+o.crowd.after, rng)
+	faulted.Wait()
+	if fault != nil {
+		f.afterCrowd(context.WithoutCancel(ctx), fault)
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	j := JudgeRoom(visitors, variant, o.room.admitRate, o.room.tick, len(o.Targets), starts)
+	if fault != nil {
+		fj := judgeFault(visitors, *fault)
+		j.Fault = &fj
+	}
 	s := &Sale{Strategy: strategy, Variant: variant, ProductID: id, Judgement: j}
 	for _, v := range visitors {
 		if v.Sale != "" {
