@@ -30,6 +30,7 @@ func TestCheck(t *testing.T) {
 		{"a product the API does not have", "GET", "/api/v1/products/99", 404, jsonHeader, notFound, ""},
 		{"a path the spec does not have", "GET", "/api/v1/nowhere", 404, jsonHeader, notFound, ""},
 		{"the storefront is outside the contract", "GET", "/static/app.js", 200, http.Header{"Content-Type": {"text/javascript"}}, "x", ""},
+		{"the contract's page is outside the contract", "GET", "/api/docs", 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, "x", ""},
 		{"a HEAD of a read", "HEAD", "/healthz", 200, jsonHeader, "", ""},
 		{"planted: a HEAD's undocumented status", "HEAD", "/healthz", 418, jsonHeader, "", "not documented"},
 		{"planted: an undocumented route answered", "GET", "/api/v1/nowhere", 200, jsonHeader, `{"status":"ok"}`, "no route of the spec"},

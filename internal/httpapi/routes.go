@@ -197,6 +197,14 @@ func New(d Deps, cfg Config) (http.Handler, error) {
 	}
 	get(r, "/", files.serve(func(*gin.Context) string { return "index.html" }))
 	get(r, "/static/*filepath", files.serve(func(c *gin.Context) string { return strings.TrimPrefix(c.Param("filepath"), "/") }))
+
+	// The contract, for machines and for people (apidocs.go); outside the contract itself.
+	docs, err := contractDocs()
+	if err != nil {
+		return nil, err
+	}
+	get(r, "/api/openapi.yaml", docs.serveSpec)
+	get(r, "/api/docs", docs.servePage)
 	return r, nil
 }
 

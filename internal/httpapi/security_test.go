@@ -22,8 +22,8 @@ import (
 )
 
 // TestSecurityHeaders: every answer (a page, a file, an API answer, a refusal, a path that names
-// nothing) carries the security headers; the storefront's under the page's policy, the API's
-// under one that allows nothing.
+// nothing) carries the security headers; the pages (the storefront's, the API's docs) under the
+// page's policy, the API's answers under one that allows nothing.
 func TestSecurityHeaders(t *testing.T) {
 	h := testRouter(t, failWith(sale.ErrSoldOut), Config{}, io.Discard)
 	for _, tc := range []struct {
@@ -41,6 +41,8 @@ func TestSecurityHeaders(t *testing.T) {
 		{"GET", "/api/v1/admin/products", 401, apiCSP},
 		{"GET", "/healthz", 200, apiCSP},
 		{"GET", "/metrics", 200, apiCSP},
+		{"GET", "/api/docs", 200, pageCSP},
+		{"GET", "/api/openapi.yaml", 200, apiCSP},
 	} {
 		got := serve(h, tc.method, tc.path, `{"user_id":"alice"}`, nil,
 			"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options")
