@@ -390,6 +390,8 @@ func TestNginxCachesOnlyPublicReads(t *testing.T) {
 		{http.MethodPost, "/api/v1/orders/5/cancel", false, false},
 		{http.MethodGet, "/", false, false},
 		{http.MethodGet, "/static/app.js", false, false},
+		{http.MethodGet, "/api/openapi.yaml", false, false},
+		{http.MethodGet, "/api/docs", false, false},
 		{http.MethodGet, "/healthz", false, false},
 		{http.MethodGet, "/api/v1/admin/products", false, true},
 		{http.MethodGet, "/api/v1/admin/products/1/stats", false, true},
