@@ -34,6 +34,9 @@ type Visitor struct {
 	Tickets       []int64   `json:"tickets,omitempty"`
 	FirstTicketAt time.Time `json:"first_ticket_at"`
 	Rejoins       int       `json:"rejoins,omitempty"`
+	// Unanswered counts its requests that got no answer at all (a replica gone), each of which
+	// moved it to the next replica.
+	Unanswered int `json:"unanswered,omitempty"`
 	// ETA is the first estimated wait it was given and ETAAt when; ETAAtJoin whether the join
 	// gave it (a shuffled pre-queue's does not: no place is drawn yet).
 	ETA       time.Duration `json:"eta"`
@@ -157,7 +160,7 @@ func (cr *crowd) join(ctx context.Context, c *http.Client, target *string, v *Vi
 		st, t, after := visit(ctx, c, http.MethodPost, cr.queueURL(*target), map[string]string{"user_id": v.User}, nil)
 		switch {
 		case st == 0:
-			cr.failover(target)
+			cr.failover(v, target)
 			sleep(ctx, retry)
 		case st == http.StatusOK:
 			v.JoinSent, v.PreQueue, v.Sale = sent, t.State == "pre_queue", t.Sale
@@ -176,7 +179,8 @@ func (cr *crowd) join(ctx context.Context, c *http.Client, target *string, v *Vi
 
 // failover moves a visitor whose target did not answer to the next one, as a load balancer
 // would: a replica killed under it.
-func (cr *crowd) failover(target *string) {
+func (cr *crowd) failover(v *Visitor, target *string) {
+	v.Unanswered++
 	i := slices.Index(cr.s.targets, *target)
 	*target = cr.s.targets[(i+1)%len(cr.s.targets)]
 }
@@ -263,7 +267,7 @@ func (cr *crowd) poll(ctx context.Context, c *http.Client, target *string, v *Vi
 			return t, true
 		}
 		if st == 0 {
-			cr.failover(target)
+			cr.failover(v, target)
 		}
 		sleep(ctx, max(after, pause))
 	}
@@ -295,7 +299,7 @@ func (cr *crowd) buyOnce(ctx context.Context, c *http.Client, target *string, v 
 			}
 			pass = t.Pass
 		case p.Status == 0:
-			cr.failover(target)
+			cr.failover(v, target)
 			sleep(ctx, 300*time.Millisecond)
 		case p.Status == http.StatusTooManyRequests || p.Status >= 500:
 			sleep(ctx, 300*time.Millisecond)

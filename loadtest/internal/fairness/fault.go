@@ -19,9 +19,9 @@ import (
 // The faults a waiting-room run can play while the crowd waits in line (-room-fault), each once
 // per sale, -room-fault-at after the sale starts:
 //
-//	kill            replica 2 SIGKILLed (a crash) and started again at once: the room lives in
-//	                Redis, so its visitors — who poll the next replica while it is gone — must
-//	                keep their places, and the passes it signed must still buy
+//	kill            replica 2 SIGKILLed (a crash) and started again -room-fault-for later: the
+//	                room lives in Redis, so its visitors — who poll the next replica while it is
+//	                gone — must keep their places, and the passes it signed must still buy
 //	redis-failover  the Redis master that holds the sale's room SIGKILLed (Sentinel: the master;
 //	                Cluster: the master of the room's slot); its replica is promoted, the killed
 //	                node started again after the crowd. Replication is asynchronous: the joins
@@ -59,6 +59,9 @@ type FaultJudgement struct {
 	// master's kill: their place may be lost. Rejoins counts every join after a not_joined.
 	MayMove int `json:"may_move"`
 	Rejoins int `json:"rejoins"`
+	// Unanswered are the visitors who got no answer at least once (and moved to the next
+	// replica): the fault's reach.
+	Unanswered int `json:"unanswered"`
 	// PassesAcross are the visitors admitted before the fault whose purchase, sent after it with
 	// the pass they held, got past the pass check (202, or 409 sold out); PassesRefused those
 	// refused 403 instead.
@@ -70,6 +73,7 @@ type FaultJudgement struct {
 // roomFault plays one fault on the local stack: the scripts of make up.
 type roomFault struct {
 	kind     string
+	down     time.Duration // kill: how long the replica stays down
 	dsn      string
 	services string // scripts/services.sh
 	replicas string // scripts/replica.sh
@@ -104,13 +108,15 @@ func (f *roomFault) play(ctx context.Context, at time.Time, saleID func() string
 	return fj
 }
 
-// killReplica SIGKILLs the replica and starts it again (replica.sh waits until it is healthy).
+// killReplica SIGKILLs the replica and, f.down later, starts it again (replica.sh waits until
+// it is healthy).
 func (f *roomFault) killReplica(ctx context.Context, fj *FaultJudgement) error {
 	n := strconv.Itoa(killedReplica)
 	if err := f.run(ctx, f.replicas, "kill", n); err != nil {
 		return err
 	}
-	fj.Detail = "replica " + n + " SIGKILLed, started again"
+	sleep(ctx, f.down)
+	fj.Detail = fmt.Sprintf("replica %s SIGKILLed, started again %s later", n, f.down)
 	return f.run(ctx, f.replicas, "start", n)
 }
 
@@ -190,6 +196,9 @@ func (f *roomFault) output(ctx context.Context, script string, args ...string) (
 func judgeFault(visitors []*Visitor, fj FaultJudgement) FaultJudgement {
 	for _, v := range visitors {
 		fj.Rejoins += v.Rejoins
+		if v.Unanswered > 0 {
+			fj.Unanswered++
+		}
 		inLine := len(v.Tickets) > 0 && !v.FirstTicketAt.IsZero() && v.FirstTicketAt.Before(fj.At) &&
 			(!v.Admitted() || v.AdmittedSeen.After(fj.At))
 		if inLine {

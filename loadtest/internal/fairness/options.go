@@ -31,6 +31,7 @@ type roomOptions struct {
 	variants  []string
 	fault     string        // -room-fault: played in every sale (fault.go)
 	faultAt   time.Duration // after the sale's start
+	faultFor  time.Duration // how long a killed replica stays down
 }
 
 // crowdOptions are the visitors.
@@ -84,7 +85,8 @@ func (o *Options) roomFlags(fs *flag.FlagSet) (finish func() error) {
 		FaultKill+" (replica 2 SIGKILLed and started again: every place kept, every pass still buys) or "+
 		FaultRedisFailover+" (the room's Redis master SIGKILLed, with REDIS_MODE=sentinel or cluster: places kept but those joined in its last second, passes kept); "+
 		"the ETA is then reported, not judged")
-	fs.DurationVar(&o.room.faultAt, "room-fault-at", 2*time.Second, "with -room-fault: when it strikes, after the sale's start")
+	fs.DurationVar(&o.room.faultAt, "room-fault-at", 3*time.Second, "with -room-fault: when it strikes, after the sale's start")
+	fs.DurationVar(&o.room.faultFor, "room-fault-for", 3*time.Second, "with -room-fault kill: how long the replica stays down before it is started again")
 	variants := fs.String("variants", VariantFIFO+","+VariantShuffle, "with -waiting-room: the rooms to run per strategy: fifo (the pre-queue in order of joining), shuffle (drawn at the opening)")
 	fs.DurationVar(&o.crowd.after, "arrive-after", 3*time.Second, "with -waiting-room: honest buyers arrive at random from the queue's opening until this long after the sale starts")
 	fs.DurationVar(&o.crowd.thinkMin, "think-min", 500*time.Millisecond, "with -waiting-room: an honest buyer's shortest think time between its admission and its purchase")

@@ -18,7 +18,11 @@ func Markdown(r *Report) string {
 	fmt.Fprintf(&b, "%s · %s · commit %s · took %.0f s · targets %s\n\n", r.Machine, r.StartedAt.Format("2006-01-02 15:04 UTC"),
 		r.Commit, r.Took, strings.Join(r.Targets, ", "))
 	if s.Fault != "" {
-		fmt.Fprintf(&b, "fault in every sale: **%s**, %s after its start\n\n", s.Fault, s.FaultAt)
+		fmt.Fprintf(&b, "fault in every sale: **%s**, %s after its start", s.Fault, s.FaultAt)
+		if s.FaultFor != "" {
+			fmt.Fprintf(&b, ", down for %s", s.FaultFor)
+		}
+		b.WriteString("\n\n")
 	}
 	fmt.Fprintf(&b, "per sale: %d visitors, %d of them bots (%d connections each, polling every %s); %d units; admit_rate %.4g/s, "+
 		"max_active %d, session %d s, abandon %d s; the queue opens %s before the sale; honest buyers arrive at random until %s after it "+
@@ -93,9 +97,9 @@ func saleDetails(b *strings.Builder, sl Sale) {
 		eta, e.Pairs, e.AtJoin, pct(e.P50), pct(e.P90), pct(e.RawP50), pct(e.RawP90))
 	if fj := j.Fault; fj != nil {
 		fmt.Fprintf(b, "- **fault %s** (%s): at %s, %s; back after %.1f s. In line then: %d, of them %d kept their place, %d told another (%d might: joined in the last %s before the kill); "+
-			"%d joins again after not_joined; %d passes issued before it taken after it, %d refused\n",
+			"%d visitors got no answer and moved to the next replica; %d joins again after not_joined; %d passes issued before it taken after it, %d refused\n",
 			fj.Kind, passWord(fj.Passed), fj.At.Format("15:04:05.000"), fj.Detail, fj.Down, fj.InLine, fj.Kept, len(fj.Moved), fj.MayMove, lossWindow,
-			fj.Rejoins, fj.PassesAcross, len(fj.PassesRefused))
+			fj.Unanswered, fj.Rejoins, fj.PassesAcross, len(fj.PassesRefused))
 		for _, m := range append(append([]string(nil), fj.Moved...), fj.PassesRefused...) {
 			fmt.Fprintf(b, "  - %s\n", m)
 		}

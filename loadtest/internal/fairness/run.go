@@ -50,6 +50,7 @@ type Settings struct {
 	Seed           int64   `json:"seed"`
 	Fault          string  `json:"room_fault,omitempty"`
 	FaultAt        string  `json:"room_fault_at,omitempty"`
+	FaultFor       string  `json:"room_fault_for,omitempty"`
 }
 
 // Sale is one strategy's sale behind one variant of the room: the room's judgement and the audit.
@@ -108,6 +109,7 @@ func (o *Options) settings(seed int64) Settings {
 		Think: o.crowd.thinkMin.String() + "–" + o.crowd.thinkMax.String(), BotPoll: o.crowd.botPoll.String(),
 		BotConns: o.crowd.botConns, Tick: o.room.tick.String(), Seed: seed,
 		Fault: o.room.fault, FaultAt: map[bool]string{true: o.room.faultAt.String()}[o.room.fault != ""],
+		FaultFor: map[bool]string{true: o.room.faultFor.String()}[o.room.fault == FaultKill],
 	}
 }
 
@@ -147,7 +149,7 @@ func (o *Options) playSale(ctx context.Context, db *sql.DB, admin *attack.AdminC
 	// again once the crowd is done.
 	var fault *FaultJudgement
 	var faulted sync.WaitGroup
-	f := &roomFault{kind: o.room.fault, dsn: o.MysqlDSN, services: "scripts/services.sh", replicas: "scripts/replica.sh"}
+	f := &roomFault{kind: o.room.fault, down: o.room.faultFor, dsn: o.MysqlDSN, services: "scripts/services.sh", replicas: "scripts/replica.sh"}
 	if f.kind != "" {
 		faulted.Go(func() {
 			fj := f.play(ctx, starts.Add(o.room.faultAt), cr.saleID, say)
