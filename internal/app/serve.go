@@ -26,6 +26,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/orderqueue"
 	"github.com/seckill-go/seckill-go/internal/payment"
 	"github.com/seckill-go/seckill-go/internal/ratelimit"
+	"github.com/seckill-go/seckill-go/internal/reconcile"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/internal/stampede"
 	"github.com/seckill-go/seckill-go/internal/stampede/redisboard"
@@ -121,6 +122,14 @@ func (r *resources) build(self net.Addr, fp failpoints) (*parts, error) {
 	} else if cfg.Run.Expirer {
 		// The worker only publishes (units came back): it keeps no sale state to apply changes to.
 		p.back = append(p.back, func(ctx context.Context) error { return feed.Run(ctx, func(sale.Change) {}) })
+	}
+	if cfg.Reconcile.Every > 0 {
+		loop, err := reconcile.New(r.store.DB(), r.metrics.RegisterReconcile(), reconcile.Options{
+			Every: cfg.Reconcile.Every, Log: log.With("component", "reconcile")})
+		if err != nil {
+			return nil, err
+		}
+		p.back = append(p.back, loop.Run)
 	}
 	if cfg.HTTP.PprofAddr != "" {
 		w, err := pprofWorker(log, cfg.HTTP.PprofAddr)

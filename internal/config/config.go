@@ -174,6 +174,11 @@ type Config struct {
 		// ExpireEvery is the expirer's interval.
 		ExpireEvery time.Duration
 	}
+	// Reconcile is the reconciliation loop (internal/reconcile): the audit's invariants checked
+	// on the live sales every Every; 0 runs none in this process.
+	Reconcile struct {
+		Every time.Duration
+	}
 	// Buyer says how a buyer's identity is verified: unset, a purchase's user_id is the client's
 	// claim; set, it comes from a signed bearer token.
 	Buyer struct {
@@ -297,6 +302,7 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_RELAY", flag: "relay", def: "true", usage: "run the outbox relay", set: boolean(&c.Run.Relay)},
 		{env: "SECKILL_PERSISTER", flag: "persister", def: "true", usage: "run the redis-lua persister (Redis Streams → MySQL)", set: boolean(&c.Run.Persister)},
 		{env: "SECKILL_EXPIRER", flag: "expirer", def: "true", usage: "run the expirer (unpaid orders expire, their units go back on sale)", set: boolean(&c.Run.Expirer)},
+		{env: "SECKILL_RECONCILE_EVERY", flag: "reconcile-every", def: "30s", usage: "how often the reconciliation checks the audit's invariants on the live sales, at most 32 a run, in turn (0: not in this process)", set: dur(&c.Reconcile.Every)},
 		{env: "SECKILL_PAYMENT_WINDOW", flag: "payment-window", def: "10m", usage: "how long an order waits for payment before it expires and its units go back on sale", set: dur(&c.Payment.Window)},
 		{env: "SECKILL_PAYMENT_LATENCY", flag: "payment-latency", def: "50ms", usage: "the simulated payment provider's mean time per charge (0: instant)", set: dur(&c.Payment.Latency)},
 		{env: "SECKILL_PAYMENT_FAILURE_RATE", flag: "payment-failure-rate", def: "0.05", usage: "the share of charges the simulated payment provider declines, 0 to 1", set: float(&c.Payment.FailureRate)},
@@ -406,6 +412,9 @@ func (c *Config) validate() error {
 		if d.v <= 0 {
 			add("%s must be positive", d.name)
 		}
+	}
+	if c.Reconcile.Every < 0 {
+		add("SECKILL_RECONCILE_EVERY must not be negative (0 turns it off)")
 	}
 	if c.MySQL.MaxOpenConns < 1 || c.Kafka.Partitions < 1 || c.Live.RedisPool < 1 {
 		add("SECKILL_MYSQL_MAX_OPEN_CONNS, SECKILL_KAFKA_PARTITIONS and SECKILL_LIVE_REDIS_POOL must be at least 1")

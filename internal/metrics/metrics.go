@@ -225,6 +225,12 @@ func (f factory) histogramVecBuckets(name, help string, buckets []float64, label
 	return h
 }
 
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	f.reg.MustRegister(c)

@@ -1,0 +1,146 @@
+package reconcile_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-go/seckill-go/internal/itest"
+	"github.com/seckill-go/seckill-go/internal/reconcile"
+)
+
+// recorder keeps what the loop reported.
+type recorder struct {
+	mu      sync.Mutex
+	checked map[int64][]int // product → violations of each check, in order
+	over    map[int64]int   // product → units oversold at its last check
+	live    []int64
+	runs    int
+	failed  int
+}
+
+func (r *recorder) Checked(id int64, _ string, violations, oversold int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked[id] = append(r.checked[id], violations)
+	r.over[id] = oversold
+}
+
+func (r *recorder) Live(ids []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.live = slices.Clone(ids)
+}
+
+func (r *recorder) Ran(_ time.Duration, failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs++
+	if failed {
+		r.failed++
+	}
+}
+
+func product(t *testing.T, db *sql.DB, name string, stock int, ends string) int64 {
+	t.Helper()
+	res, err := db.ExecContext(t.Context(), `INSERT INTO products
+		(name, price_cents, stock, initial_stock, strategy, sale_starts_at, sale_ends_at, per_user_limit, created_at, updated_at)
+		VALUES (?, 100, ?, ?, 'mysql', NOW(6) - INTERVAL 2 DAY, `+ends+`, 1, NOW(6), NOW(6))`, name, stock, stock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// reserve records a purchase of one unit as the purchase path does: the reservation and the
+// stock deduction in one transaction, unless takeStock is false (a planted drift).
+func reserve(t *testing.T, db *sql.DB, id int64, user string, takeStock bool) {
+	t.Helper()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(t.Context(), `INSERT INTO reservations (order_id, product_id, user_id, idem_key, quantity, strategy, created_at)
+		VALUES (?, ?, ?, ?, 1, 'mysql', NOW(6))`, fmt.Sprintf("o-%d-%s", id, user), id, user, "k-"+user); err != nil {
+		t.Fatal(err)
+	}
+	if takeStock {
+		if _, err := tx.ExecContext(t.Context(), `UPDATE products SET stock = stock - 1 WHERE id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReconcileReportsDrift: sound sales are reported sound, every live sale is checked in turn
+// (two a run of three), an ended one is not; a drift planted by hand in the database (a unit
+// taken from the stock with no reservation; a reservation with no unit taken, which oversells)
+// is reported within two runs, and only for its sale.
+func TestReconcileReportsDrift(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	db := st.DB()
+	a := product(t, db, "a", 5, "NOW(6) + INTERVAL 1 HOUR")
+	b := product(t, db, "b", 1, "NOW(6) + INTERVAL 1 HOUR")
+	c := product(t, db, "c", 3, "NOW(6) + INTERVAL 1 YEAR")
+	ended := product(t, db, "ended", 3, "NOW(6) - INTERVAL 1 DAY")
+	reserve(t, db, a, "alice", true)
+	reserve(t, db, b, "bob", true)
+
+	rec := &recorder{checked: map[int64][]int{}, over: map[int64]int{}}
+	loop, err := reconcile.New(db, rec, reconcile.Options{Every: time.Hour, PerRun: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		for _, f := range loop.Once(ctx) {
+			if len(f.Violations) > 0 {
+				t.Fatalf("a sound sale reported: %+v", f)
+			}
+		}
+	}
+	if !slices.Equal(rec.live, []int64{a, b, c}) || rec.runs != 2 || rec.failed != 0 {
+		t.Fatalf("live %v after %d runs (%d failed), want [%d %d %d] after 2", rec.live, rec.runs, rec.failed, a, b, c)
+	}
+	for _, id := range []int64{a, b, c} {
+		if len(rec.checked[id]) == 0 {
+			t.Fatalf("sale %d not checked in two runs of two out of three", id)
+		}
+	}
+	if len(rec.checked[ended]) > 0 {
+		t.Fatal("a sale ended a day ago was checked")
+	}
+
+	// The drifts: a unit of a gone from its stock with no reservation; a reservation of b's one
+	// unit more, with none left to take (two units out of one: oversold by one).
+	if _, err := db.ExecContext(ctx, `UPDATE products SET stock = stock - 1 WHERE id = ?`, a); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, db, b, "bart", false)
+	seen := map[int64]bool{}
+	for range 2 {
+		for _, f := range loop.Once(ctx) {
+			if len(f.Violations) > 0 {
+				seen[f.Sale.ProductID] = true
+			}
+		}
+	}
+	if !seen[a] || !seen[b] || seen[c] {
+		t.Fatalf("drift reported for %v within two runs, want %d and %d only", seen, a, b)
+	}
+	if rec.over[b] != 1 || rec.over[a] != 0 {
+		t.Fatalf("oversold: a %d, b %d; want 0 and 1", rec.over[a], rec.over[b])
+	}
+}
