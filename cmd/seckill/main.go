@@ -1,7 +1,9 @@
 // Command seckill is the seckill-go binary: the flash-sale HTTP API with its outbox relay and
 // order consumer (serve), the relay and consumer alone (worker), the schema migrations (migrate)
-// and the demo products (seed). Every setting comes from SECKILL_* variables or flags; run
-// `seckill serve -h` for the list. The program itself is internal/app; this is its thin main.
+// and the demo products (seed); and, at a terminal, a client of a running API (products, buy,
+// order, admin), on the client generated from the contract. Every setting comes from SECKILL_*
+// variables or flags; run `seckill serve -h` for the list. The program itself is internal/app;
+// this is its thin main.
 package main
 
 import (

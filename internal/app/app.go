@@ -1,6 +1,8 @@
 // Package app is the seckill program: it reads the configuration, wires the adapters to the
-// domain and runs one of the commands (serve, worker, migrate, seed) until its context ends. Both
-// cmd/seckill and the end-to-end tests and load test run it, so that what is tested is what ships.
+// domain and runs one of the commands (serve, worker, migrate, seed) until its context ends;
+// its client commands (products, buy, order, admin: remote.go) are the API's generated client
+// (api/client) at a terminal. Both cmd/seckill and the end-to-end tests and load test run it, so
+// that what is tested is what ships.
 package app
 
 import (
@@ -22,6 +24,13 @@ commands:
   migrate  create the database if missing and apply pending migrations
   seed     create the demo products (one open sale per enabled strategy, one opening soon)
   token    print a buyer token per user id, signed with SECKILL_BUYER_JWT_HMAC_KEY (dev and tests)
+
+clients of a running API (-url; -json for its answer as it is):
+  products the listed products
+  buy      one purchase: -product N -user U [-quantity 1] [-key K]; prints the receipt
+  order    the buyer's order: -id O -user U
+  admin    the admin API (-token or SECKILL_ADMIN_TOKEN): create -name N -price CENTS -stock N
+           [-strategy S]; reset -product N [-stock N]
 
 Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable.
 `
@@ -46,8 +55,17 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	cmd := args[0]
-	if cmd == "token" {
+	switch cmd {
+	case "token":
 		return token(args[1:], getenv, stdout, stderr)
+	case "products":
+		return products(ctx, args[1:], stdout, stderr)
+	case "buy":
+		return buy(ctx, args[1:], stdout, stderr)
+	case "order":
+		return order(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return admin(ctx, args[1:], getenv, stdout, stderr)
 	}
 	cfg, err := config.Load("seckill "+cmd, args[1:], getenv, stderr)
 	if err != nil {
