@@ -54,9 +54,10 @@ build: ## build bin/seckill and bin/devbroker with the release flags
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/seckill ./cmd/seckill
 	$(GO_BUILD_ENV) $(GO) build $(GO_BUILD_FLAGS) -o bin/devbroker ./cmd/devbroker
 
-test: ## all tests (integration and the browser test included, the fuzz targets' seed corpora as regression tests) against the local services (started if needed)
+test: ## all tests (integration and the browser test included, the fuzz targets' seed corpora as regression tests, promtool's alert rule tests) against the local services (started if needed)
 	scripts/services.sh up
 	scripts/chromium.sh
+	scripts/promtool.sh
 	$(GO) test $(GOTESTFLAGS) ./...
 
 # The fuzz targets are internal/httpapi's (every input surface of the API; the FuzzApp* ones

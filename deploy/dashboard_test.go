@@ -259,6 +259,13 @@ func TestDashboardMetricsExist(t *testing.T) {
 		refs[key] = r
 	}
 
+	checkMetricRefs(t, refs, appMetrics(t))
+}
+
+// appMetrics returns the metric families of the real app's /metrics (liveMetrics), with the
+// faultOnly ones added from the metrics package after recording their event.
+func appMetrics(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
 	families := liveMetrics(t)
 	if len(faultOnly) > 0 {
 		m := metrics.New()
@@ -279,7 +286,14 @@ func TestDashboardMetricsExist(t *testing.T) {
 			}
 		}
 	}
+	return families
+}
 
+// checkMetricRefs checks every metric and label that refs (PromQL expressions by a name for
+// the messages) read against families: the metric is exported, a matcher's label exists (and an
+// = matcher's value was seen), a grouping label belongs to one of the expression's metrics.
+func checkMetricRefs(t *testing.T, refs map[string]promqlRefs, families map[string]*dto.MetricFamily) {
+	t.Helper()
 	for _, key := range sortedKeys(refs) {
 		r := refs[key]
 		labels := map[string]bool{}
@@ -401,14 +415,12 @@ func liveMetrics(t *testing.T) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// TestPromtool checks the dashboard's PromQL and the Prometheus configuration with promtool,
-// when it is installed (scripts/compose-check.sh installs it): Grafana's macros are replaced by
-// durations, each expression becomes a recording rule, and promtool parses them.
+// TestPromtool checks the dashboard's PromQL and the Prometheus configuration (with the rule
+// files it loads) with promtool (scripts/promtool.sh installs it; without it the test fails):
+// Grafana's macros are replaced by durations, each expression becomes a recording rule, and
+// promtool parses them.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not installed (scripts/compose-check.sh installs it)")
-	}
+	promtool := promtoolPath(t)
 	exprs := dashboardExprs(t, loadDashboard(t))
 	macros := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h")
 	var rules bytes.Buffer

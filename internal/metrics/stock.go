@@ -10,19 +10,23 @@ import (
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
-// ProductLister lists the products and their stock; the store implements it.
+// ProductLister lists the products and their stock, and the units the returns still owe them;
+// the store implements it.
 type ProductLister interface {
 	Products(ctx context.Context) ([]sale.Product, error)
+	UnreturnedUnits(ctx context.Context, ids []int64) (map[int64]int, error)
 }
 
-// stockCollector reports every product's stock and initial stock at scrape time, read from the
-// database (one small query per scrape): the panel of a running sale. Every replica reports the
+// stockCollector reports every product's stock, initial stock and units not yet returned at
+// scrape time, read from the database (two small queries per scrape): the panel of a running
+// sale, and what an alert on a sold-out sale that is owed units reads. Every replica reports the
 // same values, so dashboards take max by product.
 type stockCollector struct {
-	products ProductLister
-	stock    *prometheus.Desc
-	initial  *prometheus.Desc
-	up       *prometheus.Desc
+	products   ProductLister
+	stock      *prometheus.Desc
+	initial    *prometheus.Desc
+	unreturned *prometheus.Desc
+	up         *prometheus.Desc
 }
 
 // CollectStock registers the product stock gauges, read from products at every scrape.
@@ -32,13 +36,16 @@ func (m *Metrics) CollectStock(products ProductLister) {
 		products: products,
 		stock:    prometheus.NewDesc("seckill_product_stock", "Units left of each product, read from the database at scrape time.", labels, nil),
 		initial:  prometheus.NewDesc("seckill_product_initial_stock", "Units each product's sale started with.", labels, nil),
-		up:       prometheus.NewDesc("seckill_product_stock_scrape_ok", "1 if the product stock could be read at this scrape, else 0.", nil, nil),
+		unreturned: prometheus.NewDesc("seckill_product_unreturned_units",
+			"Units of each product's expired or cancelled orders not back in its stock yet (parked orders aside), read from the database at scrape time.", labels, nil),
+		up: prometheus.NewDesc("seckill_product_stock_scrape_ok", "1 if the product stock and unreturned units could be read at this scrape, else 0.", nil, nil),
 	})
 }
 
 func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.stock
 	ch <- c.initial
+	ch <- c.unreturned
 	ch <- c.up
 }
 
@@ -50,11 +57,25 @@ func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	// Without the units owed, the stock is still worth reporting; an alert then sees no
+	// unreturned series rather than a wrong 0, and the scrape says it failed.
+	owed, err := c.products.UnreturnedUnits(ctx, ids)
+	ok := 1.0
+	if err != nil {
+		ok = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok)
 	for _, p := range ps {
 		id := strconv.FormatInt(p.ID, 10)
 		ch <- prometheus.MustNewConstMetric(c.stock, prometheus.GaugeValue, float64(p.Stock), id, string(p.Strategy))
 		ch <- prometheus.MustNewConstMetric(c.initial, prometheus.GaugeValue, float64(p.InitialStock), id, string(p.Strategy))
+		if err == nil {
+			ch <- prometheus.MustNewConstMetric(c.unreturned, prometheus.GaugeValue, float64(owed[p.ID]), id, string(p.Strategy))
+		}
 	}
 }
 

@@ -437,6 +437,31 @@ func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from in
 	return slices.DeleteFunc(out, func(d sale.ReturnDue) bool { return len(d.Orders) == 0 }), nil
 }
 
+// UnreturnedUnits returns, for those of ids that have some, the units of their expired or
+// cancelled orders that are not back in stock yet, parked ones aside: what the returns still owe
+// each sale (the metrics read it at every scrape). One range of ix_orders_return_due per
+// product: the cost grows with the orders still due, not with all of them.
+func (s *Store) UnreturnedUnits(ctx context.Context, ids []int64) (map[int64]int, error) {
+	out := map[int64]int{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ProductID int64
+		Units     int
+	}
+	err := s.db.WithContext(ctx).Raw(`SELECT product_id, SUM(quantity) AS units FROM orders
+		WHERE product_id IN ? AND returned_at IS NULL AND closed_at IS NOT NULL AND parked_at IS NULL
+		GROUP BY product_id`, ids).Scan(&rows).Error
+	if err != nil {
+		return nil, classify("unreturned units", err)
+	}
+	for _, r := range rows {
+		out[r.ProductID] = r.Units
+	}
+	return out, nil
+}
+
 // MarkReturned locks those of orderIDs (of productID) that are closed and not returned yet, marks
 // them returned, and returns their units: the caller puts that many back in the stock in this
 // transaction. An order returned already counts for nothing, so a return that runs twice

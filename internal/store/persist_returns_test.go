@@ -81,3 +81,48 @@ func TestPersistReturns(t *testing.T) {
 		t.Fatalf("returned orders after a reset: %v, %v; want none", got, err)
 	}
 }
+
+// TestUnreturnedUnits: the units of closed orders not back in stock yet, per product: an order
+// awaiting payment owes none, a returned one none any more; a product without any is absent.
+func TestUnreturnedUnits(t *testing.T) {
+	st, _ := itest.Store(t)
+	ctx := context.Background()
+	p := product(t, st, 5, sale.StrategyRedisLua)
+	quiet := product(t, st, 5, sale.StrategyRedisLua)
+	rs := []sale.Reservation{decided(p, "u1", ""), decided(p, "u2", ""), decided(p, "u3", "")}
+	if _, _, err := st.PersistReservations(ctx, p.ID, p.Strategy, p.Epoch, 0, rs); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{rs[0].OrderID, rs[1].OrderID, rs[2].OrderID}
+	if _, err := st.ConfirmOrders(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	units := func() map[int64]int {
+		t.Helper()
+		got, err := st.UnreturnedUnits(ctx, []int64{p.ID, quiet.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if diff := cmp.Diff(map[int64]int{}, units()); diff != "" {
+		t.Errorf("orders awaiting payment (-want +got):\n%s", diff)
+	}
+	for _, r := range rs[:2] {
+		if _, err := st.CancelOrder(ctx, r.OrderID, r.UserID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(map[int64]int{p.ID: 2}, units()); diff != "" {
+		t.Errorf("two cancelled, not returned (-want +got):\n%s", diff)
+	}
+	if n, err := st.PersistReturns(ctx, p.ID, p.Strategy, p.Epoch, 0, ids[:1]); err != nil || n != 1 {
+		t.Fatalf("return one: %d units, %v; want 1", n, err)
+	}
+	if diff := cmp.Diff(map[int64]int{p.ID: 1}, units()); diff != "" {
+		t.Errorf("one of them returned (-want +got):\n%s", diff)
+	}
+	if got, err := st.UnreturnedUnits(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("no products: %v, %v; want none", got, err)
+	}
+}
