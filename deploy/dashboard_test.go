@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -387,7 +388,8 @@ func seriesLabels(f *dto.MetricFamily) map[string]map[string]bool {
 func liveMetrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	stack := apptest.NewStack(t)
-	app := stack.Start(t, map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true"})
+	// The running audit every 100 ms: its series exist once it has checked a sale.
+	app := stack.Start(t, map[string]string{"SECKILL_ALLOW_UNSAFE_STRATEGIES": "true", "SECKILL_RECONCILE_EVERY": "100ms"})
 	admin, shop := apptest.Client{URL: app.URL, Token: apptest.AdminToken}, apptest.Client{URL: app.URL}
 	for _, st := range []string{"mysql", "redis", "zk", "none"} {
 		id := admin.CreateProduct(t, map[string]any{"name": "dashboard " + st, "price_cents": 100, "stock": 1, "strategy": st})
@@ -399,7 +401,21 @@ func liveMetrics(t *testing.T) map[string]*dto.MetricFamily {
 			t.Fatalf("%s: the second purchase: %d %s, want 409", st, r.Status, r.Raw)
 		}
 	}
-	res, err := http.Get(app.URL + "/metrics")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		fams := scrape(t, app.URL)
+		if f := fams["seckill_reconcile_oversold_units"]; f != nil && len(f.GetMetric()) >= 4 {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running audit checked no sale within 20 s (seckill_reconcile_oversold_units has no series for the 4 products)")
+		}
+	}
+}
+
+// scrape reads the app's /metrics.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
