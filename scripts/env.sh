@@ -34,6 +34,10 @@ export SECKILL_DEFAULT_STRATEGY=${SECKILL_DEFAULT_STRATEGY:-mysql}
 # The demo's payment window: long enough to pay by hand, short enough to watch an order expire
 # and its unit come back on sale (the app's default is 10 minutes).
 export SECKILL_PAYMENT_WINDOW=${SECKILL_PAYMENT_WINDOW:-2m}
+# The running audit checks the live sales every 10 s here (30 s by default), on replica 1 only
+# (lib.sh's start_replica_process; one is enough, and it costs MySQL): make chaos reads its
+# verdict on the run's sales there at its end.
+export SECKILL_RECONCILE_EVERY=${SECKILL_RECONCILE_EVERY:-10s}
 # The dev stack serves the unsafe `none` strategy (the app's own default is false): the seeded
 # demo, the storefront's stampede and `make loadtest` use it to show an oversell being caught.
 export SECKILL_ALLOW_UNSAFE_STRATEGIES=${SECKILL_ALLOW_UNSAFE_STRATEGIES:-true}

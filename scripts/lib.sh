@@ -77,12 +77,13 @@ replica_procs() {
 
 # start_replica_process N starts replica N of `bin/seckill serve` in the background, with the
 # SECKILL_* environment of scripts/env.sh (the caller sources it), and GOMAXPROCS of replica_procs
-# unless the caller set one.
+# unless the caller set one. Only replica 1 runs the running audit (SECKILL_RECONCILE_EVERY).
 start_replica_process() {
-	local n=$1
+	local n=$1 reconcile=0
+	((n != 1)) || reconcile=${SECKILL_RECONCILE_EVERY:-30s}
 	log "replica-$n: starting on $(replica_addr "$n")"
 	SECKILL_HTTP_ADDR=$(replica_addr "$n") SECKILL_INSTANCE_ID=replica-$n GOMAXPROCS=${GOMAXPROCS:-$(replica_procs)} \
-		start_bg "replica-$n" "$BIN_DIR/seckill" serve
+		SECKILL_RECONCILE_EVERY=$reconcile start_bg "replica-$n" "$BIN_DIR/seckill" serve
 }
 
 # wait_replica N waits until replica N answers /healthz with 200, or dies.

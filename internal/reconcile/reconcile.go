@@ -9,8 +9,10 @@
 // an order is not checked: the order queue may be behind by design.
 //
 // The cost is off the purchase path and bounded: at most PerRun sales a run, each a handful of
-// indexed aggregate queries over that sale's rows, in a read-only transaction; the sales are
-// taken in turn, so a thousand live sales are all seen within ⌈1000 / PerRun⌉ runs.
+// indexed aggregate queries over that sale's rows, in a read-only transaction. Half of a run goes
+// to the sales created or reset most recently (a flash sale's busy ones: each is checked within a
+// run of its start), the other half to all the live sales in turn, so a thousand live sales are
+// all seen within ⌈1000 / (PerRun/2)⌉ runs.
 package reconcile
 
 import (
@@ -19,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/seckill-go/seckill-go/internal/audit"
@@ -28,6 +31,8 @@ import (
 type Sale struct {
 	ProductID int64
 	Strategy  string
+	// since is when the sale was created or last reset: the newest are checked first.
+	since time.Time
 }
 
 // Finding is what one check of one sale found: the violations in words (none: sound) and the
@@ -143,7 +148,7 @@ func (l *Loop) Once(ctx context.Context) []Finding {
 
 // live lists the sales on now, or ended within EndedFor, in id order.
 func (l *Loop) live(ctx context.Context) ([]Sale, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT id, strategy FROM products WHERE sale_ends_at > ? ORDER BY id`,
+	rows, err := l.db.QueryContext(ctx, `SELECT id, strategy, updated_at FROM products WHERE sale_ends_at > ? ORDER BY id`,
 		l.o.Now().Add(-l.o.EndedFor).UTC())
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: live sales: %w", err)
@@ -152,7 +157,7 @@ func (l *Loop) live(ctx context.Context) ([]Sale, error) {
 	var out []Sale
 	for rows.Next() {
 		var s Sale
-		if err := rows.Scan(&s.ProductID, &s.Strategy); err != nil {
+		if err := rows.Scan(&s.ProductID, &s.Strategy, &s.since); err != nil {
 			return nil, fmt.Errorf("reconcile: live sales: %w", err)
 		}
 		out = append(out, s)
@@ -163,21 +168,31 @@ func (l *Loop) live(ctx context.Context) ([]Sale, error) {
 	return out, nil
 }
 
-// turn picks this run's sales: PerRun of live from the first id at or after l.next, wrapping
-// around, and moves l.next past them.
+// turn picks this run's sales out of live (in id order): the PerRun/2 newest (created or reset
+// last), then, from the first id at or after l.next and wrapping around, as many others as fill
+// PerRun; l.next moves past the last of those.
 func (l *Loop) turn(live []Sale) []Sale {
 	if len(live) <= l.o.PerRun {
 		return live
+	}
+	newest := slices.Clone(live)
+	slices.SortStableFunc(newest, func(a, b Sale) int { return b.since.Compare(a.since) })
+	picked := slices.Clone(newest[:l.o.PerRun/2])
+	taken := map[int64]bool{}
+	for _, s := range picked {
+		taken[s.ProductID] = true
 	}
 	start := 0
 	for start < len(live) && live[start].ProductID < l.next {
 		start++
 	}
-	picked := make([]Sale, 0, l.o.PerRun)
-	for i := 0; i < l.o.PerRun; i++ {
-		picked = append(picked, live[(start+i)%len(live)])
+	for i := 0; i < len(live) && len(picked) < l.o.PerRun; i++ {
+		s := live[(start+i)%len(live)]
+		if !taken[s.ProductID] {
+			picked = append(picked, s)
+			l.next = s.ProductID + 1
+		}
 	}
-	l.next = picked[len(picked)-1].ProductID + 1
 	return picked
 }
 

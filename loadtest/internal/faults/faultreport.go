@@ -24,7 +24,10 @@ type ChaosReport struct {
 	FaultAfter time.Duration     `json:"fault_after"` // into the step
 	FaultFor   time.Duration     `json:"fault_for"`   // how long a stopped service stays stopped
 	Steps      []StepReport      `json:"steps"`
-	Passed     bool              `json:"passed"`
+	// RunningAudit is what the replicas' own running audit said of the run's sales at its end
+	// (nil when the run played no step).
+	RunningAudit *RunningAudit `json:"running_audit,omitempty"`
+	Passed       bool          `json:"passed"`
 }
 
 // StepReport is one fault played out under load, and what the buyers and the database show.
@@ -101,6 +104,14 @@ func Markdown(r *ChaosReport) string {
 	fmt.Fprintf(&b, "%s · %s · %s · %d req/s for %s per fault · fault %s in, services away %s\n\n",
 		r.Machine, strings.Join(r.Targets, ", "), strings.Join(r.Strategies, ", "), r.Rate, r.Step, r.FaultAfter, r.FaultFor)
 	b.WriteString(attack.TopologyLine(r.Topology) + "\n\n")
+	if ra := r.RunningAudit; ra != nil {
+		fmt.Fprintf(&b, "**The running audit** (the replicas' own, from MySQL, read at the end after %s): %s — %d of the run's sales checked, %d never; "+
+			"safe strategies' sales breaking an invariant: %d; the control's oversell seen in %d of its %d sales%s\n\n",
+			ra.Waited, passWord(ra.Passed), ra.Sales, len(ra.Missing), len(ra.Drifted), ra.ControlOversold, ra.ControlSales, errSuffix(ra.Err))
+		for _, d := range ra.Drifted {
+			fmt.Fprintf(&b, "- %s\n", d)
+		}
+	}
 	b.WriteString("| fault | down s (restart s) | requests | 503 | 503 p50 / p99 / max ms | 429 | lost answers | other 5xx | recovered after s | orders caught up after s | audit |\n")
 	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
@@ -178,4 +189,18 @@ func auditSummary(s StepReport) string {
 // WriteReport writes results/chaos-<run>.md and .json and returns their paths.
 func WriteReport(dir string, r *ChaosReport) ([]string, error) {
 	return attack.WriteFiles(dir, "chaos-"+r.RunID, r, cli.Text{Ext: ".md", Body: Markdown(r)})
+}
+
+func passWord(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func errSuffix(err string) string {
+	if err == "" {
+		return ""
+	}
+	return " (last scrape: " + err + ")"
 }

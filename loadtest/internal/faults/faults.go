@@ -506,6 +506,7 @@ func Run(ctx context.Context, db *sql.DB, o *Options, say func(string, ...any)) 
 			say("chaos: COULD NOT PUT THE STACK BACK (run scripts/services.sh up, make up): %v", err)
 		}
 	}()
+	sales := map[int64]string{} // every step's sales, for the running audit's check at the end
 	for _, name := range o.Fault.names {
 		if f := all[name]; f.needs != "" && !slices.Contains(o.Strategies, f.needs) {
 			say("%s: skipped: it needs the %s strategy, which this run does not attack", name, f.needs)
@@ -523,8 +524,18 @@ func Run(ctx context.Context, db *sql.DB, o *Options, say func(string, ...any)) 
 			rep.Passed = false
 		}
 		rep.Steps = append(rep.Steps, *step)
+		for st, id := range env.Products {
+			sales[id] = st
+		}
 		say("%s: %s — %d requests, %d × 503, %d lost answers, recovered after %s; %s", name, step.Verdict,
 			step.Requests, step.Unavailable, step.TransportErrors, attack.Seconds(step.RecoverySeconds), strings.Join(step.Violations, "; "))
+	}
+	if len(sales) > 0 {
+		ra := checkRunningAudit(ctx, o.AdminURL, sales)
+		rep.RunningAudit = &ra
+		rep.Passed = rep.Passed && ra.Passed
+		say("running audit: %s — %d sales checked, %d never, %d of a safe strategy drifted, the control's oversell seen in %d of %d (after %s)",
+			passWord(ra.Passed), ra.Sales, len(ra.Missing), len(ra.Drifted), ra.ControlOversold, ra.ControlSales, ra.Waited)
 	}
 	return rep, nil
 }
