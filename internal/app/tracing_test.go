@@ -46,15 +46,21 @@ func TestTracingFollowsAPurchase(t *testing.T) {
 			server := serverSpan(t, spans, "/api/v1/products/:id/purchase")
 			id := server.SpanContext().TraceID()
 			var deduct, lockWait, sql, redis int
+			var inTrace []sdktrace.ReadOnlySpan
 			for _, s := range spans {
 				if s.SpanContext().TraceID() != id {
 					continue
 				}
+				inTrace = append(inTrace, s)
 				switch {
 				case s.Name() == tracing.DeductSpan:
 					deduct++
 					if got := attr(s, "seckill.strategy"); got != tc.strategy {
 						t.Errorf("the deduction span's strategy is %q, want %q", got, tc.strategy)
+					}
+					// The combined batch runs in a goroutine of its own, under the buyer's span.
+					if s.Parent().SpanID() != server.SpanContext().SpanID() {
+						t.Errorf("the deduction span's parent is %s, want the server span %s", s.Parent().SpanID(), server.SpanContext().SpanID())
 					}
 				case s.Name() == tracing.LockWaitSpan:
 					lockWait++
@@ -73,6 +79,7 @@ func TestTracingFollowsAPurchase(t *testing.T) {
 			if !tc.lock && lockWait != 0 {
 				t.Errorf("trace %s has %d lock wait spans, want none", id, lockWait)
 			}
+			t.Logf("the purchase's trace:\n%s", describe(inTrace))
 		})
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -126,5 +129,33 @@ func TestTracingResource(t *testing.T) {
 	}
 	if got["service.name"] != tracing.ServiceName || got["service.instance.id"] != "replica-7" {
 		t.Errorf("resource %v: want service.name %s and service.instance.id replica-7", got, tracing.ServiceName)
+	}
+}
+
+// TestTracingExportsOTLP: on with no recorder, the spans go to the endpoint's /v1/traces over
+// OTLP/HTTP, at the latest when the provider shuts down.
+func TestTracingExportsOTLP(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	tr, err := tracing.New(context.Background(), tracing.Options{Exporter: tracing.OTLP, Sample: 1, Endpoint: collector.URL + "/", Instance: "otlp-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tr.Provider().Tracer("test").Start(context.Background(), "request", trace.WithSpanKind(trace.SpanKindServer))
+	span.End()
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"POST /v1/traces application/x-protobuf"}, got); diff != "" {
+		t.Errorf("requests to the collector (-want +got):\n%s", diff)
 	}
 }
