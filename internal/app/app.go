@@ -35,7 +35,8 @@ clients of a running API (-url; -json for its answer as it is):
   admin    the admin API (-token or SECKILL_ADMIN_TOKEN): create -name N -price CENTS -stock N
            [-strategy S]; reset -product N [-stock N]
 
-Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable.
+Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable
+(-otlp-endpoint: OpenTelemetry's OTEL_EXPORTER_OTLP_ENDPOINT).
 `
 
 // Options are what a caller in the same process (a test, the load test's smoke run) may hand

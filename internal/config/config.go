@@ -1,6 +1,8 @@
-// Package config reads seckill-go's settings once, from SECKILL_* environment variables that
-// command-line flags may override, validates them, and renders them for the start-up log with
-// secrets masked. Nothing else in the program reads the environment.
+// Package config reads seckill-go's settings once, from SECKILL_* environment variables (and
+// OpenTelemetry's OTEL_EXPORTER_OTLP_ENDPOINT) that command-line flags may override, validates
+// them, and renders them for the start-up log with secrets masked. Nothing else in the program
+// reads the environment, but for the OTLP exporter, which reads OpenTelemetry's other
+// OTEL_EXPORTER_OTLP_* variables (headers, timeout, TLS) itself.
 package config
 
 import (
