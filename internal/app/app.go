@@ -13,7 +13,10 @@ import (
 	"log/slog"
 	"net"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
 const usage = `usage: seckill <command> [flags]
@@ -32,7 +35,8 @@ clients of a running API (-url; -json for its answer as it is):
   admin    the admin API (-token or SECKILL_ADMIN_TOKEN): create -name N -price CENTS -stock N
            [-strategy S]; reset -product N [-stock N]
 
-Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable.
+Run 'seckill <command> -h' for the settings; each flag has a SECKILL_* variable
+(-otlp-endpoint: OpenTelemetry's OTEL_EXPORTER_OTLP_ENDPOINT).
 `
 
 // Options are what a caller in the same process (a test, the load test's smoke run) may hand
@@ -43,6 +47,9 @@ type Options struct {
 	Listener net.Listener
 	// Ready, if set, receives the HTTP listener's address once it accepts connections.
 	Ready func(addr string)
+	// Spans, if set, receives the spans of `serve` and `worker` instead of the OTLP exporter
+	// when SECKILL_TRACING is on: a test's recorder. With tracing off it receives nothing.
+	Spans sdktrace.SpanProcessor
 }
 
 // Run is the whole program.
@@ -71,8 +78,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})).
-		With("instance", cfg.InstanceID, "command", cmd)
+	var h slog.Handler = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	if cfg.Tracing.Exporter != tracing.Off {
+		h = tracing.LogHandler(h) // off, a log record costs no span lookup
+	}
+	log := slog.New(h).With("instance", cfg.InstanceID, "command", cmd)
 
 	switch cmd {
 	case "serve", "worker":

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/config"
@@ -26,6 +27,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/stock"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
 	"github.com/seckill-go/seckill-go/internal/store"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
 // resources are the process's connections to the services it runs on, opened in one place
@@ -64,20 +66,22 @@ type resources struct {
 	strategies map[sale.Strategy]any
 	// fp are the test failpoints this process was started with.
 	fp failpoints
+	// tracing is the process's tracing; nil when it is off, and then nothing is instrumented.
+	tracing *tracing.Tracing
 
 	closers []func()
 }
 
 // openResources opens every resource, or none: on an error it closes what it had opened. The
 // persister gets its test failpoints from fp.
-func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp failpoints) (_ *resources, err error) {
-	r := &resources{log: log, cfg: cfg, fp: fp}
+func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, tr *tracing.Tracing, fp failpoints) (_ *resources, err error) {
+	r := &resources{log: log, cfg: cfg, fp: fp, tracing: tr}
 	defer func() {
 		if err != nil {
 			r.Close()
 		}
 	}()
-	if r.store, err = openStore(ctx, log, cfg); err != nil {
+	if r.store, err = openStore(ctx, log, cfg, tr); err != nil {
 		return nil, err
 	}
 	r.onClose(func() { r.store.Close() })
@@ -85,7 +89,9 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 		return nil, err
 	}
 
-	r.openRedis()
+	if err := r.openRedis(); err != nil {
+		return nil, err
+	}
 	if r.redisLocks, err = redislock.New(r.rdb, redislock.Options{TTL: cfg.Sale.LockTTL, Logger: log.With("component", "redislock")}); err != nil {
 		return nil, err
 	}
@@ -135,8 +141,9 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, fp
 }
 
 // openRedis makes the two Redis clients: rdb, for the locks and the change feed, and liveRDB,
-// for the storefront's live figures. Neither dials before its first use.
-func (r *resources) openRedis() {
+// for the storefront's live figures. Neither dials before its first use. With tracing on, rdb's
+// commands are traced (the locks, redis-lua's scripts); liveRDB's counters never are.
+func (r *resources) openRedis() error {
 	cfg := r.cfg
 	redisconn.SetLogger(r.log)
 	// One dial attempt and one retry per call: go-redis's defaults (5 dials, 3 retries) spent
@@ -151,6 +158,14 @@ func (r *resources) openRedis() {
 		ContextTimeoutEnabled: true,
 	})
 	r.onClose(func() { r.liveRDB.Close() })
+	if !r.tracing.Enabled() {
+		return nil
+	}
+	// No statements: a command's arguments are buyers' ids and order ids.
+	if err := redisotel.InstrumentTracing(r.rdb, redisotel.WithTracerProvider(r.tracing.Provider()), redisotel.WithDBStatement(false)); err != nil {
+		return fmt.Errorf("redis tracing: %w", err)
+	}
+	return nil
 }
 
 // openKafka records where the orders and their lifecycle events go, and creates both topics if
@@ -236,13 +251,17 @@ func (r *resources) Close() {
 	r.closers = nil
 }
 
-func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config) (*store.Store, error) {
+func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config, tr *tracing.Tracing) (*store.Store, error) {
 	if cfg.AutoMigrate {
 		if err := store.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, PaymentWindow: cfg.Payment.Window})
+	o := store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, PaymentWindow: cfg.Payment.Window}
+	if tr.Enabled() {
+		o.Tracer = tr.Provider()
+	}
+	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, o)
 	if err != nil {
 		return nil, err
 	}
@@ -388,6 +407,9 @@ var strategyTable = []strategyDef{
 // the configured lock wait and the metrics.
 func (r *resources) locked(o stock.LockedOptions) (*stock.Locked, error) {
 	o.Store, o.Wait, o.Observer = r.store, r.cfg.Sale.LockWait, r.metrics
+	if r.tracing.Enabled() {
+		o.Locker = r.tracing.Locker(o.Strategy, o.Locker)
+	}
 	return stock.NewLocked(o)
 }
 
@@ -459,9 +481,16 @@ func (r *resources) deductors() (map[sale.Strategy]sale.Deductor, error) {
 		b, batch := m.(sale.BatchDeductor)
 		if d.single != nil || !batch {
 			out[d.strategy] = m.(sale.Deductor)
+			if r.tracing.Enabled() {
+				out[d.strategy] = r.tracing.Deductor(d.strategy, m.(sale.Deductor))
+			}
 			continue
 		}
-		c, err := sale.NewCombiner(b, sale.CombinerOptions{
+		traced := b
+		if r.tracing.Enabled() {
+			traced = r.tracing.BatchDeductor(d.strategy, b)
+		}
+		c, err := sale.NewCombiner(traced, sale.CombinerOptions{
 			Max:      r.cfg.Sale.BatchMax,
 			Inflight: r.cfg.Sale.BatchInflight,
 			Linger:   r.cfg.Sale.BatchLinger,

@@ -31,6 +31,7 @@ import (
 	"github.com/seckill-go/seckill-go/internal/stampede"
 	"github.com/seckill-go/seckill-go/internal/stampede/redisboard"
 	"github.com/seckill-go/seckill-go/internal/stock/redislua"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 	"github.com/seckill-go/seckill-go/web"
 )
 
@@ -43,7 +44,20 @@ import (
 func serve(ctx context.Context, log *slog.Logger, cfg *config.Config, opts Options, fp failpoints) error {
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	res, err := openResources(startCtx, log, cfg, fp)
+	tr, err := tracing.New(startCtx, tracing.Options{Exporter: cfg.Tracing.Exporter, Sample: cfg.Tracing.Sample,
+		Endpoint: cfg.Tracing.Endpoint, Instance: cfg.InstanceID, Processor: opts.Spans})
+	if err != nil {
+		return err
+	}
+	// Deferred first, so run last: the spans of the shutdown itself are sent too.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("tracing shutdown", "err", err)
+		}
+	}()
+	res, err := openResources(startCtx, log, cfg, tr, fp)
 	if err != nil {
 		return err
 	}
@@ -205,6 +219,7 @@ func (r *resources) apiConfig() httpapi.Config {
 		Ready:                r.checks(),
 		Topology:             map[string]string{"redis": cfg.Redis.Topology.String(), "zookeeper": strings.Join(cfg.ZK.Servers, ",")},
 		Metrics:              r.metrics.Handler(),
+		Tracing:              r.tracing,
 		Web:                  web.FS(),
 		OpsOnly:              !cfg.Run.API,
 		Streams: httpapi.StreamConfig{

@@ -77,7 +77,14 @@ type App struct {
 // the test's cleanup stops it.
 func (s *Stack) Start(tb testing.TB, overrides map[string]string) *App {
 	tb.Helper()
-	return s.serve(tb, listen(tb), overrides)
+	return s.serve(tb, listen(tb), overrides, app.Options{})
+}
+
+// StartWith is Start with the in-process options opts (a test's span recorder, say); their
+// Listener and Ready are the stack's own.
+func (s *Stack) StartWith(tb testing.TB, overrides map[string]string, opts app.Options) *App {
+	tb.Helper()
+	return s.serve(tb, listen(tb), overrides, opts)
 }
 
 // listen binds a port of 127.0.0.1 for one instance. The test binds it and hands it over, so that
@@ -93,7 +100,7 @@ func listen(tb testing.TB) net.Listener {
 }
 
 // serve runs `seckill serve` on ln and returns once it serves; the test's cleanup stops it.
-func (s *Stack) serve(tb testing.TB, ln net.Listener, overrides map[string]string) *App {
+func (s *Stack) serve(tb testing.TB, ln net.Listener, overrides map[string]string, opts app.Options) *App {
 	tb.Helper()
 	env := maps.Clone(overrides)
 	if env == nil {
@@ -105,7 +112,7 @@ func (s *Stack) serve(tb testing.TB, ln net.Listener, overrides map[string]strin
 	done := make(chan error, 1)
 	logs := itest.LogWriter()
 	go func() {
-		opts := app.Options{Listener: ln, Ready: func(string) { ready <- struct{}{} }}
+		opts.Listener, opts.Ready = ln, func(string) { ready <- struct{}{} }
 		done <- app.Run(ctx, []string{"serve"}, s.Getenv(env), logs, logs, opts)
 	}()
 	select {
@@ -146,7 +153,7 @@ func Cluster(tb testing.TB, n int, env map[string]string) (*Stack, []string) {
 	over := map[string]string{"SECKILL_PEERS": strings.Join(urls, ",")}
 	maps.Copy(over, env)
 	for _, ln := range lns {
-		s.serve(tb, ln, over)
+		s.serve(tb, ln, over, app.Options{})
 	}
 	return s, urls
 }

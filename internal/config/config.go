@@ -1,6 +1,8 @@
-// Package config reads seckill-go's settings once, from SECKILL_* environment variables that
-// command-line flags may override, validates them, and renders them for the start-up log with
-// secrets masked. Nothing else in the program reads the environment.
+// Package config reads seckill-go's settings once, from SECKILL_* environment variables (and
+// OpenTelemetry's OTEL_EXPORTER_OTLP_ENDPOINT) that command-line flags may override, validates
+// them, and renders them for the start-up log with secrets masked. Nothing else in the program
+// reads the environment, but for the OTLP exporter, which reads OpenTelemetry's other
+// OTEL_EXPORTER_OTLP_* variables (headers, timeout, TLS) itself.
 package config
 
 import (
@@ -217,6 +219,15 @@ type Config struct {
 		TurnstileSecret string
 		TurnstileURL    string
 	}
+	// Tracing is OpenTelemetry tracing (internal/tracing): off by default.
+	Tracing struct {
+		// Exporter is tracing.Off or tracing.OTLP.
+		Exporter string
+		// Sample is the fraction of the requests that start a trace.
+		Sample float64
+		// Endpoint is the OTLP/HTTP collector, from the standard OTEL_EXPORTER_OTLP_ENDPOINT.
+		Endpoint string
+	}
 	AdminToken  string
 	InstanceID  string
 	AutoMigrate bool
@@ -317,6 +328,9 @@ func (c *Config) table() []*setting {
 		{env: "SECKILL_CONSUMER", flag: "consumer", def: "true", usage: "run the order consumer", set: boolean(&c.Run.Consumer)},
 		{env: "SECKILL_INSTANCE_ID", flag: "instance-id", def: fmt.Sprintf("%s-%d", host, os.Getpid()), usage: "name of this process in logs and outbox claims", set: str(&c.InstanceID)},
 		{env: "SECKILL_AUTO_MIGRATE", flag: "auto-migrate", def: "false", usage: "apply pending migrations at start (dev)", set: boolean(&c.AutoMigrate)},
+		{env: "SECKILL_TRACING", flag: "tracing", def: "off", usage: "OpenTelemetry tracing: off, or otlp (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT)", set: str(&c.Tracing.Exporter)},
+		{env: "SECKILL_TRACING_SAMPLE", flag: "tracing-sample", def: "0.01", usage: "with SECKILL_TRACING: the fraction of the requests that start a trace (0 to 1); a request with a sampled traceparent is traced whatever it says", set: float(&c.Tracing.Sample)},
+		{env: "OTEL_EXPORTER_OTLP_ENDPOINT", flag: "otlp-endpoint", def: "http://127.0.0.1:4318", usage: "with SECKILL_TRACING=otlp: the collector's OTLP/HTTP base URL (the standard OpenTelemetry variable)", set: str(&c.Tracing.Endpoint)},
 		{env: "SECKILL_LOG_LEVEL", flag: "log-level", def: "info", usage: "debug, info, warn or error", set: level(&c.LogLevel)},
 	}
 }
@@ -366,6 +380,17 @@ func (c *Config) validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTP.PprofAddr); err != nil {
 			add("SECKILL_PPROF_ADDR: %v", err)
 		}
+	}
+	switch c.Tracing.Exporter {
+	case "off", "otlp":
+	default:
+		add("SECKILL_TRACING must be off or otlp")
+	}
+	if c.Tracing.Sample < 0 || c.Tracing.Sample > 1 {
+		add("SECKILL_TRACING_SAMPLE must be between 0 and 1")
+	}
+	if u, err := url.Parse(c.Tracing.Endpoint); c.Tracing.Exporter == "otlp" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		add("OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL such as http://127.0.0.1:4318")
 	}
 	if c.HTTP.PlantedSlowdown < 0 || c.HTTP.PlantedSlowdown > 1 {
 		add("SECKILL_PLANTED_SLOWDOWN must be between 0 and 1")

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
 // Config is what the router needs besides the domain.
@@ -51,6 +53,9 @@ type Config struct {
 	RateExempt []netip.Prefix
 	// Streams limits the event streams.
 	Streams StreamConfig
+	// Tracing, if on, opens a server span per API request (/api/…), continuing the caller's
+	// traceparent; nil: no span, and no tracing middleware at all.
+	Tracing *tracing.Tracing
 }
 
 // Deps are the router's collaborators.
@@ -255,6 +260,14 @@ func newRouter(d Deps, cfg Config, h *handlers) (*gin.Engine, error) {
 	// gin trusts every peer's X-Forwarded-For by default; only the configured proxies' count.
 	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("httpapi: trusted proxies: %w", err)
+	}
+	if cfg.Tracing.Enabled() {
+		// First, so that the request's log line (observe) carries its trace id, and a recovered
+		// panic is the span's 500. The ops endpoints and the storefront's files start no trace.
+		r.Use(otelgin.Middleware(tracing.ServiceName,
+			otelgin.WithTracerProvider(cfg.Tracing.Provider()),
+			otelgin.WithPropagators(cfg.Tracing.Propagator()),
+			otelgin.WithFilter(func(req *http.Request) bool { return strings.HasPrefix(req.URL.Path, "/api/") })))
 	}
 	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
 	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.

@@ -234,9 +234,11 @@ func (c *Combiner) take(q *queue) []*pending {
 	return batch
 }
 
-// run deducts one batch; a batch-wide error becomes every purchase's error.
+// run deducts one batch; a batch-wide error becomes every purchase's error. The batch runs with
+// its first buyer's context values (its trace, when tracing is on) but never its cancellation
+// or deadline: a buyer who goes away must not abort the others' batch.
 func (c *Combiner) run(batch []*pending) []error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), c.opts.Timeout)
 	defer cancel()
 	rs := make([]Reservation, len(batch))
 	for i, p := range batch {

@@ -1,0 +1,118 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill-go/seckill-go/internal/lock"
+	"github.com/seckill-go/seckill-go/internal/sale"
+)
+
+// The names and attributes of the program's own spans.
+const (
+	// DeductSpan is one deduction of a strategy: a batch of combined purchases, or one purchase.
+	DeductSpan = "seckill.deduct"
+	// LockWaitSpan is the wait for a product's lock, from the request to the grant (or the
+	// give-up).
+	LockWaitSpan = "seckill.lock.wait"
+
+	attrStrategy = attribute.Key("seckill.strategy")
+	attrProduct  = attribute.Key("seckill.product_id")
+	attrBatch    = attribute.Key("seckill.batch_size")
+	attrLock     = attribute.Key("seckill.lock")
+	attrOutcome  = attribute.Key("seckill.outcome")
+)
+
+// BatchDeductor returns d with a DeductSpan around each of its batches. The batch runs under its
+// first buyer's trace (sale.Combiner): the other buyers' traces show the wait, not the batch.
+func (t *Tracing) BatchDeductor(st sale.Strategy, d sale.BatchDeductor) sale.BatchDeductor {
+	return &batchDeductor{BatchDeductor: d, t: t, st: st}
+}
+
+// Deductor returns d with a DeductSpan around each of its deductions.
+func (t *Tracing) Deductor(st sale.Strategy, d sale.Deductor) sale.Deductor {
+	return &deductor{Deductor: d, t: t, st: st}
+}
+
+// Locker returns l with a LockWaitSpan around each wait for a lock of strategy st.
+func (t *Tracing) Locker(st sale.Strategy, l lock.Locker) lock.Locker {
+	return &locker{Locker: l, t: t, st: st}
+}
+
+type batchDeductor struct {
+	sale.BatchDeductor
+	t  *Tracing
+	st sale.Strategy
+}
+
+func (d *batchDeductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
+	var product int64
+	if len(batch) > 0 {
+		product = batch[0].ProductID
+	}
+	ctx, span := d.t.tracer.Start(ctx, DeductSpan, trace.WithAttributes(
+		attrStrategy.String(string(d.st)), attrProduct.Int64(product), attrBatch.Int(len(batch))))
+	defer span.End()
+	errs, err := d.BatchDeductor.DeductBatch(ctx, batch)
+	if err != nil {
+		end(span, err)
+		return errs, err
+	}
+	accepted := 0
+	for _, e := range errs {
+		if e == nil {
+			accepted++
+		}
+	}
+	span.SetAttributes(attribute.Int("seckill.accepted", accepted))
+	return errs, nil
+}
+
+type deductor struct {
+	sale.Deductor
+	t  *Tracing
+	st sale.Strategy
+}
+
+func (d *deductor) Deduct(ctx context.Context, r sale.Reservation) error {
+	ctx, span := d.t.tracer.Start(ctx, DeductSpan, trace.WithAttributes(
+		attrStrategy.String(string(d.st)), attrProduct.Int64(r.ProductID), attrBatch.Int(1)))
+	defer span.End()
+	err := d.Deductor.Deduct(ctx, r)
+	end(span, err)
+	return err
+}
+
+type locker struct {
+	lock.Locker
+	t  *Tracing
+	st sale.Strategy
+}
+
+func (l *locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
+	ctx, span := l.t.tracer.Start(ctx, LockWaitSpan, trace.WithAttributes(
+		attrStrategy.String(string(l.st)), attrLock.String(name)))
+	defer span.End()
+	lease, err := l.Locker.Acquire(ctx, name)
+	end(span, err)
+	return lease, err
+}
+
+// end records err's outcome on span: a refusal of the sale's rules (sold out, a second purchase)
+// is an answer, not a failure; anything else marks the span as an error.
+func end(span trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	code := sale.CodeOf(err)
+	span.SetAttributes(attrOutcome.String(string(code)))
+	if errors.Is(err, sale.ErrSoldOut) || errors.Is(err, sale.ErrAlreadyPurchased) || errors.Is(err, sale.ErrIdempotencyKeyInUse) {
+		return
+	}
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+}
