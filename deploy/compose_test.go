@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seckill-go/seckill-go/internal/config"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
 const composeFile = "docker-compose.yml"
@@ -338,6 +339,9 @@ func TestComposeAppSettings(t *testing.T) {
 				}
 			}
 			for k, v := range known {
+				if k == "OTEL_EXPORTER_OTLP_ENDPOINT" && cfg.Tracing.Exporter == tracing.Off {
+					continue // read only with tracing on, which compose leaves off (no collector in it yet)
+				}
 				if strings.Contains(v, "127.0.0.1") || strings.Contains(v, "localhost") {
 					t.Errorf("%s=%s: a loopback address inside a container (the local-stack default?)", k, v)
 				}

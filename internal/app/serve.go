@@ -527,14 +527,16 @@ func runProcess(ctx context.Context, log *slog.Logger, cfg *config.Config, ln ne
 	case err := <-errs:
 		runErr = err
 	}
+	// The listener first (drain.go says why), then unready: once /readyz answers 503 no new
+	// connection is taken.
+	if err := ln.Close(); err != nil {
+		log.Warn("close listener", "err", err)
+	}
 	drain.begin()
 	stopFront()
 	front.Wait()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
-	if err := ln.Close(); err != nil {
-		log.Warn("close listener", "err", err)
-	}
 	drain.wait(shutdownCtx, drainQuiet, min(drainLimit, cfg.HTTP.ShutdownTimeout/2))
 	log.Info("draining: listener closed, waiting for the requests in flight")
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
