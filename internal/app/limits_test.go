@@ -124,11 +124,17 @@ func TestClientLimitAcrossReplicas(t *testing.T) {
 	if g.other.Load() > 0 || honest.other.Load() > 0 {
 		t.Fatalf("answers other than 202 and 429: greedy %v, honest %v", g.others, honest.others)
 	}
+	// The test needs the greedy client to have sent well past the bound (an idle machine sends
+	// ~700 in 3 s; one under make test at -p 3 sent 281): then the bound holding is the limit at
+	// work, and its refusals follow.
+	if sent := g.accepted.Load() + g.limited.Load(); sent < 2*bound {
+		t.Fatalf("the greedy client sent only %d purchases in %v: too few to put a bound of %d to the test", sent, took, bound)
+	}
 	if a := g.accepted.Load(); a > bound || a < clientBurst {
 		t.Errorf("the greedy client bought %d units, want between %d (its burst) and %d", a, clientBurst, bound)
 	}
-	if g.limited.Load() < 10*g.accepted.Load() {
-		t.Errorf("the greedy client was refused only %d times for %d accepted: was it ever held back?", g.limited.Load(), g.accepted.Load())
+	if g.limited.Load() == 0 {
+		t.Errorf("the greedy client was never refused (%d accepted): was it ever held back?", g.accepted.Load())
 	}
 	// Every honest purchase accepted; at least a few of them, however slow a loaded machine makes
 	// each (one every 50 ms: ~60 on an idle one, 19 once under make test at -p 3 beside other work).
