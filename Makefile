@@ -10,10 +10,7 @@ GO ?= go
 GO_BUILD_ENV   := CGO_ENABLED=0
 GO_BUILD_FLAGS := -trimpath -ldflags='-s -w'
 # Flags for `make test`; extend them, e.g. make test GOTESTFLAGS='-race -count=1 -timeout 15m -run TestOversell -v'
-# -p: test binaries run at once. Many packages wait on MySQL, Redis, ZooKeeper or the broker more
-# than they compute, so one more than the cores keeps the cores busy (go's default: the cores).
-TEST_P ?= $(shell echo $$(( $$(nproc) + 1 )))
-GOTESTFLAGS ?= -race -count=1 -timeout 15m -p $(TEST_P)
+GOTESTFLAGS ?= -race -count=1 -timeout 15m
 # The load test reaches the stack's Redis itself (the redis-flush fault, the zoo's clean-up): it
 # runs in the stack's environment, so that it finds the topology scripts/env.sh points the app at.
 STACK_ENV := . scripts/env.sh &&
