@@ -31,7 +31,7 @@ type ClusterOptions struct {
 }
 
 // Cluster is a Redis Cluster of a test's own: throwaway redis-server processes on free ports
-// (each needs its port and port+10000, the cluster bus), each with a directory that survives a
+// (each needs its port and its cluster bus port), each with a directory that survives a
 // Kill and Start so the node comes back as itself. Replicas are eligible for promotion however
 // long they were cut off (cluster-replica-validity-factor 0): a failover is never refused for
 // staleness, which is what lets a test lose a write deterministically (CutReplication).
@@ -74,9 +74,13 @@ func RedisCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 		c.must(ctx, m, "cluster", "addslotsrange", lo, hi)
 	}
 	first := c.nodes[0]
+	host, port, _ := net.SplitHostPort(first.Addr())
+	bus, err := c.do(ctx, first, "config", "get", "cluster-port").StringSlice()
+	if err != nil || len(bus) != 2 {
+		tb.Fatalf("CONFIG GET cluster-port on %s: %v %v", first.Addr(), bus, err)
+	}
 	for _, s := range c.nodes[1:] {
-		host, port, _ := net.SplitHostPort(first.Addr())
-		c.must(ctx, s, "cluster", "meet", host, port)
+		c.must(ctx, s, "cluster", "meet", host, port, bus[1]) // not port+10000: its own bus port
 	}
 	c.eventually(30*time.Second, func() (bool, string) {
 		for _, s := range c.nodes {
@@ -124,9 +128,11 @@ func (o *ClusterOptions) defaults() {
 // its own that keeps its nodes.conf (and, with opts.AppendOnly, its data) across a restart.
 func startClusterNode(tb testing.TB, opts ClusterOptions) *Server {
 	tb.Helper()
-	port := strconv.Itoa(clusterPort(tb))
+	// The bus gets a claimed port of its own (cluster-port, Redis 7): the default, port+10000, is
+	// in the kernel's ephemeral range, where any connection may take it.
+	port, bus := strconv.Itoa(FreePort(tb)), strconv.Itoa(FreePort(tb))
 	dir := tb.TempDir()
-	args := []string{"redis-server", "--bind", "127.0.0.1", "--port", port, "--daemonize", "no",
+	args := []string{"redis-server", "--bind", "127.0.0.1", "--port", port, "--cluster-port", bus, "--daemonize", "no",
 		"--dir", dir, "--save", "", "--repl-diskless-sync-delay", "0",
 		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 		"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
@@ -137,25 +143,6 @@ func startClusterNode(tb testing.TB, opts ClusterOptions) *Server {
 		args = append(args, "--appendonly", "no")
 	}
 	return startServer(tb, "redis-server (cluster)", port, args...)
-}
-
-// clusterPort returns a free port whose cluster bus port (port+10000) is free too.
-func clusterPort(tb testing.TB) int {
-	tb.Helper()
-	for range 100 {
-		p := FreePort(tb)
-		if p+10000 > 65535 {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return p
-	}
-	tb.Fatal("no free port pair (port, port+10000) for a cluster node")
-	return 0
 }
 
 func (c *Cluster) masters0() []*Server { return c.nodes[:c.opts.Masters] }

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -204,20 +203,6 @@ func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) 
 		}
 		return iter.Err()
 	})
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago: for an address nothing
-// listens on, or a server that can only be given a port number (nginx, a broker restarted on its
-// port). Another test may take the port before it is used: hand an instance of the program a
-// listener bound on port 0 instead (apptest does).
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Eventually polls cond every 50 ms until it returns true or timeout passes, then fails the test
