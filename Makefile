@@ -120,6 +120,13 @@ bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) ag
 	scripts/services.sh up
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./internal/lock/...
 
+# Flags for `make scale`, e.g. make scale SCALE_FLAGS='-rows 0,100000 -reps 10'
+SCALE_FLAGS ?=
+.PHONY: scale
+scale: ## how the store's per-request and per-second queries grow with the data: 0, 1M, 10M rows of ended sales (~15 min); rows examined, time and plans; report in loadtest/results/
+	scripts/services.sh up
+	$(GO) run ./loadtest/scale $(SCALE_FLAGS)
+
 # Flags for `make buckets`, e.g. make buckets BUCKETS_FLAGS='-backends redis -units 1000 -buyers 1500'
 BUCKETS_FLAGS ?=
 .PHONY: buckets

@@ -127,8 +127,8 @@ func (*failingOutbox) OutboxBacklog(context.Context) (int64, error)         { re
 func (*failingOutbox) ParkOutbox(_ context.Context, e []order.ParkedEntry) ([]int64, error) {
 	return nil, nil
 }
-func (*failingOutbox) RequeueUnconfirmed(context.Context, time.Duration, time.Duration, int) (int64, error) {
-	return 0, nil
+func (*failingOutbox) RequeueUnconfirmed(context.Context, time.Time, time.Duration, time.Duration, int) (int64, time.Time, error) {
+	return 0, time.Time{}, nil
 }
 
 // failingStore fails the first failures calls of ConfirmOrders and records when each came.

@@ -144,8 +144,8 @@ func (o *isolatingOutbox) ParkOutbox(_ context.Context, entries []order.ParkedEn
 }
 
 func (*isolatingOutbox) OutboxBacklog(context.Context) (int64, error) { return 0, nil }
-func (*isolatingOutbox) RequeueUnconfirmed(context.Context, time.Duration, time.Duration, int) (int64, error) {
-	return 0, nil
+func (*isolatingOutbox) RequeueUnconfirmed(context.Context, time.Time, time.Duration, time.Duration, int) (int64, time.Time, error) {
+	return 0, time.Time{}, nil
 }
 
 // TestRelayDoesNotParkABatchTheBrokerRefusesWhole: when every message of a batch is refused, each

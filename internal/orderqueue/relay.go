@@ -27,7 +27,7 @@ type Outbox interface {
 	ReleaseClaims(ctx context.Context, owner string, ids []int64) error
 	ParkOutbox(ctx context.Context, entries []order.ParkedEntry) ([]int64, error)
 	OutboxBacklog(ctx context.Context) (int64, error)
-	RequeueUnconfirmed(ctx context.Context, minAge, maxAge time.Duration, limit int) (int64, error)
+	RequeueUnconfirmed(ctx context.Context, since time.Time, minAge, maxAge time.Duration, limit int) (requeued int64, upTo time.Time, err error)
 }
 
 // MessageWriter publishes messages and returns once the broker acknowledged them (or failed).
@@ -105,8 +105,11 @@ type Relay struct {
 	// requeue, nil for an outbox that has none, publishes again what was published long ago and
 	// had no effect (RequeueUnconfirmed).
 	requeue func(ctx context.Context)
-	cfg     RelayConfig
-	wake    chan struct{}
+	// requeuedTo is where the last requeue's look ended (the database's clock): the next one
+	// starts there. Zero, the first one looks a whole day back.
+	requeuedTo time.Time
+	cfg        RelayConfig
+	wake       chan struct{}
 
 	// from and fullScan are where the next claim starts looking; see claimFrom.
 	from     int64
@@ -453,7 +456,8 @@ func (r *Relay) claimFrom() int64 {
 }
 
 func (r *Relay) requeueUnconfirmed(ctx context.Context, outbox Outbox, m RelayMetrics) {
-	n, err := outbox.RequeueUnconfirmed(ctx, r.cfg.RequeueAfter, 24*time.Hour, 1000)
+	n, upTo, err := outbox.RequeueUnconfirmed(ctx, r.requeuedTo, r.cfg.RequeueAfter, 24*time.Hour, 1000)
+	r.requeuedTo = upTo
 	if err != nil {
 		r.log.Warn("relay: requeue unconfirmed", "err", err)
 		return

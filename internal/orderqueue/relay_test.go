@@ -184,8 +184,8 @@ func (f *fakeOutbox) ParkOutbox(_ context.Context, entries []order.ParkedEntry) 
 
 func (f *fakeOutbox) OutboxBacklog(context.Context) (int64, error) { return 0, nil }
 
-func (f *fakeOutbox) RequeueUnconfirmed(context.Context, time.Duration, time.Duration, int) (int64, error) {
-	return 0, nil
+func (f *fakeOutbox) RequeueUnconfirmed(context.Context, time.Time, time.Duration, time.Duration, int) (int64, time.Time, error) {
+	return 0, time.Time{}, nil
 }
 
 func (f *fakeOutbox) claimTimes() []time.Time {

@@ -398,15 +398,10 @@ func (s *Store) StuckPayments(ctx context.Context, olderThan time.Duration, limi
 // product with a crowd of due orders takes one batch's turn like any other, so that a fresh
 // cancel on another waits for no one; from lets replicas start on different products.
 func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from int) ([]sale.ReturnDue, error) {
-	var products []returnTarget
 	db := s.db.WithContext(ctx)
-	// One probe of ix_orders_return_due per product: the cost grows with the products, not with
-	// their orders.
-	if err := db.Raw(`SELECT p.id, p.strategy, p.sale_epoch FROM products p WHERE EXISTS (
-			SELECT 1 FROM orders o WHERE o.product_id = p.id AND o.returned_at IS NULL
-			AND o.closed_at IS NOT NULL AND o.parked_at IS NULL)
-		ORDER BY p.id`).Scan(&products).Error; err != nil || len(products) == 0 {
-		return nil, classify("unreturned orders", err)
+	products, err := s.owedReturns(ctx)
+	if err != nil || len(products) == 0 {
+		return nil, err
 	}
 	if from %= len(products); from < 0 {
 		from += len(products)
@@ -415,7 +410,7 @@ func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from in
 	parts := make([]string, len(products))
 	args := make([]any, 0, 2*len(products))
 	for i, p := range products {
-		parts[i] = `(SELECT order_id, product_id, user_id, quantity, status FROM orders
+		parts[i] = `(SELECT order_id, product_id, user_id, quantity, status FROM orders FORCE INDEX (ix_orders_return_due)
 			WHERE product_id = ? AND returned_at IS NULL AND closed_at IS NOT NULL AND parked_at IS NULL
 			ORDER BY closed_at LIMIT ?)`
 		args = append(args, p.ID, perProduct)
@@ -437,6 +432,42 @@ func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from in
 	return slices.DeleteFunc(out, func(d sale.ReturnDue) bool { return len(d.Orders) == 0 }), nil
 }
 
+// probeChunk is how many products one statement of owedReturns probes.
+const probeChunk = 500
+
+// owedReturns returns the products that have closed orders whose units are not back yet, parked
+// ones aside, in id order. One probe of ix_orders_return_due per product, a range over its three
+// columns that reads at most one entry, named because left to itself the optimizer walks every
+// order of every sale each second: through ix_orders_product (make scale: 20,023 rows examined
+// per call with 20,000 orders, 11 with none), or, as the correlated EXISTS this was, through the
+// index's first two columns, every paid order of each sale (returned_at NULL as well), 0.2 ms
+// with no order and 15 ms with 300,000. The cost grows with the products, not their orders.
+func (s *Store) owedReturns(ctx context.Context) ([]returnTarget, error) {
+	db := s.db.WithContext(ctx)
+	var all []returnTarget
+	if err := db.Raw(`SELECT id, strategy, sale_epoch FROM products ORDER BY id`).Scan(&all).Error; err != nil {
+		return nil, classify("unreturned orders", err)
+	}
+	owing := map[int64]bool{}
+	for chunk := range slices.Chunk(all, probeChunk) {
+		parts := make([]string, len(chunk))
+		args := make([]any, len(chunk))
+		for i, p := range chunk {
+			parts[i] = `(SELECT product_id FROM orders FORCE INDEX (ix_orders_return_due)
+				WHERE product_id = ? AND returned_at IS NULL AND closed_at IS NOT NULL AND parked_at IS NULL LIMIT 1)`
+			args[i] = p.ID
+		}
+		var ids []int64
+		if err := db.Raw(strings.Join(parts, " UNION ALL "), args...).Scan(&ids).Error; err != nil {
+			return nil, classify("unreturned orders", err)
+		}
+		for _, id := range ids {
+			owing[id] = true
+		}
+	}
+	return slices.DeleteFunc(all, func(p returnTarget) bool { return !owing[p.ID] }), nil
+}
+
 // UnreturnedUnits returns, for those of ids that have some, the units of their expired or
 // cancelled orders that are not back in stock yet, parked ones aside: what the returns still owe
 // each sale (the metrics read it at every scrape). One range of ix_orders_return_due per
@@ -450,7 +481,7 @@ func (s *Store) UnreturnedUnits(ctx context.Context, ids []int64) (map[int64]int
 		ProductID int64
 		Units     int
 	}
-	err := s.db.WithContext(ctx).Raw(`SELECT product_id, SUM(quantity) AS units FROM orders
+	err := s.db.WithContext(ctx).Raw(`SELECT product_id, SUM(quantity) AS units FROM orders FORCE INDEX (ix_orders_return_due)
 		WHERE product_id IN ? AND returned_at IS NULL AND closed_at IS NOT NULL AND parked_at IS NULL
 		GROUP BY product_id`, ids).Scan(&rows).Error
 	if err != nil {

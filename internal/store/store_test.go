@@ -149,7 +149,8 @@ func TestResetAndStats(t *testing.T) {
 }
 
 // TestRequeueUnconfirmed: published reservations without an order in the window are published
-// again; confirmed ones and fresh ones are left alone.
+// again; confirmed ones and fresh ones are left alone. The look ends where the next one starts
+// (what was looked at is not looked at again), except after a full batch.
 func TestRequeueUnconfirmed(t *testing.T) {
 	st, _ := itest.Store(t)
 	ctx := context.Background()
@@ -166,15 +167,41 @@ func TestRequeueUnconfirmed(t *testing.T) {
 	if _, err := st.ConfirmOrders(ctx, []string{entries[0].OrderID}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.RequeueUnconfirmed(ctx, time.Hour, 24*time.Hour, 100); err != nil || n != 0 {
+	if n, _, err := st.RequeueUnconfirmed(ctx, time.Time{}, time.Hour, 24*time.Hour, 100); err != nil || n != 0 {
 		t.Fatalf("requeue of fresh entries = %d, %v; want 0", n, err)
 	}
 	time.Sleep(5 * time.Millisecond)
-	if n, err := st.RequeueUnconfirmed(ctx, time.Millisecond, time.Hour, 100); err != nil || n != 2 {
-		t.Fatalf("requeue = %d, %v; want the 2 unconfirmed", n, err)
+	n, upTo, err := st.RequeueUnconfirmed(ctx, time.Time{}, time.Millisecond, time.Hour, 1)
+	if err != nil || n != 1 || !upTo.IsZero() {
+		t.Fatalf("requeue, a batch of 1 = %d, %v, up to %v; want 1 of the 2 unconfirmed, and the same start for the next", n, err, upTo)
+	}
+	n, upTo, err = st.RequeueUnconfirmed(ctx, upTo, time.Millisecond, time.Hour, 100)
+	if err != nil || n != 1 || upTo.IsZero() {
+		t.Fatalf("requeue = %d, %v, up to %v; want the other unconfirmed one, and where the look ended", n, err, upTo)
 	}
 	if b, err := st.OutboxBacklog(ctx); err != nil || b != 2 {
 		t.Fatalf("backlog = %d, %v; want 2", b, err)
+	}
+	// Published again, and still without an order: after the last look, so the next finds them.
+	if err := st.MarkPublished(ctx, ids[1:]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	n, next, err := st.RequeueUnconfirmed(ctx, upTo, time.Millisecond, time.Hour, 100)
+	if err != nil || n != 2 || !next.After(upTo) {
+		t.Fatalf("requeue after publishing again = %d, %v, up to %v (last %v); want 2, and a later end", n, err, next, upTo)
+	}
+	// Published again, but looked at already: a look that starts after them does not see them.
+	if err := st.MarkPublished(ctx, ids[1:]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	_, later, err := st.RequeueUnconfirmed(ctx, next, time.Millisecond, time.Hour, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.RequeueUnconfirmed(ctx, later, time.Millisecond, time.Hour, 100); err != nil || n != 0 {
+		t.Fatalf("a look after the last = %d, %v; want 0 (those were looked at)", n, err)
 	}
 }
 
