@@ -1,7 +1,7 @@
 // Command scale measures how the cost of the store's hot operations grows with the data: the
 // reservations, orders and order events of ended sales pre-filled to each volume of -rows (0, 1M,
-// 10M by default: filled with INSERT … SELECT from MariaDB's sequence tables, not through the
-// API), and at each volume, on a live sale of its own, every operation that runs per request or
+// 10M by default, spread over 100 ended sales: filled with INSERT … SELECT from MariaDB's
+// sequence tables, not through the API), and at each volume, on a live sale of its own, every operation that runs per request or
 // per second — a purchase, the relay's claim, the consumer's order insert, a buyer's order read,
 // the expirer's and returner's scans, the backlog gauges, the product list, the audits — called
 // -reps times.
@@ -17,7 +17,7 @@
 // run's sessions log everything) and back off at the end.
 //
 //	make scale                                     # 0, 1M and 10M rows (the fill takes minutes)
-//	go run ./loadtest/scale -rows 0,20000 -reps 10 # the short form of CI
+//	go run ./loadtest/scale -rows 0,20000 -reps 10 -settle 0s  # the short form of CI
 package main
 
 import (
@@ -42,7 +42,8 @@ type options struct {
 	serverDSN  string
 	db         string
 	rows       []int
-	perSale    int
+	sales      int
+	settle     time.Duration
 	reps       int
 	outDir     string
 	slowLogDir string
@@ -54,7 +55,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.serverDSN, "mysql", cli.EnvOr(getenv, "SECKILL_TEST_MYSQL_DSN", "root:@tcp(127.0.0.1:3306)/"), "the MySQL server, without a database")
 	fs.StringVar(&o.db, "db", "seckill_scale", "the database to drop, create and fill")
 	rows := fs.String("rows", "0,1000000,10000000", "volumes of the sweep: rows in each of reservations, orders and order_events, ascending")
-	fs.IntVar(&o.perSale, "per-sale", 100_000, "rows of one filled (ended) sale: the volume is spread over volume/per-sale sales")
+	fs.IntVar(&o.sales, "sales", 100, "ended sales the volume is spread over (the same number at every volume: what grows is their rows)")
+	fs.DurationVar(&o.settle, "settle", time.Minute, "after each fill, the longest wait for InnoDB to write back the pages the fill left dirty (to 5 % of its buffer pool)")
 	fs.IntVar(&o.reps, "reps", 30, "calls of each operation at each volume")
 	fs.StringVar(&o.outDir, "out", "loadtest/results", "where the report goes")
 	fs.StringVar(&o.slowLogDir, "slow-log-dir", os.TempDir(), "where the server writes the run's slow log (the server's user must be able to write there)")
@@ -72,8 +74,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		switch {
 		case len(o.rows) == 0:
 			return errors.New("-rows: no volume")
-		case o.perSale < 1:
-			return errors.New("-per-sale must be at least 1")
+		case o.sales < 1:
+			return errors.New("-sales must be at least 1")
 		case o.reps < 1:
 			return errors.New("-reps must be at least 1")
 		case o.db == "" || strings.ContainsAny(o.db, "`'\" ;"):

@@ -12,13 +12,14 @@ import (
 
 // report is a run: every op's figures at every volume.
 type report struct {
-	Commit      string    `json:"commit"`
-	Took        string    `json:"took"`
-	Reps        int       `json:"reps"`
-	PerSale     int       `json:"rows_per_filled_sale"`
-	Volumes     []int     `json:"volumes"`
-	FillSeconds []float64 `json:"fill_seconds"`
-	Ops         []*opRow  `json:"ops"`
+	Commit       string    `json:"commit"`
+	Took         string    `json:"took"`
+	Reps         int       `json:"reps"`
+	Sales        int       `json:"ended_sales"`
+	BufferPoolMB int       `json:"innodb_buffer_pool_mb"`
+	Volumes      []int     `json:"volumes"`
+	FillSeconds  []float64 `json:"fill_seconds"`
+	Ops          []*opRow  `json:"ops"`
 }
 
 // opRow is one op's figures, a point per volume.
@@ -142,9 +143,9 @@ func (o *opRow) growth() string {
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# How the store's cost grows with the data\n\ncommit %s · %d calls per operation and volume · filled sales of %s rows · took %s\n\n",
-		r.Commit, r.Reps, count(float64(r.PerSale)), r.Took)
-	b.WriteString("Volume: rows in each of reservations, orders and order_events, of ended sales. Fill times: ")
+	fmt.Fprintf(&b, "# How the store's cost grows with the data\n\ncommit %s · %d calls per operation and volume · InnoDB buffer pool %d MB · took %s\n\n",
+		r.Commit, r.Reps, r.BufferPoolMB, r.Took)
+	fmt.Fprintf(&b, "Volume: rows in each of reservations, orders and order_events, of %d ended sales. Fill times: ", r.Sales)
 	for i, v := range r.Volumes {
 		if i > 0 {
 			b.WriteString(", ")

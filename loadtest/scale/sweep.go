@@ -65,22 +65,35 @@ func sweep(ctx context.Context, o *options, progress func(string, ...any)) (*rep
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, log, mdsn, store.Options{MaxOpenConns: 4})
+	// A payment window longer than the run: the live sales' orders must not fall due while the
+	// next volume fills, or the later volumes' scans would find them.
+	st, err := store.Open(ctx, log, mdsn, store.Options{MaxOpenConns: 4, PaymentWindow: 24 * time.Hour})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
 
-	rep := &report{Reps: o.reps, PerSale: o.perSale, Volumes: o.rows}
+	rep := &report{Reps: o.reps, Sales: o.sales, Volumes: o.rows}
+	if err := admin.QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size DIV 1048576").Scan(&rep.BufferPoolMB); err != nil {
+		return nil, err
+	}
+	firstSale, err := createSales(ctx, fill.DB(), o.sales)
+	if err != nil {
+		return nil, err
+	}
 	filled := 0
 	for vi, volume := range o.rows {
 		t0 := time.Now()
-		if err := fillTo(ctx, fill, filled, volume, o.perSale); err != nil {
+		if err := fillTo(ctx, fill.DB(), filled, volume, firstSale, o.sales); err != nil {
 			return nil, fmt.Errorf("fill to %d rows: %w", volume, err)
 		}
 		filled = volume
-		progress("%d rows filled in %s", volume, time.Since(t0).Round(time.Millisecond))
-		rep.FillSeconds = append(rep.FillSeconds, time.Since(t0).Seconds())
+		took := time.Since(t0)
+		if err := settle(ctx, admin, o.settle); err != nil {
+			return nil, err
+		}
+		progress("%d rows filled in %s, settled in %s", volume, took.Round(time.Millisecond), (time.Since(t0) - took).Round(time.Millisecond))
+		rep.FillSeconds = append(rep.FillSeconds, took.Seconds())
 		ops, err := liveOps(ctx, st, o.reps, vi)
 		if err != nil {
 			return nil, err
@@ -145,62 +158,89 @@ func slowLogOn(ctx context.Context, admin *sql.DB, path string) (func(), error) 
 	}, nil
 }
 
-// fillTo grows reservations, orders and order_events from `from` rows each to `to`, in ended
-// sales of perSale rows, one a day over the last 30 days: reservations published, orders three in four paid and one in four
-// expired with their units returned, one event per order. That is what a shop holds after many
-// sales, and none of it is due for anything.
-func fillTo(ctx context.Context, st *store.Store, from, to, perSale int) error {
-	db := st.DB()
-	for lo := from; lo < to; {
-		sale0 := lo / perSale
-		hi := min(to, (sale0+1)*perSale)
-		var product int64
-		err := db.QueryRowContext(ctx, "SELECT id FROM products WHERE name = ?", fillerName(sale0)).Scan(&product)
-		if err == sql.ErrNoRows {
-			res, err := db.ExecContext(ctx, `INSERT INTO products (name, price_cents, stock, initial_stock, strategy, sale_starts_at, sale_ends_at, per_user_limit, created_at, updated_at)
-				VALUES (?, 100, 0, ?, 'mysql', NOW(6) - INTERVAL 3 DAY, NOW(6) - INTERVAL 2 DAY, 1, NOW(6) - INTERVAL 3 DAY, NOW(6) - INTERVAL 2 DAY)`,
-				fillerName(sale0), perSale)
-			if err != nil {
-				return err
-			}
-			if product, err = res.LastInsertId(); err != nil {
-				return err
-			}
-		} else if err != nil {
+// fillChunk is how many rows of each table one INSERT … SELECT of the fill writes.
+const fillChunk = 200_000
+
+// createSales creates the n ended sales the fill spreads its rows over, one ended a day over the
+// last 30 days, and returns the first one's id: they are consecutive.
+func createSales(ctx context.Context, db *sql.DB, n int) (int64, error) {
+	if _, err := db.ExecContext(ctx, `INSERT INTO products (name, price_cents, stock, initial_stock, strategy, sale_starts_at, sale_ends_at, per_user_limit, created_at, updated_at)
+		SELECT CONCAT('ended sale ', seq), 100, 0, 0, 'mysql', NOW(6) - INTERVAL (seq % 30) DAY - INTERVAL 3 HOUR, NOW(6) - INTERVAL (seq % 30) DAY - INTERVAL 1 HOUR, 1,
+			NOW(6) - INTERVAL (seq % 30) DAY - INTERVAL 3 HOUR, NOW(6) - INTERVAL (seq % 30) DAY - INTERVAL 1 HOUR FROM seq_0_to_`+strconv.Itoa(n-1)); err != nil {
+		return 0, err
+	}
+	var first, last, count int64
+	if err := db.QueryRowContext(ctx, "SELECT MIN(id), MAX(id), COUNT(*) FROM products").Scan(&first, &last, &count); err != nil {
+		return 0, err
+	}
+	if count != int64(n) || last-first+1 != count {
+		return 0, fmt.Errorf("the %d ended sales got ids %d–%d: not consecutive", n, first, last)
+	}
+	return first, nil
+}
+
+// fillTo grows reservations, orders and order_events from `from` rows each to `to`, spread over
+// the ended sales (row k is sale k mod sales's, bought at its end): reservations published,
+// orders three in four paid and one in four expired with their units returned, one event per
+// order. That is what a shop holds after many sales, and none of it is due for anything.
+func fillTo(ctx context.Context, db *sql.DB, from, to int, firstSale int64, sales int) error {
+	for lo := from; lo < to; lo += fillChunk {
+		hi := min(to, lo+fillChunk)
+		var maxRes, maxOrder int64
+		if err := db.QueryRowContext(ctx, "SELECT COALESCE((SELECT MAX(id) FROM reservations), 0), COALESCE((SELECT MAX(id) FROM orders), 0)").Scan(&maxRes, &maxOrder); err != nil {
 			return err
 		}
-		seq := fmt.Sprintf("seq_%d_to_%d", lo, hi-1)
-		// The sales ended over the last 30 days, one a day, the first an hour ago: the day's
-		// sales are inside the windows that look back a day (the relay safety net).
-		age := 1 + 24*(sale0%30)
 		for _, q := range []struct {
 			sql  string
 			args []any
 		}{
-			{`INSERT INTO reservations (order_id, product_id, user_id, quantity, strategy, created_at, published_at)
-				SELECT CONCAT('f-', seq), ?, CONCAT('fu-', seq), 1, 'mysql', NOW(6) - INTERVAL ? HOUR, NOW(6) - INTERVAL ? HOUR FROM ` + seq,
-				[]any{product, age, age}},
+			{fmt.Sprintf(`INSERT INTO reservations (order_id, product_id, user_id, quantity, strategy, created_at, published_at)
+				SELECT CONCAT('f-', seq), ? + seq %% %[1]d, CONCAT('fu-', seq), 1, 'mysql', p.sale_ends_at, p.sale_ends_at
+				FROM seq_%[2]d_to_%[3]d JOIN products p ON p.id = ? + seq %% %[1]d`, sales, lo, hi-1),
+				[]any{firstSale, firstSale}},
 			{`INSERT INTO orders (order_id, reservation_id, product_id, user_id, quantity, status, created_at, expires_at, paid_at, payment_id, closed_at, returned_at)
 				SELECT r.order_id, r.id, r.product_id, r.user_id, 1, IF(r.id % 4 = 0, 'expired', 'paid'), r.created_at, r.created_at + INTERVAL 10 MINUTE,
 					IF(r.id % 4 = 0, NULL, r.created_at + INTERVAL 1 MINUTE), IF(r.id % 4 = 0, NULL, CONCAT('pay-', r.id)),
 					IF(r.id % 4 = 0, r.created_at + INTERVAL 10 MINUTE, NULL), IF(r.id % 4 = 0, r.created_at + INTERVAL 11 MINUTE, NULL)
-				FROM reservations r LEFT JOIN orders o ON o.reservation_id = r.id WHERE r.product_id = ? AND o.id IS NULL`,
-				[]any{product}},
+				FROM reservations r WHERE r.id > ?`,
+				[]any{maxRes}},
 			{`INSERT INTO order_events (order_id, product_id, user_id, kind, quantity, created_at, published_at)
 				SELECT o.order_id, o.product_id, o.user_id, IF(o.status = 'paid', 'order.paid', 'order.expired'), 1, o.created_at, o.created_at
-				FROM orders o LEFT JOIN order_events e ON e.order_id = o.order_id WHERE o.product_id = ? AND e.id IS NULL`,
-				[]any{product}},
+				FROM orders o WHERE o.id > ?`,
+				[]any{maxOrder}},
 		} {
 			if _, err := db.ExecContext(ctx, q.sql, q.args...); err != nil {
 				return err
 			}
 		}
-		lo = hi
 	}
 	return nil
 }
 
-func fillerName(i int) string { return fmt.Sprintf("ended sale %06d", i) }
+// settle waits, up to max, until InnoDB has written back most of what the fill left dirty in
+// its buffer pool, so that the measurements do not pay for the fill's writes.
+func settle(ctx context.Context, db *sql.DB, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		var name string
+		var dirty, total float64
+		if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'").Scan(&name, &dirty); err != nil {
+			return err
+		}
+		if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_total'").Scan(&name, &total); err != nil {
+			return err
+		}
+		if dirty <= total/20 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
 
 // liveOps makes a live sale for volume index vi and returns the operations measured on it.
 func liveOps(ctx context.Context, st *store.Store, reps, vi int) ([]op, error) {
