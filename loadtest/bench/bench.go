@@ -59,6 +59,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	err := b.phases(ctx)
 	computeRatios(b.rep.Rows)
 	b.rep.Summary = summarize(b.rep.Rows)
+	b.rep.Tracing = tracingRows(b.rep.Rows)
 	b.rep.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		b.rep.Aborted = err.Error()
@@ -138,14 +139,18 @@ func (b *bench) yardsticks(ctx context.Context) error {
 // configuration runs the phases of one replica configuration (SECKILL_BATCH_MAX=batch) on
 // replicas of its own, started with env and stopped at the end, round after round: on the first,
 // the yardsticks, the sold-out path, the read path and the fan-out (and the returns, once), then
-// on each the accept phase of every strategy.
+// on each the accept phase of every strategy. The first configuration also has the tracing one
+// beside it, with -tracing: replicas of the same settings with tracing on, whose accept phase of
+// each strategy at each -tracing-workers follows that of the first configuration (tracing off) in
+// the same round, so that each on ÷ off divides figures measured a few seconds apart.
 func (b *bench) configuration(ctx context.Context, first bool, batch string, env []string) error {
 	o := b.o
 	label := batchLabel(batch)
-	targets, pprof := o.targets, ""
+	off := acceptSide{targets: o.targets}
+	var on *acceptSide
 	if len(o.targets) == 0 {
 		b.say("starting %d replicas, %s", o.replicas, label)
-		c, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
+		c, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch, nil), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
 		if err != nil {
 			return err
 		}
@@ -153,19 +158,49 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 			b.say("stopping the replicas (%s)", label)
 			c.stop()
 		}()
-		targets, pprof = c.urls(), c.replicas[0].pprofURL
+		off.targets, off.pprof = c.urls(), c.replicas[0].pprofURL
+		if first && o.tracingOn() {
+			sink, err := startTraceSink()
+			if err != nil {
+				return err
+			}
+			defer sink.close()
+			b.rep.Settings.Tracing = &TracingSettings{Sample: o.tracingSample, Workers: o.tracingWorkers, Sink: sink.URL}
+			b.say("starting %d more replicas, %s with tracing on (sample %s, OTLP sink %s)", o.replicas, label, o.tracingSample, sink.URL)
+			t, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch, sink), filepath.Join(o.runDir, b.rep.RunID), "tracing-batch-"+batch, b.say)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				b.say("stopping the replicas (%s, tracing on)", label)
+				t.stop()
+				b.rep.Settings.Tracing.Received = sink.snapshot() // after the last exports of their shutdown
+			}()
+			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, tracing: tracingOnLabel, sink: sink}
+			off.tracing = tracingOffLabel
+		}
 	}
 	return b.rounds(func(round int) error {
 		if first {
-			if err := b.firstConfiguration(ctx, targets, pprof, label, round); err != nil {
+			if err := b.firstConfiguration(ctx, off.targets, off.pprof, label, round); err != nil {
 				return err
 			}
 		}
 		if b.has(phaseAccept) {
 			for _, workers := range o.workers {
+				paired := on != nil && slices.Contains(o.tracingWorkers, workers)
 				for _, st := range o.strategies {
-					if err := b.accept(ctx, targets, pprof, st, batch, workers); err != nil {
+					s := off
+					if !paired {
+						s.tracing = ""
+					}
+					if err := b.accept(ctx, s, st, batch, workers); err != nil {
 						return err
+					}
+					if paired {
+						if err := b.accept(ctx, *on, st, batch, workers); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -173,6 +208,23 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 		return nil
 	})
 }
+
+// acceptSide is a set of replicas the accept phases run on: the configuration's, or the tracing
+// configuration's beside them.
+type acceptSide struct {
+	targets []string
+	pprof   string
+	// tracing marks the rows of the tracing comparison: tracingOffLabel on the configuration's
+	// own replicas at a paired worker count, tracingOnLabel on the tracing ones; "" elsewhere.
+	tracing string
+	sink    *traceSink // the tracing replicas' collector, nil for the others
+}
+
+// The values of Row.Tracing.
+const (
+	tracingOffLabel = "off"
+	tracingOnLabel  = "on"
+)
 
 // firstConfiguration runs, in one round, the phases measured on the first configuration only.
 func (b *bench) firstConfiguration(ctx context.Context, targets []string, pprof, label string, round int) error {
@@ -211,12 +263,21 @@ func (b *bench) firstConfiguration(ctx context.Context, targets []string, pprof,
 // database, a Kafka topic and a group of the bench's own, the replicas as peers, no per-user
 // rate limit unless -limits (every buyer is distinct anyway), warnings only, pprof on its own
 // port, and the batch size of the configuration.
-func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof string, peers []string) []string {
+//
+// With a trace sink, the replicas are the tracing configuration's: SECKILL_TRACING=otlp at
+// -tracing-sample, exporting to the sink, named bench-tracing-N. Without one, while the run has a
+// tracing configuration, SECKILL_TRACING=off whatever the caller's environment says, so that
+// "off" is off.
+func (b *bench) replicaEnv(base []string, batch string, sink *traceSink) func(i int, addr, pprof string, peers []string) []string {
 	return func(i int, addr, pprof string, peers []string) []string {
+		instance := fmt.Sprintf("bench-%d", i+1)
+		if sink != nil {
+			instance = fmt.Sprintf("bench-tracing-%d", i+1)
+		}
 		set := map[string]string{
 			"SECKILL_HTTP_ADDR":    addr,
 			"SECKILL_PPROF_ADDR":   pprof,
-			"SECKILL_INSTANCE_ID":  fmt.Sprintf("bench-%d", i+1),
+			"SECKILL_INSTANCE_ID":  instance,
 			"SECKILL_MYSQL_DSN":    b.o.mysqlDSN,
 			"SECKILL_AUTO_MIGRATE": "true",
 			"SECKILL_KAFKA_TOPIC":  "seckill.bench.orders",
@@ -230,6 +291,12 @@ func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof 
 		}
 		if !b.o.limits {
 			set["SECKILL_RATE_PER_USER"] = "0"
+		}
+		switch {
+		case sink != nil:
+			set["SECKILL_TRACING"], set["SECKILL_TRACING_SAMPLE"], set["OTEL_EXPORTER_OTLP_ENDPOINT"] = "otlp", b.o.tracingSample, sink.URL
+		case b.o.tracingOn():
+			set["SECKILL_TRACING"] = "off"
 		}
 		if envValue(base, "GOMAXPROCS", "") == "" {
 			set["GOMAXPROCS"] = strconv.Itoa(replicaProcs(b.o.replicas))
@@ -407,18 +474,34 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 
 // accept measures one strategy accepting: a product with more stock than the phase can sell,
 // distinct buyers each buying one unit with an Idempotency-Key; then the drain.
-func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, batch string, workers int) error {
+//
+// On the tracing configuration's side its row says so (Config, Tracing) and counts what the trace
+// sink received from the phase's start to the end of its drain: the exporter's batches leave up
+// to 5 s after their spans end, so a phase's count may hold a few of the previous one's.
+func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string, workers int) error {
 	o := b.o
+	targets, pprof := s.targets, s.pprof
 	label := batchLabel(batch)
+	if s.tracing == tracingOnLabel {
+		label += " · tracing on (sample " + o.tracingSample + ")"
+	}
+	var before sinkCounts
+	if s.sink != nil {
+		before = s.sink.snapshot()
+	}
 	a := newAPI(targets[0], o.adminToken)
 	id, err := a.createProduct(ctx, fmt.Sprintf("bench %s · accept · %s · %s", b.rep.RunID, strategy, label), strategy, o.stock)
 	if err != nil {
 		return err
 	}
-	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id,
+	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id, Workers: workers, Tracing: s.tracing,
 		Config: fmt.Sprintf("%s · %d workers · %s", label, workers, replicas(len(targets)))}
 	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, workers, len(targets), o.warmup, o.acceptFor)
-	profile := b.profile(ctx, pprof, fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers), o.acceptFor)
+	slug := fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers)
+	if s.tracing == tracingOnLabel {
+		slug += "-tracing"
+	}
+	profile := b.profile(ctx, pprof, slug, o.acceptFor)
 	cpu := cpuWindow(o.warmup)
 	res, err := yardstick.Blast{
 		Targets: targets, ProductID: id, Workers: workers, Warmup: o.warmup, Duration: o.acceptFor,
@@ -449,6 +532,10 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 	}
 	drainedAfter := time.Since(ended)
 	profile(&row) // after the drain: waiting for it must not count as draining
+	if s.sink != nil {
+		got := s.sink.snapshot().sub(before)
+		row.Traces = &got
+	}
 	row.Reserved, row.Confirmed, row.Drained = st.Reserved, st.ConfirmedUnits, drained
 	if drained {
 		row.DrainSeconds = drainedAfter.Seconds()
