@@ -141,8 +141,9 @@ func (b *bench) yardsticks(ctx context.Context) error {
 // the yardsticks, the sold-out path, the read path and the fan-out (and the returns, once), then
 // on each the accept phase of every strategy. The first configuration also has the tracing one
 // beside it, with -tracing: replicas of the same settings with tracing on, whose accept phase of
-// each strategy at each -tracing-workers follows that of the first configuration (tracing off) in
-// the same round, so that each on ÷ off divides figures measured a few seconds apart.
+// each strategy at each -tracing-workers runs next to that of the first configuration (tracing
+// off) in the same round, before it in even rounds and after it in odd ones (pairOrder), so that
+// each on ÷ off divides figures measured a few seconds apart.
 func (b *bench) configuration(ctx context.Context, first bool, batch string, env []string) error {
 	o := b.o
 	label := batchLabel(batch)
@@ -194,11 +195,8 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 					if !paired {
 						s.tracing = ""
 					}
-					if err := b.accept(ctx, s, st, batch, workers); err != nil {
-						return err
-					}
-					if paired {
-						if err := b.accept(ctx, *on, st, batch, workers); err != nil {
+					for _, side := range pairOrder(s, on, paired, round) {
+						if err := b.accept(ctx, side, st, batch, workers); err != nil {
 							return err
 						}
 					}
@@ -207,6 +205,20 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 		}
 		return nil
 	})
+}
+
+// pairOrder is the order of a strategy's accept phases at one worker count in a round: off alone
+// when not paired with the tracing configuration; else off then on in odd rounds and on then off
+// in even ones, so that neither side is always the one measured after the other (a phase leaves
+// its orders' pipeline, and the machine's weather, to the next).
+func pairOrder(off acceptSide, on *acceptSide, paired bool, round int) []acceptSide {
+	switch {
+	case !paired || on == nil:
+		return []acceptSide{off}
+	case round%2 == 0:
+		return []acceptSide{*on, off}
+	}
+	return []acceptSide{off, *on}
 }
 
 // acceptSide is a set of replicas the accept phases run on: the configuration's, or the tracing

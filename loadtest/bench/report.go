@@ -269,7 +269,7 @@ func writeTracing(b *strings.Builder, s *TracingSettings, rows []TracingRow) {
 	if s != nil {
 		fmt.Fprintf(b, ", SECKILL_TRACING_SAMPLE=%s, exporting over OTLP/HTTP to the bench's own sink %s", s.Sample, s.Sink)
 	}
-	b.WriteString("), the two phases one after the other in each round; on ÷ off is computed in each round:\n\n")
+	b.WriteString("), the two phases next to each other in each round (off first in odd rounds, on first in even ones); on ÷ off is computed in each round:\n\n")
 	b.WriteString("| what | workers | rounds | off (median) | on (median) | on ÷ off (median) | on ÷ off (min–max) | within 5 % | exports · spans (on) | spans per 1,000 accepted |\n|---|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
 	for _, t := range rows {
 		if t.Rounds == 0 {
@@ -429,8 +429,8 @@ Drain: from the phase's last answer until every accepted unit is a confirmed ord
 redis-lua, with the share of the phase's units that were in MySQL when it ended (its persisters
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
 Tracing: "off" is the first configuration's accept row; "on" is the same phase on replicas of the
-same settings with tracing on, measured right after it in the same round (both sets of replicas
-run throughout, the idle one beside the measured one). Spans per 1,000 accepted: with a sample of
+same settings with tracing on, measured next to it in the same round, after it in odd rounds and
+before it in even ones (both sets of replicas run throughout, the idle one beside the measured one). Spans per 1,000 accepted: with a sample of
 0.01, about 10 traces of a few spans each; the exporter batches them (up to 5 s), so a phase's
 count may hold a few of the previous phase's.
 `)

@@ -234,3 +234,33 @@ func TestTracingReplicaEnv(t *testing.T) {
 		t.Errorf("-tracing=false: SECKILL_TRACING %q, want the caller's otlp", off["SECKILL_TRACING"])
 	}
 }
+
+// TestPairOrder: unpaired, the off side alone; paired, off then on in odd rounds, on then off in
+// even ones.
+func TestPairOrder(t *testing.T) {
+	off := acceptSide{targets: []string{"off"}, tracing: tracingOffLabel}
+	on := &acceptSide{targets: []string{"on"}, tracing: tracingOnLabel}
+	names := func(sides []acceptSide) string {
+		var out []string
+		for _, s := range sides {
+			out = append(out, s.targets[0])
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		on     *acceptSide
+		paired bool
+		round  int
+		want   string
+	}{
+		{nil, false, 1, "off"},
+		{on, false, 1, "off"},
+		{on, true, 1, "off,on"},
+		{on, true, 2, "on,off"},
+		{on, true, 3, "off,on"},
+	} {
+		if got := names(pairOrder(off, tc.on, tc.paired, tc.round)); got != tc.want {
+			t.Errorf("pairOrder(paired %v, round %d) = %s, want %s", tc.paired, tc.round, got, tc.want)
+		}
+	}
+}
