@@ -11,7 +11,8 @@
 # It is Jaeger v2's all-in-one (github.com/jaegertracing/jaeger/cmd/jaeger, an OpenTelemetry
 # Collector build) with its built-in configuration: OTLP receivers (gRPC 4317, HTTP 4318), the
 # UI and query API on 16686, traces in memory (the newest 100,000; gone when it stops). Every
-# listener on 127.0.0.1 (JAEGER_LISTEN_HOST), as the rest of the stack. The replicas export to
+# listener on 127.0.0.1 (JAEGER_LISTEN_HOST, and --set for the query extension's two, which that
+# variable does not reach), as the rest of the stack. The replicas export to
 # http://127.0.0.1:4318/v1/traces (OTEL_EXPORTER_OTLP_ENDPOINT is the base URL).
 set -euo pipefail
 
@@ -71,7 +72,11 @@ jaeger_up() {
 			die "jaeger: $JAEGER_HOST:$JAEGER_UI_PORT or :$JAEGER_OTLP_HTTP_PORT is taken by a process these scripts did not start"
 		fi
 		log "jaeger: starting (UI http://$JAEGER_HOST:$JAEGER_UI_PORT/, OTLP/HTTP :$JAEGER_OTLP_HTTP_PORT)"
-		JAEGER_LISTEN_HOST=$JAEGER_HOST start_bg jaeger "$JAEGER_BIN"
+		# JAEGER_LISTEN_HOST binds the built-in configuration's receivers and extensions; the
+		# query extension (UI 16686, its gRPC API 16685) listens on every interface unless told.
+		JAEGER_LISTEN_HOST=$JAEGER_HOST start_bg jaeger "$JAEGER_BIN" \
+			--set=extensions.jaeger_query.http.endpoint="$JAEGER_HOST:$JAEGER_UI_PORT" \
+			--set=extensions.jaeger_query.grpc.endpoint="$JAEGER_HOST:16685"
 	fi
 	wait_ready jaeger 60 jaeger_answers || die "jaeger did not answer (log: $(log_file jaeger))"
 	log "jaeger: ready"
