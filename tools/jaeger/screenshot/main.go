@@ -247,7 +247,8 @@ func shoot(ctx context.Context, o options, tr trace) error {
 	// The page draws the span rows after it fetched the trace: wait for the deduction's name.
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.body.innerText.includes("seckill.deduct")`,
 		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-		return fmt.Errorf("waiting for the trace's spans on the page: %w", err)
+		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.title + " | " + document.body.innerText.slice(0, 600)`))
+		return fmt.Errorf("waiting for the trace's spans on the page: %w; it shows: %q", err, text)
 	}
 	time.Sleep(500 * time.Millisecond) // the timeline's bars settle after the rows
 	buf, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
