@@ -247,7 +247,10 @@ func shoot(ctx context.Context, o options, tr trace) error {
 	// The page draws the span rows after it fetched the trace: wait for the deduction's name.
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.body.innerText.includes("seckill.deduct")`,
 		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.title + " | " + document.body.innerText.slice(0, 600)`))
+		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText.slice(0, 300)`))
+		if strings.Contains(text, "placeholder") {
+			return errors.New("Jaeger serves its placeholder page, not the UI: it runs without the UI's assets (scripts/jaeger.sh ui DIR, then make down && make up TRACING=jaeger TRACING_SAMPLE=1; docs/stacks.md, Tracing)")
+		}
 		return fmt.Errorf("waiting for the trace's spans on the page: %w; it shows: %q", err, text)
 	}
 	time.Sleep(500 * time.Millisecond) // the timeline's bars settle after the rows
