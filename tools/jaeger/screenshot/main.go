@@ -253,7 +253,17 @@ func shoot(ctx context.Context, o options, tr trace) error {
 		}
 		return fmt.Errorf("waiting for the trace's spans on the page: %w; it shows: %q", err, text)
 	}
-	time.Sleep(500 * time.Millisecond) // the timeline's bars settle after the rows
+	// Open the deduction's details (its attributes) below its row, as a reader would.
+	opened, err := chromedp.Run(tab, chromedp.Evaluate[bool](`(() => {
+		const row = [...document.querySelectorAll(".span-name")].find(e => e.innerText.includes("seckill.deduct"));
+		if (!row) return false;
+		row.click();
+		return true;
+	})()`))
+	if err != nil || !opened {
+		fmt.Fprintln(os.Stderr, "screenshot: could not open seckill.deduct's details; the screenshot shows the rows only")
+	}
+	time.Sleep(time.Second) // the timeline's bars and the details settle after the rows
 	buf, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
 	if err != nil {
 		return fmt.Errorf("screenshot: %w", err)
