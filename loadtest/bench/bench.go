@@ -28,6 +28,14 @@ type bench struct {
 	stamp string // the run's time, hhmmss, in every buyer id: b<stamp>p<phase>-<n>
 	phase int    // phases run so far, so that no two phases share a buyer
 	round int    // the round under way, from 1
+	// traceMarks are what the trace sink had received when each tracing-on phase began.
+	traceMarks []traceMark
+}
+
+// traceMark is what the trace sink had received when the phase of rows[row] began.
+type traceMark struct {
+	row int
+	at  sinkCounts
 }
 
 // add records a measurement of the round under way.
@@ -176,6 +184,7 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 				b.say("stopping the replicas (%s, tracing on)", label)
 				t.stop()
 				b.rep.Settings.Tracing.Received = sink.snapshot() // after the last exports of their shutdown
+				attributeTraces(b.rep.Rows, b.traceMarks, b.rep.Settings.Tracing.Received)
 			}()
 			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, tracing: tracingOnLabel, sink: sink}
 			off.tracing = tracingOffLabel
@@ -219,6 +228,27 @@ func pairOrder(off acceptSide, on *acceptSide, paired bool, round int) []acceptS
 		return []acceptSide{*on, off}
 	}
 	return []acceptSide{off, *on}
+}
+
+// attributeTraces gives each tracing-on row (marks: the sink's counts when its phase began, in
+// the order the phases ran) what the trace sink received from its phase's start to the next
+// tracing-on phase's start, the last one's to final (the sink's counts once the tracing replicas
+// stopped, their last batches flushed). Only the tracing replicas export, and their exporter sends
+// a batch up to 5 s after its spans end, during whatever phase comes next: a window that ends at
+// the phase's own end would miss part of its spans, one that runs to the next on phase catches
+// them (an off phase or more lies between two on phases).
+func attributeTraces(rows []Row, marks []traceMark, final sinkCounts) {
+	for i, m := range marks {
+		end := final
+		if i+1 < len(marks) {
+			end = marks[i+1].at
+		}
+		if m.row < 0 || m.row >= len(rows) {
+			continue
+		}
+		got := end.sub(m.at)
+		rows[m.row].Traces = &got
+	}
 }
 
 // acceptSide is a set of replicas the accept phases run on: the configuration's, or the tracing
@@ -487,9 +517,9 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 // accept measures one strategy accepting: a product with more stock than the phase can sell,
 // distinct buyers each buying one unit with an Idempotency-Key; then the drain.
 //
-// On the tracing configuration's side its row says so (Config, Tracing) and counts what the trace
-// sink received from the phase's start to the end of its drain: the exporter's batches leave up
-// to 5 s after their spans end, so a phase's count may hold a few of the previous one's.
+// On the tracing configuration's side its row says so (Config, Tracing) and notes what the trace
+// sink had received when the phase began: attributeTraces turns those marks into each phase's
+// count once the tracing replicas have stopped.
 func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string, workers int) error {
 	o := b.o
 	targets, pprof := s.targets, s.pprof
@@ -497,9 +527,10 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	if s.tracing == tracingOnLabel {
 		label += " · tracing on (sample " + o.tracingSample + ")"
 	}
-	var before sinkCounts
+	var mark *sinkCounts
 	if s.sink != nil {
-		before = s.sink.snapshot()
+		c := s.sink.snapshot()
+		mark = &c
 	}
 	a := newAPI(targets[0], o.adminToken)
 	id, err := a.createProduct(ctx, fmt.Sprintf("bench %s · accept · %s · %s", b.rep.RunID, strategy, label), strategy, o.stock)
@@ -544,10 +575,6 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	}
 	drainedAfter := time.Since(ended)
 	profile(&row) // after the drain: waiting for it must not count as draining
-	if s.sink != nil {
-		got := s.sink.snapshot().sub(before)
-		row.Traces = &got
-	}
 	row.Reserved, row.Confirmed, row.Drained = st.Reserved, st.ConfirmedUnits, drained
 	if drained {
 		row.DrainSeconds = drainedAfter.Seconds()
@@ -559,6 +586,9 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	}
 	if st.Oversold > 0 || st.InitialStock-st.Stock != st.Reserved {
 		b.problem("accept %s (%s): stock %d of %d with %d units reserved (oversold %d)", strategy, label, st.Stock, st.InitialStock, st.Reserved, st.Oversold)
+	}
+	if mark != nil {
+		b.traceMarks = append(b.traceMarks, traceMark{row: len(b.rep.Rows), at: *mark})
 	}
 	b.add(row)
 	b.say("accept %s (%s): drained %v in %.1f s", strategy, label, drained, row.DrainSeconds)

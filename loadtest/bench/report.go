@@ -117,7 +117,8 @@ type Row struct {
 	// Tracing is, in a run with the tracing configuration, "on" for its accept rows and "off" for
 	// the first configuration's at the same workers, which they are paired with; "" otherwise.
 	Tracing string `json:"tracing,omitempty"`
-	// Traces is, for a tracing-on row, what the bench's OTLP sink received during the phase.
+	// Traces is, for a tracing-on row, what the bench's OTLP sink received from the phase's start
+	// to the next tracing-on phase's start (attributeTraces).
 	Traces *sinkCounts `json:"traces,omitempty"`
 	// Answers counts every answer of the phase, warm-up included, by status and error code.
 	Answers map[string]int `json:"answers,omitempty"`
@@ -430,9 +431,10 @@ redis-lua, with the share of the phase's units that were in MySQL when it ended 
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
 Tracing: "off" is the first configuration's accept row; "on" is the same phase on replicas of the
 same settings with tracing on, measured next to it in the same round, after it in odd rounds and
-before it in even ones (both sets of replicas run throughout, the idle one beside the measured one). Spans per 1,000 accepted: with a sample of
-0.01, about 10 traces of a few spans each; the exporter batches them (up to 5 s), so a phase's
-count may hold a few of the previous phase's.
+before it in even ones (both sets of replicas run throughout, the idle one beside the measured
+one). Exports and spans of a tracing-on phase: what the sink received from its start to the next
+tracing-on phase's start (the exporter sends a batch up to 5 s after its spans end); per 1,000
+accepted, at a sample of 0.01, about ten traces of a few spans each.
 `)
 	return b.String()
 }

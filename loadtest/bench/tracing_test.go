@@ -264,3 +264,30 @@ func TestPairOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestAttributeTraces: each tracing-on row gets what the sink received from its mark to the next
+// mark, the last one to the final counts; other rows get nothing.
+func TestAttributeTraces(t *testing.T) {
+	at := func(exports, spans int) sinkCounts {
+		return sinkCounts{Exports: exports, Spans: spans, Bytes: int64(100 * spans)}
+	}
+	rows := []Row{
+		{What: "accept mysql", Tracing: tracingOffLabel},
+		{What: "accept mysql", Tracing: tracingOnLabel},
+		{What: "accept redis", Tracing: tracingOffLabel}, // the on phase's batches arrive meanwhile
+		{What: "accept redis", Tracing: tracingOnLabel},
+		{What: "accept mysql", Workers: 32},
+		{What: "accept redis", Tracing: tracingOnLabel},
+	}
+	marks := []traceMark{{row: 1, at: at(0, 0)}, {row: 3, at: at(3, 40)}, {row: 5, at: at(5, 70)}}
+	attributeTraces(rows, marks, sinkCounts{Exports: 9, Spans: 100, Bytes: 10_000})
+	var got []*sinkCounts
+	for _, r := range rows {
+		got = append(got, r.Traces)
+	}
+	want := []*sinkCounts{nil, {Exports: 3, Spans: 40, Bytes: 4000}, nil, {Exports: 2, Spans: 30, Bytes: 3000}, nil, {Exports: 4, Spans: 30, Bytes: 3000}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("traces per row (-want +got):\n%s", diff)
+	}
+	attributeTraces(nil, nil, sinkCounts{}) // no rows: nothing to do, no panic
+}
