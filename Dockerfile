@@ -3,6 +3,7 @@
 #
 #   docker build -t seckill-go .                   the app (the last stage, "runtime")
 #   docker build --target loadtest -t seckill-go-loadtest .
+#   docker build --target jaeger -t seckill-jaeger .  Jaeger v2's all-in-one (compose's profile tracing)
 #
 # docker-compose.yml builds both. The `go build` lines use exactly the Makefile's GO_BUILD_ENV and
 # GO_BUILD_FLAGS, and GO_VERSION is go.mod's go line: deploy/docker_test.go checks both, so the
@@ -38,6 +39,28 @@ COPY --from=build-loadtest /out/loadtest /usr/local/bin/loadtest
 COPY --from=build-loadtest --chown=65532:65532 /out/results /results
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/loadtest", "-out", "/results"]
+
+# Jaeger v2's all-in-one (issue #33) for docker-compose.yml's profile tracing: the same program as
+# the registry's jaegertracing/jaeger 2.x image, built here from tools/jaeger's own module (Jaeger's
+# dependency tree stays out of go.mod; the local stack's scripts/jaeger.sh builds the same), so that
+# the stack needs no registry for it. Its built-in configuration: OTLP receivers on 4317/4318, UI
+# and query API on 16686, health on 13133, traces in memory. JAEGER_LISTEN_HOST as the official
+# image sets it (the binary's default is localhost); the app's health probe, with -addr, probes it.
+FROM ${GO_IMAGE} AS build-jaeger
+WORKDIR /src/tools/jaeger
+COPY tools/jaeger/go.mod tools/jaeger/go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+
+FROM scratch AS jaeger
+COPY --from=build-jaeger /out/jaeger /usr/local/bin/jaeger
+COPY --from=build /out/healthcheck /usr/local/bin/healthcheck
+USER 10001:10001
+ENV JAEGER_LISTEN_HOST=0.0.0.0
+EXPOSE 4317 4318 13133 16686
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD ["/usr/local/bin/healthcheck", "-addr", "127.0.0.1:13133", "/status"]
+ENTRYPOINT ["/usr/local/bin/jaeger"]
 
 # The app: nothing but the binary, its health probe and the CA roots (for a DSN with tls=true).
 # No shell, no package manager, no /etc/passwd: the user is a bare uid.

@@ -26,16 +26,25 @@ endif
 ifdef ZK_MODE
 export SECKILL_ZK_MODE := $(ZK_MODE)
 endif
+# Tracing (issue #33): TRACING=jaeger becomes SECKILL_STACK_TRACING (scripts/env.sh): make up starts
+# Jaeger (UI http://127.0.0.1:16686/) and the replicas export to it; TRACING_SAMPLE becomes their
+# SECKILL_TRACING_SAMPLE (default 0.01), e.g. make up TRACING=jaeger TRACING_SAMPLE=1.
+ifdef TRACING
+export SECKILL_STACK_TRACING := $(TRACING)
+endif
+ifdef TRACING_SAMPLE
+export SECKILL_TRACING_SAMPLE := $(TRACING_SAMPLE)
+endif
 
-.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-compare bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos soak zoo k6 compose-check compose-smoke screenshots logs clean
+.PHONY: help up down services services-down status build test test-topology test-short lint bench bench-compare bench-locks fuzz loadtest loadtest-pay loadtest-chaos chaos soak zoo k6 compose-check compose-smoke screenshots jaeger jaeger-screenshot logs clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-up: ## start services, 3 replicas and nginx on http://127.0.0.1:8080/ (idempotent); REDIS_MODE=cluster|sentinel, ZK_MODE=ensemble add those topologies
+up: ## start services, 3 replicas and nginx on http://127.0.0.1:8080/ (idempotent); REDIS_MODE=cluster|sentinel, ZK_MODE=ensemble add those topologies; TRACING=jaeger [TRACING_SAMPLE=1] adds Jaeger on http://127.0.0.1:16686/ and traces into it
 	scripts/up.sh
 
-down: ## stop everything `make up` started, the topologies' nodes of any mode too (MariaDB/Redis only if it started them)
+down: ## stop everything `make up` started (Jaeger too), the topologies' nodes of any mode too (MariaDB/Redis only if it started them)
 	scripts/down.sh all
 
 services: ## start MariaDB, Redis, ZooKeeper, the dev Kafka broker, Redlock's five Redis servers and Memcached (idempotent); REDIS_MODE=cluster|sentinel, ZK_MODE=ensemble add those topologies
@@ -190,6 +199,16 @@ screenshots: ## run the browser test and copy its screenshots to docs/ for docs/
 	cp web/testdata/screenshots/storefront-phone.png docs/storefront-phone.png
 	cp web/testdata/screenshots/storefront-desktop-drawer.png docs/storefront-drawer.png
 	cp web/testdata/screenshots/storefront-queue.png docs/storefront-queue.png
+
+jaeger: ## build bin/jaeger (Jaeger v2's all-in-one, from tools/jaeger's own module) without starting it
+	scripts/jaeger.sh build
+
+# The trace of one purchase in Jaeger's UI, for docs/stacks.md (Tracing): the stack traces every
+# request for it (an existing stack with other tracing settings is not restarted: make down first).
+jaeger-screenshot: ## make up TRACING=jaeger TRACING_SAMPLE=1, one purchase, its trace in Jaeger's UI saved as docs/jaeger-trace.png
+	SECKILL_STACK_TRACING=jaeger SECKILL_TRACING_SAMPLE=1 scripts/up.sh
+	scripts/chromium.sh
+	cd tools/jaeger && $(GO) run ./screenshot -out ../../docs/jaeger-trace.png
 
 logs: ## follow the replica logs
 	tail -n 20 -F .run/logs/replica-*.log

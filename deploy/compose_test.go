@@ -30,6 +30,7 @@ var wantServices = map[string]string{
 	"redlock1": "", "redlock2": "", "redlock3": "", "redlock4": "", "redlock5": "", "memcached": "",
 	"prometheus": "observability", "grafana": "observability", "loadtest": "loadtest",
 	"rc1": "cluster", "rc2": "cluster", "rc3": "cluster", "rc4": "cluster", "rc5": "cluster", "rc6": "cluster", "rc-init": "cluster",
+	"jaeger": "tracing",
 }
 
 // oneShots run once and exit 0; others wait for them with service_completed_successfully. A
@@ -602,6 +603,7 @@ func TestComposePorts(t *testing.T) {
 		},
 		"prometheus": {"127.0.0.1:9090:9090"},
 		"grafana":    {"127.0.0.1:3000:3000"},
+		"jaeger":     {"127.0.0.1:16686:16686"}, // the UI; OTLP stays inside the project's network
 	}
 	got := map[string][]string{}
 	for name, s := range c.services {

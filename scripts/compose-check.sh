@@ -3,9 +3,9 @@
 # that will read it:
 #
 #   1. docker-compose.yml with the compose tool itself, alone and with each profile
-#      (observability, loadtest, cluster) and with all of them, and the cluster form
+#      (observability, loadtest, cluster, tracing) and with all of them, the cluster form
 #      (docker-compose.yml + docker-compose.cluster.yml with profile cluster, alone and with the
-#      others): `config -q` loads the files as `up` would (variables, the env file, YAML anchors,
+#      others) and the tracing form (docker-compose.tracing.yml with profile tracing, alike): `config -q` loads the files as `up` would (variables, the env file, YAML anchors,
 #      the schema, the override merged) and runs nothing. It uses `docker
 #      compose` (v2) when that answers, else `docker-compose` (v1), installing Debian's
 #      docker-compose 1.29 when neither exists; the file is kept valid for both. A warning fails
@@ -23,10 +23,13 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 . "$SCRIPT_DIR/lib.sh"
 
 # One entry per run: none, each profile, all of them (COMPOSE_PROFILES is comma-separated).
-PROFILES=('' observability loadtest cluster 'observability,loadtest,cluster')
+PROFILES=('' observability loadtest cluster tracing 'observability,loadtest,cluster,tracing')
 # The cluster form's override, with the profiles it is run with (cluster, always).
 CLUSTER_OVERRIDE=docker-compose.cluster.yml
-CLUSTER_PROFILES=(cluster 'observability,loadtest,cluster')
+CLUSTER_PROFILES=(cluster 'observability,loadtest,cluster,tracing')
+# The tracing form's override, with the profiles it is run with (tracing, always).
+TRACING_OVERRIDE=docker-compose.tracing.yml
+TRACING_PROFILES=(tracing 'observability,loadtest,cluster,tracing')
 
 main() {
 	cd "$REPO_ROOT"
@@ -45,6 +48,9 @@ main() {
 	done
 	for profile in "${CLUSTER_PROFILES[@]}"; do
 		compose_config "$profile" "$CLUSTER_OVERRIDE" "${compose[@]}"
+	done
+	for profile in "${TRACING_PROFILES[@]}"; do
+		compose_config "$profile" "$TRACING_OVERRIDE" "${compose[@]}"
 	done
 
 	require_cmd promtool prometheus

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # down.sh [all] — stop what up.sh started, by pid file.
 #
-#   down.sh       nginx and the seckill replicas
+#   down.sh       nginx, the seckill replicas and Jaeger (make up TRACING=jaeger), if they run
 #   down.sh all   also the services that services.sh started: the dev Kafka
 #                 broker and ZooKeeper, the Redis Cluster, Sentinel and ZooKeeper
 #                 ensemble nodes of any mode, and MariaDB/Redis only if these
@@ -32,9 +32,11 @@ main() {
 	esac
 }
 
+# Jaeger last: the replicas export their last spans as they stop.
 stop_app() {
 	"$SCRIPT_DIR/nginx.sh" down
 	stop_replicas
+	"$SCRIPT_DIR/jaeger.sh" down
 }
 
 # stop_replicas stops every replica with a pid file, all at once, so three

@@ -27,6 +27,20 @@ if [[ $SECKILL_ZK_MODE == ensemble ]]; then
 else
 	export SECKILL_ZK_SERVERS=${SECKILL_ZK_SERVERS:-127.0.0.1:2181}
 fi
+# Tracing in the local stack (issue #33; make up TRACING=jaeger sets SECKILL_STACK_TRACING), not
+# the app's setting, so not exported:
+#   off     (default) the app's own default: no tracing, no Jaeger
+#   jaeger  up.sh starts Jaeger (scripts/jaeger.sh: UI http://127.0.0.1:16686/) and the replicas
+#           export their traces to it: SECKILL_TRACING=otlp, OTEL_EXPORTER_OTLP_ENDPOINT its
+#           OTLP/HTTP base URL; SECKILL_TRACING_SAMPLE as the caller gives it (make up
+#           TRACING_SAMPLE=1 traces every request), else the app's default (0.01)
+SECKILL_STACK_TRACING=${SECKILL_STACK_TRACING:-off}
+case $SECKILL_STACK_TRACING in
+jaeger)
+	export SECKILL_TRACING=otlp
+	export OTEL_EXPORTER_OTLP_ENDPOINT=${OTEL_EXPORTER_OTLP_ENDPOINT:-http://127.0.0.1:4318}
+	;;
+esac
 export SECKILL_KAFKA_BROKERS=${SECKILL_KAFKA_BROKERS:-127.0.0.1:9092}
 export SECKILL_KAFKA_TOPIC=${SECKILL_KAFKA_TOPIC:-seckill.orders}
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}

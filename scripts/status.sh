@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # status.sh — one line per piece of the local stack: the services, the
-# replicas and nginx, whether each answers and whether these scripts started it.
+# replicas, nginx and Jaeger, whether each answers and whether these scripts started it.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -11,6 +11,7 @@ main() {
 	"$SCRIPT_DIR/services.sh" status
 	replicas_status
 	"$SCRIPT_DIR/nginx.sh" status
+	"$SCRIPT_DIR/jaeger.sh" status
 }
 
 # Replicas are listed from their pid files: up.sh may have started any number.

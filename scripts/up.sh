@@ -17,6 +17,10 @@
 #                         GET /healthz answers 200 once it serves
 # each configured by the SECKILL_* variables of scripts/env.sh, plus
 # SECKILL_HTTP_ADDR and SECKILL_INSTANCE_ID per replica.
+#
+# SECKILL_STACK_TRACING=jaeger (make up TRACING=jaeger, see scripts/env.sh) also starts Jaeger
+# (scripts/jaeger.sh) before the replicas, which export their traces to it. A replica already
+# running with other tracing settings is not restarted either: the script says so.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -37,9 +41,19 @@ main() {
 	build_app
 	run_app migrate
 	run_app seed
+	tracing_up
 	start_replicas
 	nginx_up
 	print_summary
+}
+
+# tracing_up starts Jaeger when the stack traces into it.
+tracing_up() {
+	case $SECKILL_STACK_TRACING in
+	off) ;;
+	jaeger) "$SCRIPT_DIR/jaeger.sh" up ;;
+	*) die "SECKILL_STACK_TRACING=$SECKILL_STACK_TRACING: want off or jaeger" ;;
+	esac
 }
 
 nginx_up() {
@@ -64,6 +78,18 @@ build_app() {
 
 checksum() { sha256sum "$1" | cut -d' ' -f1; }
 
+# warn_tracing_differs NAME says so when a running replica's tracing settings (its environment,
+# /proc/PID/environ) are not the ones this "up" asks for: it keeps them until make down && make up.
+warn_tracing_differs() {
+	local name=$1 pid got want
+	pid=$(read_pid "$name") || return 0
+	got=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -E '^(SECKILL_TRACING|SECKILL_TRACING_SAMPLE|OTEL_EXPORTER_OTLP_ENDPOINT)=' | sort | tr '\n' ' ') || true
+	want=$(env | grep -E '^(SECKILL_TRACING|SECKILL_TRACING_SAMPLE|OTEL_EXPORTER_OTLP_ENDPOINT)=' | sort | tr '\n' ' ') || true
+	if [[ $got != "$want" ]]; then
+		warn "$name runs with tracing settings [${got% }], not [${want% }]: make down && make up to restart it with them"
+	fi
+}
+
 run_app() {
 	log "seckill $1"
 	"$SECKILL_BIN" "$1" || die "seckill $1 failed"
@@ -87,6 +113,7 @@ start_replica() {
 		else
 			log "$name: already running (pid $(read_pid "$name"))"
 		fi
+		warn_tracing_differs "$name"
 		return 0
 	fi
 	if port_open "$REPLICA_HOST" $((REPLICA_BASE_PORT + n)); then
@@ -107,6 +134,10 @@ EOF
 	for ((n = 1; n <= REPLICAS; n++)); do
 		printf '  replica-%d      http://%s/   log: %s\n' "$n" "$(replica_addr "$n")" "$(log_file "replica-$n")"
 	done
+	if [[ $SECKILL_STACK_TRACING == jaeger ]]; then
+		printf '  jaeger         http://127.0.0.1:16686/   (traces of service seckill, sample %s; log: %s)\n' \
+			"${SECKILL_TRACING_SAMPLE:-0.01}" "$(log_file jaeger)"
+	fi
 	cat <<EOF
   admin token    $SECKILL_ADMIN_TOKEN   (dev only)
 

@@ -3,11 +3,12 @@
 // compose healthchecks run this: it GETs a path of the seckill process in the same container and
 // exits 0 on a 2xx answer, 1 otherwise.
 //
-//	healthcheck [-timeout 2s] [PATH]
+//	healthcheck [-timeout 2s] [-addr HOST:PORT] [PATH]
 //
 // PATH defaults to /healthz (the process is up); compose uses /readyz (its dependencies answer).
 // The port comes from SECKILL_HTTP_ADDR, as the server's does (default :8080); a wildcard or empty
-// host is probed on 127.0.0.1.
+// host is probed on 127.0.0.1. -addr names another server instead: the Jaeger image of
+// docker-compose.yml's profile tracing, also FROM scratch, probes its own health endpoint with it.
 package main
 
 import (
@@ -36,6 +37,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 2*time.Second, "longest wait for the answer")
+	addr := fs.String("addr", "", "HOST:PORT to probe instead of SECKILL_HTTP_ADDR's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +51,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("PATH %q must start with /", path)
 	}
-	target, err := probeURL(getenv("SECKILL_HTTP_ADDR"), path)
+	listen := getenv("SECKILL_HTTP_ADDR")
+	if *addr != "" {
+		listen = *addr
+	}
+	target, err := probeURL(listen, path)
 	if err != nil {
 		return err
 	}

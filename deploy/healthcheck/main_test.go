@@ -65,6 +65,8 @@ func TestRun(t *testing.T) {
 		{name: "nothing listening fails", addr: closed, wantErr: "connect"},
 		{name: "relative path refused", addr: addr, args: []string{"healthz"}, wantErr: "must start with /"},
 		{name: "two paths refused", addr: addr, args: []string{"/a", "/b"}, wantErr: "at most one"},
+		{name: "-addr instead of SECKILL_HTTP_ADDR", addr: closed, args: []string{"-addr", addr, "/healthz"}},
+		{name: "-addr that does not answer", addr: addr, args: []string{"-addr", closed}, wantErr: "connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string {

@@ -28,6 +28,14 @@ type bench struct {
 	stamp string // the run's time, hhmmss, in every buyer id: b<stamp>p<phase>-<n>
 	phase int    // phases run so far, so that no two phases share a buyer
 	round int    // the round under way, from 1
+	// traceMarks are what the trace sink had received when each tracing-on phase began.
+	traceMarks []traceMark
+}
+
+// traceMark is what the trace sink had received when the phase of rows[row] began.
+type traceMark struct {
+	row int
+	at  sinkCounts
 }
 
 // add records a measurement of the round under way.
@@ -59,6 +67,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	err := b.phases(ctx)
 	computeRatios(b.rep.Rows)
 	b.rep.Summary = summarize(b.rep.Rows)
+	b.rep.Tracing = tracingRows(b.rep.Rows)
 	b.rep.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		b.rep.Aborted = err.Error()
@@ -138,14 +147,19 @@ func (b *bench) yardsticks(ctx context.Context) error {
 // configuration runs the phases of one replica configuration (SECKILL_BATCH_MAX=batch) on
 // replicas of its own, started with env and stopped at the end, round after round: on the first,
 // the yardsticks, the sold-out path, the read path and the fan-out (and the returns, once), then
-// on each the accept phase of every strategy.
+// on each the accept phase of every strategy. The first configuration also has the tracing one
+// beside it, with -tracing: replicas of the same settings with tracing on, whose accept phase of
+// each strategy at each -tracing-workers runs next to that of the first configuration (tracing
+// off) in the same round, before it in even rounds and after it in odd ones (pairOrder), so that
+// each on ÷ off divides figures measured a few seconds apart.
 func (b *bench) configuration(ctx context.Context, first bool, batch string, env []string) error {
 	o := b.o
 	label := batchLabel(batch)
-	targets, pprof := o.targets, ""
+	off := acceptSide{targets: o.targets}
+	var on *acceptSide
 	if len(o.targets) == 0 {
 		b.say("starting %d replicas, %s", o.replicas, label)
-		c, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
+		c, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch, nil), filepath.Join(o.runDir, b.rep.RunID), "batch-"+batch, b.say)
 		if err != nil {
 			return err
 		}
@@ -153,19 +167,47 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 			b.say("stopping the replicas (%s)", label)
 			c.stop()
 		}()
-		targets, pprof = c.urls(), c.replicas[0].pprofURL
+		off.targets, off.pprof = c.urls(), c.replicas[0].pprofURL
+		if first && o.tracingOn() {
+			sink, err := startTraceSink()
+			if err != nil {
+				return err
+			}
+			defer sink.close()
+			b.rep.Settings.Tracing = &TracingSettings{Sample: o.tracingSample, Workers: o.tracingWorkers, Sink: sink.URL}
+			b.say("starting %d more replicas, %s with tracing on (sample %s, OTLP sink %s)", o.replicas, label, o.tracingSample, sink.URL)
+			t, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch, sink), filepath.Join(o.runDir, b.rep.RunID), "tracing-batch-"+batch, b.say)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				b.say("stopping the replicas (%s, tracing on)", label)
+				t.stop()
+				b.rep.Settings.Tracing.Received = sink.snapshot() // after the last exports of their shutdown
+				attributeTraces(b.rep.Rows, b.traceMarks, b.rep.Settings.Tracing.Received)
+			}()
+			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, tracing: tracingOnLabel, sink: sink}
+			off.tracing = tracingOffLabel
+		}
 	}
 	return b.rounds(func(round int) error {
 		if first {
-			if err := b.firstConfiguration(ctx, targets, pprof, label, round); err != nil {
+			if err := b.firstConfiguration(ctx, off.targets, off.pprof, label, round); err != nil {
 				return err
 			}
 		}
 		if b.has(phaseAccept) {
 			for _, workers := range o.workers {
+				paired := on != nil && slices.Contains(o.tracingWorkers, workers)
 				for _, st := range o.strategies {
-					if err := b.accept(ctx, targets, pprof, st, batch, workers); err != nil {
-						return err
+					s := off
+					if !paired {
+						s.tracing = ""
+					}
+					for _, side := range pairOrder(s, on, paired, round) {
+						if err := b.accept(ctx, side, st, batch, workers); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -173,6 +215,58 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 		return nil
 	})
 }
+
+// pairOrder is the order of a strategy's accept phases at one worker count in a round: off alone
+// when not paired with the tracing configuration; else off then on in odd rounds and on then off
+// in even ones, so that neither side is always the one measured after the other (a phase leaves
+// its orders' pipeline, and the machine's weather, to the next).
+func pairOrder(off acceptSide, on *acceptSide, paired bool, round int) []acceptSide {
+	switch {
+	case !paired || on == nil:
+		return []acceptSide{off}
+	case round%2 == 0:
+		return []acceptSide{*on, off}
+	}
+	return []acceptSide{off, *on}
+}
+
+// attributeTraces gives each tracing-on row (marks: the sink's counts when its phase began, in
+// the order the phases ran) what the trace sink received from its phase's start to the next
+// tracing-on phase's start, the last one's to final (the sink's counts once the tracing replicas
+// stopped, their last batches flushed). Only the tracing replicas export, and their exporter sends
+// a batch up to 5 s after its spans end, during whatever phase comes next: a window that ends at
+// the phase's own end would miss part of its spans, one that runs to the next on phase catches
+// them (an off phase or more lies between two on phases).
+func attributeTraces(rows []Row, marks []traceMark, final sinkCounts) {
+	for i, m := range marks {
+		end := final
+		if i+1 < len(marks) {
+			end = marks[i+1].at
+		}
+		if m.row < 0 || m.row >= len(rows) {
+			continue
+		}
+		got := end.sub(m.at)
+		rows[m.row].Traces = &got
+	}
+}
+
+// acceptSide is a set of replicas the accept phases run on: the configuration's, or the tracing
+// configuration's beside them.
+type acceptSide struct {
+	targets []string
+	pprof   string
+	// tracing marks the rows of the tracing comparison: tracingOffLabel on the configuration's
+	// own replicas at a paired worker count, tracingOnLabel on the tracing ones; "" elsewhere.
+	tracing string
+	sink    *traceSink // the tracing replicas' collector, nil for the others
+}
+
+// The values of Row.Tracing.
+const (
+	tracingOffLabel = "off"
+	tracingOnLabel  = "on"
+)
 
 // firstConfiguration runs, in one round, the phases measured on the first configuration only.
 func (b *bench) firstConfiguration(ctx context.Context, targets []string, pprof, label string, round int) error {
@@ -211,12 +305,21 @@ func (b *bench) firstConfiguration(ctx context.Context, targets []string, pprof,
 // database, a Kafka topic and a group of the bench's own, the replicas as peers, no per-user
 // rate limit unless -limits (every buyer is distinct anyway), warnings only, pprof on its own
 // port, and the batch size of the configuration.
-func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof string, peers []string) []string {
+//
+// With a trace sink, the replicas are the tracing configuration's: SECKILL_TRACING=otlp at
+// -tracing-sample, exporting to the sink, named bench-tracing-N. Without one, while the run has a
+// tracing configuration, SECKILL_TRACING=off whatever the caller's environment says, so that
+// "off" is off.
+func (b *bench) replicaEnv(base []string, batch string, sink *traceSink) func(i int, addr, pprof string, peers []string) []string {
 	return func(i int, addr, pprof string, peers []string) []string {
+		instance := fmt.Sprintf("bench-%d", i+1)
+		if sink != nil {
+			instance = fmt.Sprintf("bench-tracing-%d", i+1)
+		}
 		set := map[string]string{
 			"SECKILL_HTTP_ADDR":    addr,
 			"SECKILL_PPROF_ADDR":   pprof,
-			"SECKILL_INSTANCE_ID":  fmt.Sprintf("bench-%d", i+1),
+			"SECKILL_INSTANCE_ID":  instance,
 			"SECKILL_MYSQL_DSN":    b.o.mysqlDSN,
 			"SECKILL_AUTO_MIGRATE": "true",
 			"SECKILL_KAFKA_TOPIC":  "seckill.bench.orders",
@@ -230,6 +333,12 @@ func (b *bench) replicaEnv(base []string, batch string) func(i int, addr, pprof 
 		}
 		if !b.o.limits {
 			set["SECKILL_RATE_PER_USER"] = "0"
+		}
+		switch {
+		case sink != nil:
+			set["SECKILL_TRACING"], set["SECKILL_TRACING_SAMPLE"], set["OTEL_EXPORTER_OTLP_ENDPOINT"] = "otlp", b.o.tracingSample, sink.URL
+		case b.o.tracingOn():
+			set["SECKILL_TRACING"] = "off"
 		}
 		if envValue(base, "GOMAXPROCS", "") == "" {
 			set["GOMAXPROCS"] = strconv.Itoa(replicaProcs(b.o.replicas))
@@ -407,18 +516,35 @@ func (b *bench) soldOut(ctx context.Context, targets []string, pprof, label stri
 
 // accept measures one strategy accepting: a product with more stock than the phase can sell,
 // distinct buyers each buying one unit with an Idempotency-Key; then the drain.
-func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, batch string, workers int) error {
+//
+// On the tracing configuration's side its row says so (Config, Tracing) and notes what the trace
+// sink had received when the phase began: attributeTraces turns those marks into each phase's
+// count once the tracing replicas have stopped.
+func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string, workers int) error {
 	o := b.o
+	targets, pprof := s.targets, s.pprof
 	label := batchLabel(batch)
+	if s.tracing == tracingOnLabel {
+		label += " · tracing on (sample " + o.tracingSample + ")"
+	}
+	var mark *sinkCounts
+	if s.sink != nil {
+		c := s.sink.snapshot()
+		mark = &c
+	}
 	a := newAPI(targets[0], o.adminToken)
 	id, err := a.createProduct(ctx, fmt.Sprintf("bench %s · accept · %s · %s", b.rep.RunID, strategy, label), strategy, o.stock)
 	if err != nil {
 		return err
 	}
-	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id,
+	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id, Workers: workers, Tracing: s.tracing,
 		Config: fmt.Sprintf("%s · %d workers · %s", label, workers, replicas(len(targets)))}
 	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, workers, len(targets), o.warmup, o.acceptFor)
-	profile := b.profile(ctx, pprof, fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers), o.acceptFor)
+	slug := fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers)
+	if s.tracing == tracingOnLabel {
+		slug += "-tracing"
+	}
+	profile := b.profile(ctx, pprof, slug, o.acceptFor)
 	cpu := cpuWindow(o.warmup)
 	res, err := yardstick.Blast{
 		Targets: targets, ProductID: id, Workers: workers, Warmup: o.warmup, Duration: o.acceptFor,
@@ -460,6 +586,9 @@ func (b *bench) accept(ctx context.Context, targets []string, pprof, strategy, b
 	}
 	if st.Oversold > 0 || st.InitialStock-st.Stock != st.Reserved {
 		b.problem("accept %s (%s): stock %d of %d with %d units reserved (oversold %d)", strategy, label, st.Stock, st.InitialStock, st.Reserved, st.Oversold)
+	}
+	if mark != nil {
+		b.traceMarks = append(b.traceMarks, traceMark{row: len(b.rep.Rows), at: *mark})
 	}
 	b.add(row)
 	b.say("accept %s (%s): drained %v in %.1f s", strategy, label, drained, row.DrainSeconds)

@@ -83,7 +83,7 @@ func TestReplicaEnv(t *testing.T) {
 	}
 
 	b := &bench{o: &options{mysqlDSN: "root:@tcp(127.0.0.1:3306)/seckill_bench", adminToken: "tok-12345"}}
-	env := envMap(b.replicaEnv(base, "1")(1, "127.0.0.1:1001", "127.0.0.1:2001", []string{"http://127.0.0.1:1000", "http://127.0.0.1:1001"}))
+	env := envMap(b.replicaEnv(base, "1", nil)(1, "127.0.0.1:1001", "127.0.0.1:2001", []string{"http://127.0.0.1:1000", "http://127.0.0.1:1001"}))
 	for k, v := range map[string]string{
 		"SECKILL_HTTP_ADDR": "127.0.0.1:1001", "SECKILL_PPROF_ADDR": "127.0.0.1:2001", "SECKILL_INSTANCE_ID": "bench-2",
 		"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:3306)/seckill_bench", "SECKILL_AUTO_MIGRATE": "true",
@@ -95,7 +95,7 @@ func TestReplicaEnv(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
-	env = envMap(b.replicaEnv(base, batchDefault)(0, "a", "p", nil))
+	env = envMap(b.replicaEnv(base, batchDefault, nil)(0, "a", "p", nil))
 	if _, set := env["SECKILL_BATCH_MAX"]; set {
 		t.Error("the default configuration must leave SECKILL_BATCH_MAX unset, even when the caller's environment sets it")
 	}

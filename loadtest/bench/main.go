@@ -78,9 +78,15 @@ type options struct {
 	drainTimeout time.Duration
 	profile      bool
 	limits       bool
-	subscribers  int
-	fanoutWith   string
-	fanoutBuyers int
+	// tracing adds the tracing configuration: replicas of the first configuration's settings with
+	// SECKILL_TRACING=otlp at tracingSample, exporting to the bench's own OTLP sink, whose accept
+	// phases at tracingWorkers alternate with the first configuration's (tracing off).
+	tracing        bool
+	tracingSample  string
+	tracingWorkers []int
+	subscribers    int
+	fanoutWith     string
+	fanoutBuyers   int
 	// returnOrders orders over one product of each of returnStrategies fall due at once in the
 	// returns phase.
 	returnOrders     int
@@ -137,6 +143,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.stock, "stock", 100_000_000, "stock of each accept product: enough never to sell out")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "longest wait, after an accept phase, for every reserved unit to be confirmed as an order")
 	fs.BoolVar(&o.limits, "limits", false, "keep the replicas' rate limits (SECKILL_RATE_* of the environment, else the app's defaults) to measure their cost; without it the per-user limit is off. The bench's client is on loopback, which the per-client limit exempts unless SECKILL_RATE_EXEMPT=none")
+	fs.BoolVar(&o.tracing, "tracing", true, "also measure the accept phases with tracing on (SECKILL_TRACING=otlp to an OTLP/HTTP sink the bench runs), on replicas of their own started beside the first configuration's, alternated with its phases (tracing off) round by round; -tracing=false to skip")
+	fs.StringVar(&o.tracingSample, "tracing-sample", "0.01", "SECKILL_TRACING_SAMPLE of the tracing configuration (the app's default)")
+	tracingWorkers := fs.String("tracing-workers", "64", "workers of the tracing configuration's accept phases, each one of -workers")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of replica 1 during each app phase and save it next to the report")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root:@tcp(127.0.0.1:3306)/seckill_bench", "the replicas' database, dropped and recreated each run; R runs on the same server")
 	fs.StringVar(&o.adminToken, "admin-token", cli.EnvOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")
@@ -156,6 +165,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	var err error
 	if o.workers, err = parseWorkers(*workers); err != nil {
 		return nil, err
+	}
+	if o.tracingWorkers, err = parseWorkers(*tracingWorkers); err != nil {
+		return nil, errors.New("-tracing-" + strings.TrimPrefix(err.Error(), "-"))
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -207,10 +219,33 @@ func (o *options) validate() error {
 		return errors.New("the returns phase needs a strategy and at least one order per strategy")
 	case slices.Contains(o.phases, phaseAccept) && (len(o.strategies) == 0 || len(o.batches) == 0):
 		return errors.New("the accept phases need at least one strategy and one -batch configuration")
+	case o.tracingOn() && !o.tracingMeasurable():
+		return fmt.Errorf("-tracing-workers %v, -tracing-sample %s: each worker count one of -workers %v (the tracing-on phases pair with those), the sample in (0, 1]; or -tracing=false", o.tracingWorkers, o.tracingSample, o.workers)
 	case len(o.targets) > 0 && o.profile:
 		return errors.New("-profile needs replicas the bench starts (their pprof ports): drop -targets")
 	}
 	return nil
+}
+
+// tracingMeasurable says whether every -tracing-workers is one of -workers, and the sample a
+// fraction.
+func (o *options) tracingMeasurable() bool {
+	f, err := strconv.ParseFloat(o.tracingSample, 64)
+	if err != nil || f <= 0 || f > 1 {
+		return false
+	}
+	for _, w := range o.tracingWorkers {
+		if !slices.Contains(o.workers, w) {
+			return false
+		}
+	}
+	return len(o.tracingWorkers) > 0
+}
+
+// tracingOn says whether this run has the tracing configuration: -tracing, accept phases, and
+// replicas the bench starts (it cannot set the environment of replicas already running).
+func (o *options) tracingOn() bool {
+	return o.tracing && len(o.targets) == 0 && slices.Contains(o.phases, phaseAccept)
 }
 
 func isPositiveInt(s string) bool {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ type Report struct {
 	// Summary is every measurement's median and spread over the rounds, in the order the rows
 	// first came.
 	Summary []SummaryRow `json:"summary"`
+	// Tracing is the tracing comparison (-tracing): each strategy's accept ratio with tracing on
+	// and off, paired round by round.
+	Tracing []TracingRow `json:"tracing,omitempty"`
 	// Problems are answers and audits that break the API's contract; the exit status is 1 when
 	// there is any.
 	Problems []string `json:"problems"`
@@ -56,6 +60,18 @@ type Settings struct {
 	FanoutWorkers   int      `json:"fanout_workers,omitempty"`
 	// Topology is where the replicas the bench started found Redis and ZooKeeper.
 	Topology string `json:"topology,omitempty"`
+	// Tracing is the tracing configuration's, when the run had one.
+	Tracing *TracingSettings `json:"tracing,omitempty"`
+}
+
+// TracingSettings are the tracing configuration's: its replicas' SECKILL_TRACING_SAMPLE, the
+// worker counts measured with tracing on, the bench's OTLP sink, and what the sink received over
+// the whole run.
+type TracingSettings struct {
+	Sample   string     `json:"sample"`
+	Workers  []int      `json:"workers"`
+	Sink     string     `json:"sink"`
+	Received sinkCounts `json:"received"`
 }
 
 // The kinds of Row.
@@ -96,6 +112,14 @@ type Row struct {
 	P99 float64 `json:"p99_ms"`
 
 	ProductID int64 `json:"product_id,omitempty"`
+	// Workers are an accept phase's workers.
+	Workers int `json:"workers,omitempty"`
+	// Tracing is, in a run with the tracing configuration, "on" for its accept rows and "off" for
+	// the first configuration's at the same workers, which they are paired with; "" otherwise.
+	Tracing string `json:"tracing,omitempty"`
+	// Traces is, for a tracing-on row, what the bench's OTLP sink received from the phase's start
+	// to the next tracing-on phase's start (attributeTraces).
+	Traces *sinkCounts `json:"traces,omitempty"`
 	// Answers counts every answer of the phase, warm-up included, by status and error code.
 	Answers map[string]int `json:"answers,omitempty"`
 	// Accepted is the number of 202s of an accept phase, warm-up included; Reserved and
@@ -149,6 +173,127 @@ func computeRatios(rows []Row) {
 		case kindAccept:
 			r.RatioTo, r.Ratio, r.RatioGin = "R", of(kindR), of(kindGin)
 		}
+	}
+}
+
+// TracingRow compares one strategy's accept path at one worker count with tracing on and off:
+// the accepted/s ÷ R of each (medians over the rounds), and on ÷ off, computed in each round
+// from the two phases measured in it, one after the other, then its median and spread.
+type TracingRow struct {
+	What    string  `json:"what"`
+	Workers int     `json:"workers"`
+	Rounds  int     `json:"rounds"` // rounds with both sides measured
+	Off     float64 `json:"off_ratio_median"`
+	On      float64 `json:"on_ratio_median"`
+	OnOff   float64 `json:"on_off_median"`
+	Min     float64 `json:"on_off_min"`
+	Max     float64 `json:"on_off_max"`
+	// Exports and Spans are what the OTLP sink received during the tracing-on phases, summed
+	// over the rounds; Accepted the 202s of those phases.
+	Exports  int `json:"exports"`
+	Spans    int `json:"spans"`
+	Accepted int `json:"accepted"`
+}
+
+// tracingBound is how far on ÷ off may be from 1 for tracing to count as cheap (issue #33).
+const tracingBound = 0.05
+
+// Within says whether tracing on kept the ratio within tracingBound of tracing off.
+func (t TracingRow) Within() bool { return t.OnOff >= 1-tracingBound && t.OnOff <= 1+tracingBound }
+
+// tracingRows pairs the accept rows of the tracing comparison (Row.Tracing on and off) by
+// strategy, workers and round, in the order the off rows came. A ratio divides by R of its own
+// round (computeRatios first); a round missing either side, or R, is left out.
+func tracingRows(rows []Row) []TracingRow {
+	type key struct {
+		what    string
+		workers int
+	}
+	type pair struct{ off, on *Row }
+	var order []key
+	byRound := map[key]map[int]*pair{}
+	for i := range rows {
+		r := &rows[i]
+		if r.Kind != kindAccept || r.Tracing == "" {
+			continue
+		}
+		k := key{r.What, r.Workers}
+		if byRound[k] == nil {
+			byRound[k] = map[int]*pair{}
+			order = append(order, k)
+		}
+		p := byRound[k][r.Round]
+		if p == nil {
+			p = &pair{}
+			byRound[k][r.Round] = p
+		}
+		if r.Tracing == tracingOnLabel {
+			p.on = r
+		} else {
+			p.off = r
+		}
+	}
+	var out []TracingRow
+	for _, k := range order {
+		t := TracingRow{What: k.what, Workers: k.workers}
+		var offs, ons, ratios []float64
+		for _, round := range slices.Sorted(maps.Keys(byRound[k])) {
+			p := byRound[k][round]
+			if p.on != nil && p.on.Traces != nil {
+				t.Exports += p.on.Traces.Exports
+				t.Spans += p.on.Traces.Spans
+			}
+			if p.on != nil {
+				t.Accepted += p.on.Accepted
+			}
+			if p.off == nil || p.on == nil || p.off.Ratio <= 0 || p.on.Ratio <= 0 {
+				continue
+			}
+			offs, ons, ratios = append(offs, p.off.Ratio), append(ons, p.on.Ratio), append(ratios, p.on.Ratio/p.off.Ratio)
+		}
+		t.Rounds = len(ratios)
+		if t.Rounds > 0 {
+			t.Off, t.On, t.OnOff = median(offs), median(ons), median(ratios)
+			t.Min, t.Max = slices.Min(ratios), slices.Max(ratios)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// writeTracing renders the tracing comparison.
+func writeTracing(b *strings.Builder, s *TracingSettings, rows []TracingRow) {
+	if s == nil && len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nTracing: each strategy's accept path with tracing off (the first configuration's replicas) and on (replicas of the same settings with SECKILL_TRACING=otlp")
+	if s != nil {
+		fmt.Fprintf(b, ", SECKILL_TRACING_SAMPLE=%s, exporting over OTLP/HTTP to the bench's own sink %s", s.Sample, s.Sink)
+	}
+	b.WriteString("), the two phases next to each other in each round (off first in odd rounds, on first in even ones); on ÷ off is computed in each round:\n\n")
+	b.WriteString("| what | workers | rounds | off (median) | on (median) | on ÷ off (median) | on ÷ off (min–max) | within 5 % | exports · spans (on) | spans per 1,000 accepted |\n|---|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
+	for _, t := range rows {
+		if t.Rounds == 0 {
+			fmt.Fprintf(b, "| %s | %d | 0 | — | — | — | — | — | %s · %s | — |\n", t.What, t.Workers, appapi.Thousands(t.Exports), appapi.Thousands(t.Spans))
+			continue
+		}
+		within := "no"
+		if t.Within() {
+			within = "yes"
+		}
+		perK := "—"
+		if t.Accepted > 0 {
+			perK = fmt.Sprintf("%.1f", 1000*float64(t.Spans)/float64(t.Accepted))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.2f of R | %.2f of R | %.3f | %.3f–%.3f | %s | %s · %s | %s |\n",
+			t.What, t.Workers, t.Rounds, t.Off, t.On, t.OnOff, t.Min, t.Max, within, appapi.Thousands(t.Exports), appapi.Thousands(t.Spans), perK)
+	}
+	if s != nil {
+		fmt.Fprintf(b, "\nThe sink received %s exports, %s spans, %s bytes over the run", appapi.Thousands(s.Received.Exports), appapi.Thousands(s.Received.Spans), appapi.Thousands(int(s.Received.Bytes)))
+		if s.Received.Refused > 0 {
+			fmt.Fprintf(b, " (and refused %d it could not read)", s.Received.Refused)
+		}
+		b.WriteString(".\n")
 	}
 }
 
@@ -256,6 +401,7 @@ func markdown(r *Report) string {
 			row.What, row.Config, row.Round, appapi.Thousands(int(row.Figure+0.5)), row.Unit, ratioCell(row), ms(row.P50), ms(row.P99), drainCell(row), cpuCell(row.CPU))
 	}
 
+	writeTracing(&b, s.Tracing, r.Tracing)
 	writeAnswers(&b, r)
 	writeFindings(&b, r)
 	b.WriteString(`
@@ -283,6 +429,12 @@ meanwhile, which returns its own unit before it answers.
 Drain: from the phase's last answer until every accepted unit is a confirmed order; for
 redis-lua, with the share of the phase's units that were in MySQL when it ended (its persisters
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
+Tracing: "off" is the first configuration's accept row; "on" is the same phase on replicas of the
+same settings with tracing on, measured next to it in the same round, after it in odd rounds and
+before it in even ones (both sets of replicas run throughout, the idle one beside the measured
+one). Exports and spans of a tracing-on phase: what the sink received from its start to the next
+tracing-on phase's start (the exporter sends a batch up to 5 s after its spans end); per 1,000
+accepted, at a sample of 0.01, about ten traces of a few spans each.
 `)
 	return b.String()
 }
