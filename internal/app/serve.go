@@ -176,6 +176,7 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 	if err != nil {
 		return nil, err
 	}
+	relay.SetTracing(r.tracing)
 	if r.persister != nil {
 		r.persister.SetPersisted(relay.Wake)
 	}
@@ -196,6 +197,7 @@ func (r *resources) buildConsumers(lifecycle *metrics.Lifecycle, fp failpoints, 
 	if err != nil {
 		return err
 	}
+	c.SetTracing(r.tracing)
 	if fp.consumerAfterCommit != nil {
 		c.SetAfterConfirm(fp.consumerAfterCommit)
 	}
@@ -319,6 +321,7 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 		Log:             log.With("component", "sale"),
 		OnReserve:       wake,
 		OnChanged:       reads.Learn,
+		TraceParent:     r.traceParent(),
 	})
 	if err != nil {
 		return err
@@ -559,4 +562,13 @@ func start(ctx context.Context, workers []worker, errs chan<- error) *sync.WaitG
 		})
 	}
 	return &wg
+}
+
+// traceParent is the sale service's TraceParent: the tracing's while it is on, nil (nothing to
+// call per purchase) while it is off.
+func (r *resources) traceParent() func(context.Context) string {
+	if !r.tracing.Enabled() {
+		return nil
+	}
+	return r.tracing.TraceParent
 }

@@ -17,6 +17,9 @@ type OutboxEntry struct {
 	Quantity  int
 	Strategy  string
 	CreatedAt time.Time
+	// TraceParent is the W3C traceparent of the purchase that made the reservation, or empty
+	// (tracing off, or the purchase not sampled): the relay carries it in the message's headers.
+	TraceParent string
 	// Invalid, when not empty, says why the row cannot become an event (a value beyond the
 	// event's types): the relay parks it.
 	Invalid string
