@@ -264,7 +264,7 @@ func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config, tr *tr
 	}
 	o := store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, PaymentWindow: cfg.Payment.Window}
 	if tr.Enabled() {
-		o.Tracer = tr.Provider()
+		o.Tracer, o.TraceEvents = tr.Provider(), tr.Lifecycle
 	}
 	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, o)
 	if err != nil {

@@ -185,6 +185,7 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 	if err != nil {
 		return nil, err
 	}
+	eventRelay.SetTracing(r.tracing)
 	p.back = append(p.back, relay.Run, eventRelay.Run)
 	return relay.Wake, nil
 }
@@ -205,6 +206,7 @@ func (r *resources) buildConsumers(lifecycle *metrics.Lifecycle, fp failpoints, 
 	if err != nil {
 		return err
 	}
+	ec.SetTracing(r.tracing)
 	p.back = append(p.back, c.Run, ec.Run)
 	return nil
 }

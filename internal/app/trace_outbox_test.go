@@ -88,8 +88,9 @@ func TestTracingOffCarriesNoTrace(t *testing.T) {
 	}
 }
 
-// buyConfirmed creates a product of strategy on a, buys one unit and waits for its order.
-func buyConfirmed(t *testing.T, a *apptest.App, strategy string) {
+// buyConfirmed creates a product of strategy on a, buys one unit, waits for its order and returns
+// the order's id.
+func buyConfirmed(t *testing.T, a *apptest.App, strategy string) string {
 	t.Helper()
 	admin := apptest.Client{URL: a.URL, Token: apptest.AdminToken}
 	product := admin.CreateProduct(t, map[string]any{"name": "traced " + strategy, "price_cents": 100, "stock": 5, "per_user_limit": 1, "strategy": strategy})
@@ -98,11 +99,13 @@ func buyConfirmed(t *testing.T, a *apptest.App, strategy string) {
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("purchase: %d %s", r.Status, r.Raw)
 	}
-	order := "/api/v1/orders/" + r.Str("order_id") + "?user_id=u-traced"
+	id := r.Str("order_id")
 	itest.Eventually(t, 30*time.Second, func() (bool, string) {
-		r = buyer.MustDo(t, http.MethodGet, order, nil, nil)
-		return r.Status == http.StatusOK && r.Str("status") == "confirmed", r.Raw
+		r = buyer.MustDo(t, http.MethodGet, "/api/v1/orders/"+id+"?user_id=u-traced", nil, nil)
+		// With a payment window of a second, a slow look may find it expired already.
+		return r.Status == http.StatusOK && (r.Str("status") == "confirmed" || r.Str("status") == "expired"), r.Raw
 	})
+	return id
 }
 
 // followPurchase follows the trace of server, a purchase's request span, hop by hop to its
@@ -184,4 +187,83 @@ func inTrace(spans []sdktrace.ReadOnlySpan, id trace.TraceID) []sdktrace.ReadOnl
 		}
 	}
 	return out
+}
+
+// TestTracingFollowsAnOrdersLifecycle: a lifecycle change is traced through the order events'
+// outbox and Kafka as a purchase is. A cancel is a request traced on its own: its change's span
+// (tracing.EventSpan) is under the cancel's request span and links the purchase, and the event's
+// publish and consumption follow it. An expiry is background work: its change's span continues
+// the purchase's trace, where the publish and the consumption follow it.
+func TestTracingFollowsAnOrdersLifecycle(t *testing.T) {
+	itest.Integration(t)
+	stack := apptest.NewStack(t)
+	for _, tc := range []struct {
+		name   string
+		window string
+		route  string // the route of the request that makes the change; "" for an expiry
+	}{
+		{"cancel", "10m", "/api/v1/orders/:order_id/cancel"},
+		{"expire", "1s", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			a := stack.StartWith(t, map[string]string{"SECKILL_TRACING": "otlp", "SECKILL_TRACING_SAMPLE": "1",
+				"SECKILL_PAYMENT_WINDOW": tc.window, "SECKILL_EXPIRE_EVERY": "200ms"}, app.Options{Spans: rec})
+			order := buyConfirmed(t, a, "mysql")
+			if tc.route != "" {
+				r := apptest.Client{URL: a.URL}.MustDo(t, http.MethodPost, "/api/v1/orders/"+order+"/cancel", map[string]any{"user_id": "u-traced"}, nil)
+				if r.Status != http.StatusOK {
+					t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+				}
+			}
+			// The event's consumption ends last: wait for it.
+			itest.Eventually(t, 30*time.Second, func() (bool, string) {
+				for _, s := range rec.Ended() {
+					if s.Name() == orderqueue.ConsumeSpan && strings.Contains(attr(s, "messaging.destination.name"), ".lifecycle") {
+						return true, ""
+					}
+				}
+				return false, "no lifecycle message consumed in a trace"
+			})
+			a.Stop()
+			spans := rec.Ended()
+			purchase := serverSpan(t, spans, "/api/v1/products/:id/purchase")
+			root := purchase // where the change's trace starts
+			if tc.route != "" {
+				root = serverSpan(t, spans, tc.route)
+			}
+			ours := inTrace(spans, root.SpanContext().TraceID())
+			event := only(t, ours, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == tracing.EventSpan })
+			if event.Parent().SpanID() != root.SpanContext().SpanID() {
+				t.Errorf("the change's span hangs off %s, want %s", event.Parent().SpanID(), root.SpanContext().SpanID())
+			}
+			if tc.route != "" {
+				if l := event.Links(); len(l) != 1 || l[0].SpanContext.SpanID() != purchase.SpanContext().SpanID() {
+					t.Errorf("the change's links %v, want the purchase's span %s", l, purchase.SpanContext().SpanID())
+				}
+			}
+			publish := only(t, ours, func(s sdktrace.ReadOnlySpan) bool {
+				return s.Name() == orderqueue.PublishSpan && s.Parent().SpanID() == event.SpanContext().SpanID()
+			})
+			only(t, ours, func(s sdktrace.ReadOnlySpan) bool {
+				return s.Name() == orderqueue.ConsumeSpan && s.Parent().SpanID() == publish.SpanContext().SpanID()
+			})
+			t.Logf("the change's trace:\n%s", describe(ours))
+		})
+	}
+}
+
+// only returns the one span of spans that match accepts, failing the test unless there is one.
+func only(t *testing.T, spans []sdktrace.ReadOnlySpan, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if match(s) {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d matching spans, want 1; the trace:\n%s", len(found), describe(spans))
+	}
+	return found[0]
 }

@@ -42,6 +42,9 @@ type LifecycleEvent struct {
 	UserID    string    `json:"user_id"`
 	Quantity  int       `json:"quantity"`
 	At        time.Time `json:"at"`
+	// TraceParent is the traceparent of the lifecycle change that wrote the event, or empty: the
+	// relay carries it in the message's headers, never in its value.
+	TraceParent string `json:"-"`
 	// Invalid, when not empty, says why the row cannot become a message (OutboxEntry.Invalid).
 	Invalid string `json:"-"`
 }

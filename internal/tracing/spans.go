@@ -159,3 +159,39 @@ func (t *Tracing) Persisting(ctx context.Context, rs []sale.Reservation) (contex
 		span.End()
 	}
 }
+
+// EventSpan is an order's lifecycle change (paid, expired, cancelled) entering the order events'
+// outbox, in the transaction that makes it.
+const EventSpan = "seckill.order.event"
+
+// Lifecycle starts the EventSpan of orders changing to kind, for store.Options.TraceEvents;
+// purchases are the traceparents of their purchases (the sampled ones). A change that a request
+// makes (a payment, a cancel: ctx carries its span) is a child of that request, in its own
+// trace, and links the purchases; a change of the background (an expiry: ctx carries no span)
+// continues the first purchase's trace, so that it shows in the purchase's trace, and links the
+// others. It returns the context to write the events in, the traceparent they carry to the event
+// relay ("" when the span is not sampled), and the span's end. A background change of which no
+// purchase was sampled starts no span.
+func (t *Tracing) Lifecycle(ctx context.Context, kind string, purchases []string) (context.Context, string, func(error)) {
+	parent := ctx
+	links := make([]trace.Link, 0, len(purchases))
+	for _, tp := range purchases {
+		sc := t.SpanContextOf(tp)
+		switch {
+		case !sc.IsValid():
+		case !trace.SpanContextFromContext(parent).IsValid():
+			parent = trace.ContextWithRemoteSpanContext(ctx, sc)
+		default:
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	if !trace.SpanContextFromContext(parent).IsValid() {
+		return ctx, "", func(error) {}
+	}
+	ctx, span := t.tracer.Start(parent, EventSpan, trace.WithAttributes(attribute.String("seckill.event", kind), attrBatch.Int(len(purchases))),
+		trace.WithLinks(links...))
+	return ctx, t.TraceParent(ctx), func(err error) {
+		end(span, err)
+		span.End()
+	}
+}
