@@ -117,3 +117,59 @@ func TestBatchDeductionLinksItsBuyers(t *testing.T) {
 		t.Errorf("links (-want +got):\n%s", diff)
 	}
 }
+
+// TestLifecycleSpans: an order's lifecycle change made by a request is the child of the
+// request's span, linking the purchases; made in the background, it continues the first
+// purchase's trace and links the others; in the background with no sampled purchase it starts
+// nothing and its events carry no traceparent.
+func TestLifecycleSpans(t *testing.T) {
+	const (
+		tpA = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		tpB = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	)
+	rec := tracetest.NewSpanRecorder()
+	tr := on(t, rec)
+	request, span := tr.Provider().Tracer("test").Start(t.Context(), "pay", trace.WithSpanKind(trace.SpanKindServer))
+	span.End()
+	for _, tc := range []struct {
+		name      string
+		ctx       context.Context
+		purchases []string
+		parent    trace.SpanContext // the zero one: no span wanted
+		links     []trace.SpanID
+	}{
+		{"a request's", request, []string{tpA, tpB}, span.SpanContext(), []trace.SpanID{tr.SpanContextOf(tpA).SpanID(), tr.SpanContextOf(tpB).SpanID()}},
+		{"the background's", t.Context(), []string{tpA, tpB}, tr.SpanContextOf(tpA), []trace.SpanID{tr.SpanContextOf(tpB).SpanID()}},
+		{"the background's, untraced", t.Context(), nil, trace.SpanContext{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(rec.Ended())
+			ctx, tp, end := tr.Lifecycle(tc.ctx, "order.paid", tc.purchases)
+			end(nil)
+			ended := rec.Ended()[before:]
+			if !tc.parent.IsValid() {
+				if len(ended) != 0 || tp != "" || ctx != tc.ctx {
+					t.Errorf("%d spans, traceparent %q; want none", len(ended), tp)
+				}
+				return
+			}
+			if len(ended) != 1 {
+				t.Fatalf("%d spans, want 1", len(ended))
+			}
+			s := ended[0]
+			if s.Name() != tracing.EventSpan || s.Parent().SpanID() != tc.parent.SpanID() || s.SpanContext().TraceID() != tc.parent.TraceID() {
+				t.Errorf("%s under %s of trace %s; want %s under %s", s.Name(), s.Parent().SpanID(), s.SpanContext().TraceID(), tracing.EventSpan, tc.parent.SpanID())
+			}
+			if tr.SpanContextOf(tp).SpanID() != s.SpanContext().SpanID() {
+				t.Errorf("the events carry %q, not the change's span %s", tp, s.SpanContext().SpanID())
+			}
+			var links []trace.SpanID
+			for _, l := range s.Links() {
+				links = append(links, l.SpanContext.SpanID())
+			}
+			if diff := cmp.Diff(tc.links, links); diff != "" {
+				t.Errorf("links (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
