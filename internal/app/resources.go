@@ -104,6 +104,10 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, tr
 		return nil, err
 	}
 	if cfg.Run.Persister {
+		var trace func(context.Context, []sale.Reservation) (context.Context, func(error))
+		if tr.Enabled() {
+			trace = tr.Persisting
+		}
 		r.persister, err = redislua.NewPersister(r.rdb, r.luaSales, r.store, redislua.PersisterOptions{
 			Consumer:     cfg.InstanceID,
 			ClaimAfter:   cfg.Persist.ClaimAfter,
@@ -115,6 +119,7 @@ func openResources(ctx context.Context, log *slog.Logger, cfg *config.Config, tr
 			AfterCommit:  fp.persisterAfterCommit,
 			// r.metrics is made last of the resources, before the persister runs.
 			OnParked: func(n int) { r.metrics.PoisonRows("persister", n) },
+			Trace:    trace,
 		})
 		if err != nil {
 			return nil, err
@@ -259,7 +264,7 @@ func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config, tr *tr
 	}
 	o := store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, PaymentWindow: cfg.Payment.Window}
 	if tr.Enabled() {
-		o.Tracer = tr.Provider()
+		o.Tracer, o.TraceEvents = tr.Provider(), tr.Lifecycle
 	}
 	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, o)
 	if err != nil {

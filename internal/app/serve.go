@@ -176,6 +176,7 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 	if err != nil {
 		return nil, err
 	}
+	relay.SetTracing(r.tracing)
 	if r.persister != nil {
 		r.persister.SetPersisted(relay.Wake)
 	}
@@ -184,6 +185,7 @@ func (r *resources) buildRelays(lifecycle *metrics.Lifecycle, p *parts) (wake fu
 	if err != nil {
 		return nil, err
 	}
+	eventRelay.SetTracing(r.tracing)
 	p.back = append(p.back, relay.Run, eventRelay.Run)
 	return relay.Wake, nil
 }
@@ -196,6 +198,7 @@ func (r *resources) buildConsumers(lifecycle *metrics.Lifecycle, fp failpoints, 
 	if err != nil {
 		return err
 	}
+	c.SetTracing(r.tracing)
 	if fp.consumerAfterCommit != nil {
 		c.SetAfterConfirm(fp.consumerAfterCommit)
 	}
@@ -203,6 +206,7 @@ func (r *resources) buildConsumers(lifecycle *metrics.Lifecycle, fp failpoints, 
 	if err != nil {
 		return err
 	}
+	ec.SetTracing(r.tracing)
 	p.back = append(p.back, c.Run, ec.Run)
 	return nil
 }
@@ -319,6 +323,7 @@ func (r *resources) buildSales(self net.Addr, wake func(), feed *changefeed.Feed
 		Log:             log.With("component", "sale"),
 		OnReserve:       wake,
 		OnChanged:       reads.Learn,
+		TraceParent:     r.traceParent(),
 	})
 	if err != nil {
 		return err
@@ -559,4 +564,13 @@ func start(ctx context.Context, workers []worker, errs chan<- error) *sync.WaitG
 		})
 	}
 	return &wg
+}
+
+// traceParent is the sale service's TraceParent: the tracing's while it is on, nil (nothing to
+// call per purchase) while it is off.
+func (r *resources) traceParent() func(context.Context) string {
+	if !r.tracing.Enabled() {
+		return nil
+	}
+	return r.tracing.TraceParent
 }

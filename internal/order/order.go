@@ -17,6 +17,9 @@ type OutboxEntry struct {
 	Quantity  int
 	Strategy  string
 	CreatedAt time.Time
+	// TraceParent is the W3C traceparent of the purchase that made the reservation, or empty
+	// (tracing off, or the purchase not sampled): the relay carries it in the message's headers.
+	TraceParent string
 	// Invalid, when not empty, says why the row cannot become an event (a value beyond the
 	// event's types): the relay parks it.
 	Invalid string
@@ -39,6 +42,9 @@ type LifecycleEvent struct {
 	UserID    string    `json:"user_id"`
 	Quantity  int       `json:"quantity"`
 	At        time.Time `json:"at"`
+	// TraceParent is the traceparent of the lifecycle change that wrote the event, or empty: the
+	// relay carries it in the message's headers, never in its value.
+	TraceParent string `json:"-"`
 	// Invalid, when not empty, says why the row cannot become a message (OutboxEntry.Invalid).
 	Invalid string `json:"-"`
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sethvargo/go-retry"
 
 	"github.com/seckill-go/seckill-go/internal/sale"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
 // OrderStore creates orders from reservations, idempotently, and parks the messages that can
@@ -64,6 +65,8 @@ type Consumer struct {
 	// afterConfirm, a test hook (SetAfterConfirm), runs between a batch's database commit and its
 	// offset commit.
 	afterConfirm func()
+	// tracing is nil when tracing is off (SetTracing).
+	tracing *tracing.Tracing
 }
 
 // consumerMaxBatch is the most events confirmed in one database transaction. Confirming costs
@@ -160,7 +163,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		c.metrics.ConsumerBatch(len(batch))
-		if !c.apply(ctx, batch) {
+		actx, end := ctx, func(bool) {}
+		if c.tracing != nil {
+			actx, end = startConsume(ctx, c.tracing, batch)
+		}
+		ok := c.apply(actx, batch)
+		end(ok)
+		if !ok {
 			return nil // shutting down before the database commit: the batch will be redelivered
 		}
 		if c.afterConfirm != nil {

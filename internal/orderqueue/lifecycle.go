@@ -68,7 +68,7 @@ func (o events) claim(ctx context.Context, owner string, lease time.Duration, li
 	for _, e := range evs {
 		e.At = e.At.UTC()
 		value, err := json.Marshal(e)
-		c.add(e.ID, e.OrderID, value, e.Invalid, err)
+		c.add(e.ID, e.OrderID, value, e.TraceParent, e.Invalid, err)
 	}
 	return c, nil
 }

@@ -13,9 +13,11 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/sethvargo/go-retry"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-go/seckill-go/internal/order"
 	"github.com/seckill-go/seckill-go/internal/pause"
+	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
 // Outbox is the reservation table as the relay sees it. ClaimOutboxFrom claims only entries
@@ -110,6 +112,8 @@ type Relay struct {
 	requeuedTo time.Time
 	cfg        RelayConfig
 	wake       chan struct{}
+	// tracing is nil when tracing is off (SetTracing).
+	tracing *tracing.Tracing
 
 	// from and fullScan are where the next claim starts looking; see claimFrom.
 	from     int64
@@ -144,8 +148,9 @@ type claimed struct {
 	bad  []order.ParkedEntry
 }
 
-// add appends entry id's message value, or parks it with why it has none.
-func (c *claimed) add(id int64, key string, value []byte, invalid string, err error) {
+// add appends entry id's message value, with the entry's traceparent tp (if any) as its header,
+// or parks it with why it has none.
+func (c *claimed) add(id int64, key string, value []byte, tp, invalid string, err error) {
 	switch {
 	case invalid != "":
 		c.bad = append(c.bad, order.ParkedEntry{ID: id, Reason: invalid})
@@ -153,7 +158,7 @@ func (c *claimed) add(id int64, key string, value []byte, invalid string, err er
 		c.bad = append(c.bad, order.ParkedEntry{ID: id, Reason: fmt.Sprintf("encode: %v", err)})
 	default:
 		c.ids = append(c.ids, id)
-		c.msgs = append(c.msgs, kafka.Message{Key: []byte(key), Value: value})
+		c.msgs = append(c.msgs, kafka.Message{Key: []byte(key), Value: value, Headers: traceHeader(tp)})
 	}
 }
 
@@ -191,7 +196,7 @@ func (o reservations) claim(ctx context.Context, owner string, lease time.Durati
 			Strategy:      e.Strategy,
 			ReservedAt:    e.CreatedAt.UTC(),
 		})
-		c.add(e.ID, strconv.FormatInt(e.ProductID, 10), value, e.Invalid, err)
+		c.add(e.ID, strconv.FormatInt(e.ProductID, 10), value, e.TraceParent, e.Invalid, err)
 	}
 	return c, nil
 }
@@ -304,8 +309,13 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 
 	// The publish must not outlive the lease, or another relay would publish the batch as well.
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Lease/2)
+	var spans []trace.Span
+	if r.tracing != nil {
+		spans = startPublish(ctx, r.tracing, c.ids, c.msgs)
+	}
 	w := r.publish(pctx, c.ids, c.msgs)
 	cancel()
+	endPublish(spans, c.ids, w)
 	if len(w.refused) > 1 && len(w.refused) == len(c.ids) {
 		// Every message refused, each alone: the topic's limits or the broker's, not a message's.
 		// Parking them all would empty the outbox into the parked rows; retry as for an outage.

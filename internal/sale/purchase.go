@@ -109,6 +109,10 @@ type Reservation struct {
 	// product is still in it (else ErrSaleChanged).
 	Epoch     uint64
 	CreatedAt time.Time
+	// TraceParent is the W3C traceparent of the purchase's request when tracing is on and the
+	// request is sampled, else empty. The reservation carries it into the outbox so that the
+	// relay and the order consumer continue the purchase's trace (docs/order-pipeline.md).
+	TraceParent string
 }
 
 // KeyedReceipt is an accepted purchase that carried an Idempotency-Key.
@@ -244,6 +248,7 @@ type Service struct {
 	newID     func() string
 	onReserve func()
 	onChanged func(Product)
+	traceOf   func(context.Context) string
 	defStrat  Strategy
 	log       *slog.Logger
 }
@@ -283,6 +288,11 @@ type Options struct {
 	// answer (the read side learns it at once: its creator reads it back). Optional; it must not
 	// block.
 	OnChanged func(Product)
+	// TraceParent, set only when tracing is on, returns the traceparent of the request's span
+	// in ctx if it is sampled, else "" (internal/tracing's TraceParent): it becomes the
+	// Reservation's, so that the purchase's trace goes on past the outbox. Nil (tracing off),
+	// a purchase pays nothing for it.
+	TraceParent func(ctx context.Context) string
 }
 
 // NewService returns a Service, or an error naming the missing dependency. Run it (Run) for its
@@ -312,6 +322,7 @@ func NewService(o Options) (*Service, error) {
 		newID:     o.NewOrderID,
 		onReserve: o.OnReserve,
 		onChanged: o.OnChanged,
+		traceOf:   o.TraceParent,
 		defStrat:  o.DefaultStrategy,
 	}
 	if s.now == nil {
@@ -403,6 +414,9 @@ func (s *Service) purchase(ctx context.Context, req PurchaseRequest) (Receipt, S
 			IdempotencyKey: req.IdempotencyKey,
 			Epoch:          p.Epoch,
 			CreatedAt:      s.now().UTC(),
+		}
+		if s.traceOf != nil {
+			r.TraceParent = s.traceOf(ctx)
 		}
 		err = s.deductors[p.Strategy].Deduct(ctx, r)
 		switch {

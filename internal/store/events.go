@@ -19,7 +19,7 @@ import (
 
 // eventsOutbox is the order events' outbox, drained by the event relay.
 var eventsOutbox = newOutbox("order_events", "ix_order_events_outbox",
-	"id, kind, order_id, product_id, user_id, quantity, created_at",
+	"id, kind, order_id, product_id, user_id, quantity, created_at, trace_parent",
 	"claim order events", "mark order events published", "release order event claims")
 
 // ClaimEvents leases up to limit unpublished order events whose id is at least fromID to owner
@@ -34,10 +34,12 @@ func (s *Store) ClaimEvents(ctx context.Context, owner string, lease time.Durati
 func scanEvent(rows *sql.Rows) (order.LifecycleEvent, error) {
 	var e order.LifecycleEvent
 	var productID uint64
-	if err := rows.Scan(&e.ID, &e.Kind, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.At); err != nil {
+	var traceParent sql.NullString
+	if err := rows.Scan(&e.ID, &e.Kind, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.At, &traceParent); err != nil {
 		return order.LifecycleEvent{}, err
 	}
 	e.ProductID, e.Invalid = eventProductID(productID)
+	e.TraceParent = traceParent.String
 	return e, nil
 }
 

@@ -185,7 +185,7 @@ func (s *Store) CompletePayment(ctx context.Context, orderID, key, paymentID str
 			return fmt.Errorf("store: order %s is %q, not paying with this key: %w", orderID, st.Status, st.refusal())
 		}
 		out = st.domain()
-		return insertEvents(tx, EventPaid, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
+		return s.insertEvents(ctx, tx, EventPaid, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
 	})
 	return out, err
 }
@@ -217,7 +217,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, userID string) (sale.O
 		out = st.domain()
 		switch {
 		case res.RowsAffected == 1:
-			return insertEvents(tx, EventCancelled, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
+			return s.insertEvents(ctx, tx, EventCancelled, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
 		case sale.OrderStatus(st.Status) == sale.StatusCancelled:
 			return nil
 		case st.Status == string(sale.StatusConfirmed):
@@ -280,7 +280,7 @@ func (s *Store) expire(ctx context.Context, op string, limit int, orderID string
 			WHERE order_id IN ? AND status = 'confirmed'`, ids).Error; err != nil {
 			return err
 		}
-		if err := insertEvents(tx, EventExpired, expired); err != nil {
+		if err := s.insertEvents(ctx, tx, EventExpired, expired); err != nil {
 			return err
 		}
 		var err error
@@ -336,28 +336,61 @@ func (s *Store) ReturnsOf(ctx context.Context, orders []sale.ClosedOrder) ([]sal
 	return out, classify("returns of orders", err)
 }
 
-// insertEvents writes one order event of kind per order into the outbox. An event of that kind
-// written already for an order (a repeated completion) is left as it was.
-func insertEvents(tx *gorm.DB, kind string, orders []sale.ClosedOrder) error {
+// insertEvents writes one order event of kind per order into the outbox, in tx (of ctx). An event
+// of that kind written already for an order (a repeated completion) is left as it was. With
+// tracing on, the change is a span of its own (Options.TraceEvents), made of the orders'
+// purchases' traceparents, and the events carry its traceparent to the event relay; off, it
+// reads and writes none.
+func (s *Store) insertEvents(ctx context.Context, tx *gorm.DB, kind string, orders []sale.ClosedOrder) (err error) {
 	if len(orders) == 0 {
 		return nil
 	}
-	rows := make([]any, 0, 5*len(orders))
+	tp := ""
+	if s.traceEvents != nil {
+		purchases, err := purchaseTraces(tx, orders)
+		if err != nil {
+			return err
+		}
+		var end func(error)
+		ctx, tp, end = s.traceEvents(ctx, kind, purchases)
+		defer func() { end(err) }()
+		tx = tx.WithContext(ctx)
+	}
+	cols, insert := 5, "INSERT IGNORE INTO order_events (order_id, product_id, user_id, kind, quantity, created_at) VALUES "
+	if tp != "" {
+		cols, insert = 6, "INSERT IGNORE INTO order_events (order_id, product_id, user_id, kind, quantity, trace_parent, created_at) VALUES "
+	}
+	rows := make([]any, 0, cols*len(orders))
 	for _, o := range orders {
 		rows = append(rows, o.OrderID, o.ProductID, o.UserID, kind, o.Quantity)
+		if tp != "" {
+			rows = append(rows, tp)
+		}
 	}
-	return tx.Exec("INSERT IGNORE INTO order_events (order_id, product_id, user_id, kind, quantity, created_at) VALUES "+
-		valuesNow(len(orders)), rows...).Error
+	return tx.Exec(insert+valuesNow(len(orders), cols), rows...).Error
 }
 
-// valuesNow is placeholders for rows of five values and NOW(6).
-func valuesNow(rows int) string {
-	b := make([]byte, 0, rows*16)
+// purchaseTraces returns the traceparents of the orders' purchases, as their reservations keep
+// them ("" for one untraced), in no particular order: a plain read, which locks nothing.
+func purchaseTraces(tx *gorm.DB, orders []sale.ClosedOrder) ([]string, error) {
+	ids := make([]string, len(orders))
+	for i, o := range orders {
+		ids[i] = o.OrderID
+	}
+	var tps []string
+	err := tx.Raw("SELECT trace_parent FROM reservations WHERE order_id IN ? AND trace_parent IS NOT NULL", ids).Scan(&tps).Error
+	return tps, err
+}
+
+// valuesNow is placeholders for rows of cols values and NOW(6).
+func valuesNow(rows, cols int) string {
+	group := "(" + strings.Repeat("?,", cols) + "NOW(6))"
+	b := make([]byte, 0, rows*(len(group)+1))
 	for i := range rows {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, "(?,?,?,?,?,NOW(6))"...)
+		b = append(b, group...)
 	}
 	return string(b)
 }

@@ -57,7 +57,7 @@ func newOutbox(table, index, columns, claimOp, markOp, releaseOp string) *outbox
 
 // reservationsOutbox is the reservations' outbox, drained by the order relay.
 var reservationsOutbox = newOutbox("reservations", "ix_reservations_outbox",
-	"id, order_id, product_id, user_id, quantity, strategy, created_at",
+	"id, order_id, product_id, user_id, quantity, strategy, created_at, trace_parent",
 	"claim outbox", "mark published", "release claims")
 
 // claimOutbox leases to owner for lease up to limit unpublished, unparked rows of o whose id is at
@@ -154,10 +154,12 @@ func scanRows[T any](rows *sql.Rows, capacity int, scan func(*sql.Rows) (T, erro
 func scanOutboxEntry(rows *sql.Rows) (order.OutboxEntry, error) {
 	var e order.OutboxEntry
 	var productID uint64
-	if err := rows.Scan(&e.ID, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt); err != nil {
+	var traceParent sql.NullString
+	if err := rows.Scan(&e.ID, &e.OrderID, &productID, &e.UserID, &e.Quantity, &e.Strategy, &e.CreatedAt, &traceParent); err != nil {
 		return order.OutboxEntry{}, err
 	}
 	e.ProductID, e.Invalid = eventProductID(productID)
+	e.TraceParent = traceParent.String
 	return e, nil
 }
 

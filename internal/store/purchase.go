@@ -60,29 +60,53 @@ func (t *PurchaseTx) ConnectionID(ctx context.Context) (int64, error) {
 }
 
 // Reserve inserts the reservations, the outbox rows the relay publishes, each with its
-// Idempotency-Key (if any): one multi-row INSERT, whatever the number. A collision with a
-// committed row (the user's reservation of the product, or the user's key) fails the statement
-// alone with ErrDuplicate; Conflicts then says which reservations collide, in the same
-// transaction.
+// Idempotency-Key (if any) and its traceparent (if any): one multi-row INSERT, whatever the
+// number. A collision with a committed row (the user's reservation of the product, or the user's
+// key) fails the statement alone with ErrDuplicate; Conflicts then says which reservations
+// collide, in the same transaction. A batch of which no reservation carries a traceparent (every
+// batch while tracing is off) leaves the column out of the statement: it stays NULL.
 func (t *PurchaseTx) Reserve(ctx context.Context, rs ...sale.Reservation) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	rows := make([]any, 0, 7*len(rs))
+	traced := false
+	for i := range rs {
+		if rs[i].TraceParent != "" {
+			traced = true
+			break
+		}
+	}
+	cols, insert := 7, insertReservations
+	if traced {
+		cols, insert = 8, insertTracedReservations
+	}
+	rows := make([]any, 0, cols*len(rs))
 	for _, r := range rs {
 		var key *string
 		if r.IdempotencyKey != "" {
 			key = &r.IdempotencyKey
 		}
 		rows = append(rows, r.OrderID, r.ProductID, r.UserID, key, r.Quantity, string(r.Strategy), r.CreatedAt)
+		if traced {
+			var tp *string
+			if r.TraceParent != "" {
+				tp = &r.TraceParent
+			}
+			rows = append(rows, tp)
+		}
 	}
-	err := t.tx.WithContext(ctx).Exec("INSERT INTO reservations (order_id, product_id, user_id, idem_key, quantity, strategy, created_at) VALUES "+
-		placeholders(len(rs), 7), rows...).Error
+	err := t.tx.WithContext(ctx).Exec(insert+placeholders(len(rs), cols), rows...).Error
 	if isDuplicate(err) {
 		return ErrDuplicate
 	}
 	return err
 }
+
+// The INSERTs of Reserve: without the traceparent column, and with it.
+const (
+	insertReservations       = "INSERT INTO reservations (order_id, product_id, user_id, idem_key, quantity, strategy, created_at) VALUES "
+	insertTracedReservations = "INSERT INTO reservations (order_id, product_id, user_id, idem_key, quantity, strategy, created_at, trace_parent) VALUES "
+)
 
 // placeholders returns "(?,…,?),(?,…,?)…": rows groups of cols.
 func placeholders(rows, cols int) string {

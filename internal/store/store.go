@@ -36,6 +36,8 @@ type Store struct {
 	window time.Duration
 	// issuers remembers the ids of lock issuers (fence.go): issuer string → uint64.
 	issuers sync.Map
+	// traceEvents is Options.TraceEvents: nil when tracing is off.
+	traceEvents func(ctx context.Context, kind string, purchases []string) (context.Context, string, func(error))
 }
 
 // Options tunes the connection pool.
@@ -48,6 +50,12 @@ type Options struct {
 	// PaymentWindow is how long an order waits for payment once the consumer has created it
 	// (SECKILL_PAYMENT_WINDOW); 0 means 10 minutes.
 	PaymentWindow time.Duration
+	// TraceEvents, set only when tracing is on (internal/tracing's Lifecycle), starts the span
+	// of orders' lifecycle change of kind, given their purchases' traceparents ("" for one
+	// untraced), and returns the context to write the order events in, the traceparent they
+	// carry to the event relay ("" for none) and the span's end. Nil, a lifecycle change reads
+	// and writes no traceparent.
+	TraceEvents func(ctx context.Context, kind string, purchases []string) (context.Context, string, func(error))
 }
 
 // Open connects to the database named in dsn (see NormalizeDSN) and waits until it answers or
@@ -78,7 +86,7 @@ func Open(ctx context.Context, log *slog.Logger, dsn string, o Options) (*Store,
 	if o.PaymentWindow <= 0 {
 		o.PaymentWindow = defaultPaymentWindow
 	}
-	s := &Store{sql: sqlDB, log: log, name: cfg.DBName, window: o.PaymentWindow}
+	s := &Store{sql: sqlDB, log: log, name: cfg.DBName, window: o.PaymentWindow, traceEvents: o.TraceEvents}
 	// Wait first: gorm.Open asks the server its version, and would fail at once while MySQL is
 	// still starting (a replica started beside its database).
 	if err := s.waitReady(ctx); err != nil {

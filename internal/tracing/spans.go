@@ -28,7 +28,9 @@ const (
 )
 
 // BatchDeductor returns d with a DeductSpan around each of its batches. The batch runs under its
-// first buyer's trace (sale.Combiner): the other buyers' traces show the wait, not the batch.
+// first buyer's trace (sale.Combiner): the other buyers' traces show the wait, and the batch's
+// span links each of them (the sampled ones: those whose reservation carries a traceparent), so
+// that from the batch Jaeger leads to every buyer it decided.
 func (t *Tracing) BatchDeductor(st sale.Strategy, d sale.BatchDeductor) sale.BatchDeductor {
 	return &batchDeductor{BatchDeductor: d, t: t, st: st}
 }
@@ -55,7 +57,8 @@ func (d *batchDeductor) DeductBatch(ctx context.Context, batch []sale.Reservatio
 		product = batch[0].ProductID
 	}
 	ctx, span := d.t.tracer.Start(ctx, DeductSpan, trace.WithAttributes(
-		attrStrategy.String(string(d.st)), attrProduct.Int64(product), attrBatch.Int(len(batch))))
+		attrStrategy.String(string(d.st)), attrProduct.Int64(product), attrBatch.Int(len(batch))),
+		trace.WithLinks(d.t.buyers(batch)...))
 	defer span.End()
 	errs, err := d.BatchDeductor.DeductBatch(ctx, batch)
 	if err != nil {
@@ -70,6 +73,18 @@ func (d *batchDeductor) DeductBatch(ctx context.Context, batch []sale.Reservatio
 	}
 	span.SetAttributes(attribute.Int("seckill.accepted", accepted))
 	return errs, nil
+}
+
+// buyers returns links to the request spans of a batch's buyers but the first (the batch runs in
+// its trace), those that were sampled.
+func (t *Tracing) buyers(batch []sale.Reservation) []trace.Link {
+	var links []trace.Link
+	for _, r := range batch[min(1, len(batch)):] {
+		if sc := t.SpanContextOf(r.TraceParent); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return links
 }
 
 type deductor struct {
@@ -115,4 +130,68 @@ func end(span trace.Span, err error) {
 	}
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
+}
+
+// PersistSpan is the write of a batch of redis-lua reservations from their Redis stream into the
+// outbox (redislua.Persister): the outbox insert of the purchases that strategy decided in Redis.
+const PersistSpan = "seckill.persist"
+
+// Persisting starts the PersistSpan of writing rs, for redislua.PersisterOptions.Trace. The
+// persister runs in the background, so the span continues the trace of the first purchase of rs
+// that was sampled and links the others' (as the combiner's batch does); a batch of which no
+// purchase was sampled starts no span at all, and pays for nothing but the look at rs.
+func (t *Tracing) Persisting(ctx context.Context, rs []sale.Reservation) (context.Context, func(error)) {
+	first := -1
+	for i := range rs {
+		if rs[i].TraceParent != "" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return ctx, func(error) {}
+	}
+	ctx, span := t.tracer.Start(t.ContextWithRemoteParent(ctx, rs[first].TraceParent), PersistSpan,
+		trace.WithAttributes(attrStrategy.String(string(rs[first].Strategy)), attrProduct.Int64(rs[first].ProductID), attrBatch.Int(len(rs))),
+		trace.WithLinks(t.buyers(rs[first:])...))
+	return ctx, func(err error) {
+		end(span, err)
+		span.End()
+	}
+}
+
+// EventSpan is an order's lifecycle change (paid, expired, cancelled) entering the order events'
+// outbox, in the transaction that makes it.
+const EventSpan = "seckill.order.event"
+
+// Lifecycle starts the EventSpan of orders changing to kind, for store.Options.TraceEvents;
+// purchases are the traceparents of their purchases (the sampled ones). A change that a request
+// makes (a payment, a cancel: ctx carries its span) is a child of that request, in its own
+// trace, and links the purchases; a change of the background (an expiry: ctx carries no span)
+// continues the first purchase's trace, so that it shows in the purchase's trace, and links the
+// others. It returns the context to write the events in, the traceparent they carry to the event
+// relay ("" when the span is not sampled), and the span's end. A background change of which no
+// purchase was sampled starts no span.
+func (t *Tracing) Lifecycle(ctx context.Context, kind string, purchases []string) (context.Context, string, func(error)) {
+	parent := ctx
+	links := make([]trace.Link, 0, len(purchases))
+	for _, tp := range purchases {
+		sc := t.SpanContextOf(tp)
+		switch {
+		case !sc.IsValid():
+		case !trace.SpanContextFromContext(parent).IsValid():
+			parent = trace.ContextWithRemoteSpanContext(ctx, sc)
+		default:
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	if !trace.SpanContextFromContext(parent).IsValid() {
+		return ctx, "", func(error) {}
+	}
+	ctx, span := t.tracer.Start(parent, EventSpan, trace.WithAttributes(attribute.String("seckill.event", kind), attrBatch.Int(len(purchases))),
+		trace.WithLinks(links...))
+	return ctx, t.TraceParent(ctx), func(err error) {
+		end(span, err)
+		span.End()
+	}
 }

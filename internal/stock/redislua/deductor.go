@@ -69,7 +69,7 @@ func (d *Deductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([
 			return nil, errors.New("redislua: a batch spans products or epochs, or holds two purchases of one buyer")
 		}
 		users[r.UserID] = true
-		as[i] = Attempt{Epoch: epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID}
+		as[i] = Attempt{Epoch: epoch, UserID: r.UserID, Quantity: r.Quantity, Key: r.IdempotencyKey, OrderID: r.OrderID, TraceParent: r.TraceParent}
 	}
 	var out []Outcome
 	confirmed := true

@@ -79,6 +79,10 @@ type PersisterOptions struct {
 	// OnParked, optional, counts the entries (or reservations of an entry) parked: the
 	// seckill_poison_rows_total{loop="persister"} metric.
 	OnParked func(n int)
+	// Trace, set only when tracing is on (internal/tracing's Persisting), starts the span of
+	// writing a batch of reservations, in the trace of their purchases, and returns the context
+	// to write it in and the span's end. Nil, the persister traces nothing.
+	Trace func(ctx context.Context, rs []sale.Reservation) (context.Context, func(error))
 }
 
 // Persister moves the accepted reservations and the returns from a product's stream to MySQL. Any
@@ -417,6 +421,11 @@ func (p *Persister) persistReservations(ctx context.Context, productID int64, st
 		refused = append(refused, ref...)
 		return nil
 	}
+	if p.o.Trace != nil {
+		var end func(error)
+		ctx, end = p.o.Trace(ctx, g.rs)
+		defer func() { end(err) }()
+	}
 	err = write(g.rs, g.at)
 	return inserted, refused, parked, err
 }
@@ -546,9 +555,10 @@ func isReturn(m redis.XMessage) bool {
 	return ok
 }
 
-// reservations reads one stream entry as the purchase script wrote it (one field, rs: the
+// reservations reads one stream entry as the purchase script wrote it (field rs: the
 // reservations of one batch, one per line, "order_id user_id quantity epoch gen Idempotency-Key";
-// or r, one reservation, as the script wrote an entry before it wrote batches), and the generation
+// or r, one reservation, as the script wrote an entry before it wrote batches; and, when the batch
+// carried any, field tp: their traceparents, one per line in the same order), and the generation
 // of the state that accepted them (one script run: one epoch, one generation).
 func reservations(productID int64, st sale.Strategy, m redis.XMessage) ([]sale.Reservation, uint64, error) {
 	bad := func(err error) ([]sale.Reservation, uint64, error) {
@@ -560,11 +570,22 @@ func reservations(productID int64, st sale.Strategy, m redis.XMessage) ([]sale.R
 			return bad(nil)
 		}
 	}
+	fields := 1
+	tp, traced := m.Values["tp"].(string)
+	if traced {
+		fields = 2
+	}
 	ms, err := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
-	if v == "" || len(m.Values) != 1 || err != nil {
+	if v == "" || len(m.Values) != fields || err != nil {
 		return bad(err)
 	}
 	lines := strings.Split(v, "\n")
+	var tps []string
+	if traced {
+		if tps = strings.Split(tp, "\n"); len(tps) != len(lines) {
+			return bad(fmt.Errorf("%d traceparents for %d reservations", len(tps), len(lines)))
+		}
+	}
 	rs := make([]sale.Reservation, len(lines))
 	var gen uint64
 	for i, line := range lines {
@@ -592,9 +613,17 @@ func reservations(productID int64, st sale.Strategy, m redis.XMessage) ([]sale.R
 			Epoch:          epoch,
 			CreatedAt:      time.UnixMilli(ms).UTC(),
 		}
+		if traced && len(tps[i]) <= maxTraceParent {
+			// A traceparent longer than its column is no trace of this program's: it is dropped,
+			// and the reservation kept.
+			rs[i].TraceParent = tps[i]
+		}
 	}
 	return rs, gen, nil
 }
+
+// maxTraceParent is the longest traceparent the reservations' column keeps (version 00's length).
+const maxTraceParent = 55
 
 // OrderIDs returns the order ids of a stream entry's reservations, none for a return's entry or
 // an entry the purchase script did not write (the chaos run's check of what a flush may lose).

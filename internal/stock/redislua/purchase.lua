@@ -11,8 +11,13 @@
 --                        any, one field, rs = its reservations, one per line,
 --                        "order_id user_id quantity epoch gen Idempotency-Key" (rs, not the r of
 --                        one reservation an entry that came before: a persister of that version
---                        refuses the entry, loudly, rather than write its first line only)
--- ARGV    epoch, then per purchase: user id, quantity, Idempotency-Key ("" for none), new order id
+--                        refuses the entry, loudly, rather than write its first line only);
+--                        and, only when the batch carries traceparents, a second field, tp = the
+--                        traceparents of the same reservations, one per line, in the same order
+--                        ("" for an unsampled purchase; a persister that knows no tp refuses the
+--                        entry, loudly, rather than drop the traces)
+-- ARGV    epoch, the fields per purchase (4, or 5 when the batch carries traceparents), then per
+--         purchase: user id, quantity, Idempotency-Key ("" for none), new order id[, traceparent]
 --
 -- Replies {'not_loaded'} or {'stale_epoch', epoch} for the whole batch, else {'decided', then per
 -- purchase one of: 'accepted <left>', 'replayed <order_id user_id quantity>', 'limit_reached',
@@ -34,17 +39,18 @@ if epoch ~= ARGV[1] then
 end
 
 local limit, left, gen = tonumber(st[2]), tonumber(st[3]), st[4] or '0'
+local stride = tonumber(ARGV[2])
 local users = {}
-for i = 2, #ARGV, 4 do
+for i = 3, #ARGV, stride do
 	users[#users + 1] = ARGV[i]
 end
 local had = redis.call('HMGET', KEYS[2], unpack(users))
 local now = {} -- what this batch bought, by buyer (the caller sends one purchase per buyer)
-local taken, buyers, lines = 0, {}, {}
+local taken, buyers, lines, tps = 0, {}, {}, {}
 local out = { 'decided' }
 
 for j, user in ipairs(users) do
-	local i = 2 + (j - 1) * 4
+	local i = 3 + (j - 1) * stride
 	local qty, key, order = tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
 	local bought = had[j] or now[user]
 	if bought then
@@ -65,13 +71,20 @@ for j, user in ipairs(users) do
 		buyers[#buyers + 1] = user
 		buyers[#buyers + 1] = now[user]
 		lines[#lines + 1] = order .. ' ' .. user .. ' ' .. qty .. ' ' .. epoch .. ' ' .. gen .. ' ' .. key
+		if stride == 5 then
+			tps[#tps + 1] = ARGV[i + 4]
+		end
 		out[#out + 1] = 'accepted ' .. left
 	end
 end
 
 if taken > 0 then
 	redis.call('HSET', KEYS[2], unpack(buyers))
-	redis.call('XADD', KEYS[3], '*', 'rs', table.concat(lines, '\n'))
+	if stride == 5 then
+		redis.call('XADD', KEYS[3], '*', 'rs', table.concat(lines, '\n'), 'tp', table.concat(tps, '\n'))
+	else
+		redis.call('XADD', KEYS[3], '*', 'rs', table.concat(lines, '\n'))
+	end
 	redis.call('HINCRBY', KEYS[1], 'stock', -taken)
 end
 return out

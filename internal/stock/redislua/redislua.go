@@ -113,6 +113,9 @@ type Attempt struct {
 	Key string
 	// OrderID is the id the reservation gets if it is accepted (the caller makes one per attempt).
 	OrderID string
+	// TraceParent is the purchase's traceparent, or "" (sale.Reservation's): the stream entry
+	// carries it to the persister, which stores it with the reservation.
+	TraceParent string
 }
 
 // Outcome is the script's answer.
@@ -165,13 +168,25 @@ func (s *Sale) purchaseOn(ctx context.Context, c redis.Scripter, productID int64
 	if len(as) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 1, 1+4*len(as))
-	args[0] = epoch
+	// A batch of which some attempt carries a traceparent sends five fields per attempt, the
+	// traceparent last; any other batch (every one while tracing is off) sends four.
+	stride := 4
 	for _, a := range as {
-		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsAny(a.UserID, " \n") || strings.ContainsAny(a.OrderID, " \n") || strings.ContainsAny(a.Key, " \n") {
+		if a.TraceParent != "" {
+			stride = 5
+			break
+		}
+	}
+	args := make([]any, 2, 2+stride*len(as))
+	args[0], args[1] = epoch, stride
+	for _, a := range as {
+		if a.Quantity < 1 || a.UserID == "" || a.OrderID == "" || strings.ContainsAny(a.UserID, " \n") || strings.ContainsAny(a.OrderID, " \n") || strings.ContainsAny(a.Key, " \n") || strings.ContainsAny(a.TraceParent, " \n") {
 			return nil, fmt.Errorf("redislua: invalid attempt %+v", a)
 		}
 		args = append(args, a.UserID, a.Quantity, a.Key, a.OrderID)
+		if stride == 5 {
+			args = append(args, a.TraceParent)
+		}
 	}
 	res, err := purchaseScript.Run(ctx, c, s.Keys(productID).script(), args...).StringSlice()
 	if err != nil {
