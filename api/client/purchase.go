@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -19,9 +20,13 @@ import (
 // the generated Receipt and ErrorDetail, and TestLeanPurchaseIsTheGenerated holds the request to
 // the one the generated NewPurchaseRequest builds.
 
-// PurchaseURL returns the URL of product id's purchase at server, as the generated client writes
-// it; a sender computes it once per server and product.
+// PurchaseURL returns the URL of product id's purchase at server, as the generated Client writes
+// it (a path in server is a prefix, with or without its last slash); a sender computes it once
+// per server and product.
 func PurchaseURL(server string, id ProductID) (string, error) {
+	if !strings.HasSuffix(server, "/") {
+		server += "/" // as NewClient does
+	}
 	req, err := NewPurchaseRequestWithBody(server, id, nil, "", nil)
 	if err != nil {
 		return "", err
