@@ -1,11 +1,9 @@
 package attack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,6 +14,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/seckill-go/seckill-go/api/client"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
@@ -104,6 +103,11 @@ func PlanAttempts(o *Options, runID, tag string) []Attempt {
 
 // Attack sends the plan with vegeta and returns every answer, and the chaos events.
 func Attack(ctx context.Context, o *Options, productID int64, plan []Attempt, say func(string, ...any)) ([]Answer, []Event, error) {
+	urls, err := purchaseURLs(o.Targets, productID)
+	if err != nil {
+		return nil, nil, err
+	}
+	one := 1
 	var next atomic.Int64
 	targeter := func(t *vegeta.Target) error {
 		i := next.Add(1) - 1
@@ -111,13 +115,17 @@ func Attack(ctx context.Context, o *Options, productID int64, plan []Attempt, sa
 			return vegeta.ErrNoTargets
 		}
 		a := plan[i]
-		body, _ := json.Marshal(map[string]any{"user_id": a.User, "quantity": 1})
+		body, err := json.Marshal(client.PurchaseRequest{UserID: &a.User, Quantity: &one})
+		if err != nil {
+			return err
+		}
 		t.Method = http.MethodPost
-		t.URL = fmt.Sprintf("%s/api/v1/products/%d/purchase?lt=%d", a.target, productID, i)
+		t.URL = urls[a.target] + "?lt=" + strconv.FormatInt(i, 10) // the answer's attempt (toAnswer)
 		t.Body = body
-		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {a.key}}
+		t.Header = http.Header{}
+		client.SetPurchaseHeader(t.Header, client.PurchaseParams{IdempotencyKey: &a.key})
 		if a.Token != "" {
-			t.Header["Authorization"] = []string{"Bearer " + a.Token}
+			t.Header.Set("Authorization", "Bearer "+a.Token)
 		}
 		return nil
 	}
@@ -152,6 +160,20 @@ func Attack(ctx context.Context, o *Options, productID int64, plan []Attempt, sa
 	cancel() // the attack is over: a kill not yet done is not done
 	events = <-chaosDone
 	return answers, events, ctx.Err()
+}
+
+// purchaseURLs returns the URL of the product's purchase at each target, as the generated client
+// writes it (api/client.PurchaseURL).
+func purchaseURLs(targets []string, productID int64) (map[string]string, error) {
+	urls := make(map[string]string, len(targets))
+	for _, t := range targets {
+		u, err := client.PurchaseURL(t, productID)
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", t, err)
+		}
+		urls[t] = u
+	}
+	return urls, nil
 }
 
 // BurstPacer sends perBurst requests at once at the start of every period of every: the mean
@@ -199,17 +221,15 @@ func toAnswer(res *vegeta.Result, plan []Attempt) (Answer, bool) {
 	return a, true
 }
 
+// decode reads a purchase's answer into a, in the generated types; a body that is no JSON (a
+// proxy's page) leaves the order and code empty.
 func (a *Answer) decode(body []byte, replayed bool) {
-	var b struct {
-		OrderID string `json:"order_id"`
-		Error   struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &b) == nil {
-		a.OrderID, a.Code = b.OrderID, b.Error.Code
-	}
-	a.Replayed = replayed
+	b, _ := client.DecodePurchaseAnswer(body) // the zero answer on an error
+	a.take(b, replayed)
+}
+
+func (a *Answer) take(b client.PurchaseAnswer, replayed bool) {
+	a.OrderID, a.Code, a.Replayed = b.OrderID, string(b.Error.Code), replayed
 }
 
 // SettleTries is how many times settle sends one purchase before it gives up.
@@ -274,29 +294,32 @@ func StuckViolation(stuck []Answer) string {
 	return fmt.Sprintf("%d purchases still of unknown outcome after %d retries each (last answers: %s)", len(stuck), SettleTries, strings.Join(whys, "; "))
 }
 
-func post(ctx context.Context, client *http.Client, target string, productID int64, at Attempt) Answer {
-	body, _ := json.Marshal(map[string]any{"user_id": at.User, "quantity": 1})
+// post sends attempt at's purchase to target through api/client's lean purchase.
+func post(ctx context.Context, c *http.Client, target string, productID int64, at Attempt) Answer {
 	a := Answer{Attempt: at, Sent: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase", target, productID), bytes.NewReader(body))
+	url, err := client.PurchaseURL(target, productID)
 	if err != nil {
 		a.err = err.Error()
 		return a
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", at.key)
+	one := 1
+	req, err := client.NewLeanPurchase(ctx, url, client.PurchaseParams{IdempotencyKey: &at.key}, client.PurchaseRequest{UserID: &at.User, Quantity: &one})
+	if err != nil {
+		a.err = err.Error()
+		return a
+	}
 	if at.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+at.Token)
 	}
-	res, err := client.Do(req)
+	res, err := c.Do(req)
 	a.Latency = time.Since(a.Sent)
 	if err != nil {
 		a.err = err.Error()
 		return a
 	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 	a.Status = res.StatusCode
-	a.decode(data, res.Header.Get("Idempotent-Replayed") == "true")
+	b, _ := client.ReadPurchaseAnswer(res) // the zero answer on an error
+	a.take(b, res.Header.Get("Idempotent-Replayed") == "true")
 	return a
 }
 
