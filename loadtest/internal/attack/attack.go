@@ -334,34 +334,45 @@ func (o *Options) Admin() *AdminClient { return &AdminClient{appapi.New(o.AdminU
 // orders) and creates it otherwise. Reusing names keeps the storefront from filling up with one
 // product per run.
 func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
-	now := time.Now().UTC()
-	return c.PutOnSale(ctx, name, map[string]any{
-		"stock": stock, "strategy": strategy,
-		"sale_starts_at": now.Add(-time.Second).Format(time.RFC3339), "sale_ends_at": now.Add(time.Hour).Format(time.RFC3339),
-	})
+	now := time.Now().UTC().Truncate(time.Second)
+	starts, ends := now.Add(-time.Second), now.Add(time.Hour)
+	return c.PutOnSale(ctx, name, client.Reset{Stock: stock, Strategy: &strategy, SaleStartsAt: &starts, SaleEndsAt: &ends})
 }
 
-// PutOnSale resets the product called name with the admin API's reset body if one of that name
-// exists, and creates it with that body otherwise (an unlisted product of price 100, one per
-// buyer), and returns its id.
-func (c *AdminClient) PutOnSale(ctx context.Context, name string, body map[string]any) (int64, error) {
+// PutOnSale resets the product called name with sale if one of that name exists, and creates
+// it with sale's fields otherwise (an unlisted product of price 100, one per buyer), and returns
+// its id.
+func (c *AdminClient) PutOnSale(ctx context.Context, name string, sale client.Reset) (int64, error) {
 	id, err := c.FindProduct(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	path, want := fmt.Sprintf("/api/v1/admin/products/%d/reset", id), http.StatusOK
-	if id == 0 {
+	var p *client.Product
+	if id != 0 {
+		rsp, err := c.API().AdminResetProductWithResponse(ctx, id, sale)
+		if err != nil {
+			return 0, err
+		}
+		if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
+			return 0, err
+		}
+		p = rsp.JSON200
+	} else {
 		// Not listed: the storefront shows the shop's sales, not the load test's.
-		body["name"], body["price_cents"], body["per_user_limit"], body["listed"] = name, 100, 1, false
-		path, want = "/api/v1/admin/products", http.StatusCreated
+		one, listed := 1, false
+		rsp, err := c.API().AdminCreateProductWithResponse(ctx, client.NewProduct{
+			Name: &name, PriceCents: 100, PerUserLimit: &one, Listed: &listed,
+			Stock: sale.Stock, Strategy: sale.Strategy, SaleStartsAt: sale.SaleStartsAt, SaleEndsAt: sale.SaleEndsAt, Admission: sale.Admission,
+		})
+		if err != nil {
+			return 0, err
+		}
+		if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusCreated); err != nil {
+			return 0, err
+		}
+		p = rsp.JSON201
 	}
-	var p struct {
-		ID int64 `json:"id"`
-	}
-	if err := c.Call(ctx, http.MethodPost, path, body, want, &p); err != nil {
-		return 0, err
-	}
-	if p.ID == 0 {
+	if p == nil || p.ID == 0 {
 		return 0, fmt.Errorf("put %q on sale: the answer has no id", name)
 	}
 	return p.ID, nil
@@ -370,16 +381,17 @@ func (c *AdminClient) PutOnSale(ctx context.Context, name string, body map[strin
 // FindProduct returns the id of the first product called name, or 0. It reads the admin list,
 // which has the unlisted products too.
 func (c *AdminClient) FindProduct(ctx context.Context, name string) (int64, error) {
-	var list struct {
-		Products []struct {
-			ID   int64  `json:"id"`
-			Name string `json:"name"`
-		} `json:"products"`
-	}
-	if err := c.Call(ctx, http.MethodGet, "/api/v1/admin/products", nil, http.StatusOK, &list); err != nil {
+	rsp, err := c.API().AdminListProductsWithResponse(ctx)
+	if err != nil {
 		return 0, err
 	}
-	for _, p := range list.Products {
+	if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
+		return 0, err
+	}
+	if rsp.JSON200 == nil {
+		return 0, fmt.Errorf("the admin's list of products: an answer that is no JSON: %q", rsp.Body)
+	}
+	for _, p := range rsp.JSON200.Products {
 		if p.Name == name {
 			return p.ID, nil
 		}
