@@ -130,16 +130,7 @@ func (checked) Do(req *http.Request) (*http.Response, error) {
 
 // API returns the generated client (api/client) of the instance, with c's token on every
 // request, whose every answer is held to the contract: one that breaks it is the call's error.
-func (c Client) API() *client.ClientWithResponses {
-	gc := &client.Client{Server: strings.TrimSuffix(c.URL, "/") + "/", Client: checked{}}
-	if c.Token != "" {
-		gc.RequestEditors = []client.RequestEditorFn{func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
-			return nil
-		}}
-	}
-	return &client.ClientWithResponses{ClientInterface: gc}
-}
+func (c Client) API() *client.ClientWithResponses { return client.New(c.URL, checked{}, c.Token) }
 
 // MustDo is Do that fails the test if the request gets no answer or a body that is no JSON object.
 func (c Client) MustDo(tb testing.TB, method, path string, body any, header map[string]string) Response {

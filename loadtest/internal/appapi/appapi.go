@@ -28,21 +28,7 @@ type Client struct {
 // New returns a Client of the replica at base (http://host:port) with the admin token.
 func New(base, token string) *Client {
 	hc := &http.Client{Timeout: 30 * time.Second}
-	return &Client{base: base, token: token, http: hc, api: generated(base, hc, token)}
-}
-
-// generated returns the generated client of the replica at base, sending through hc, with the
-// bearer token (if any) on every request. It is NewClientWithResponses without its error,
-// which only an option can give.
-func generated(base string, hc *http.Client, token string) *client.ClientWithResponses {
-	c := &client.Client{Server: strings.TrimSuffix(base, "/") + "/", Client: hc}
-	if token != "" {
-		c.RequestEditors = []client.RequestEditorFn{func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer "+token)
-			return nil
-		}}
-	}
-	return &client.ClientWithResponses{ClientInterface: c}
+	return &Client{base: base, token: token, http: hc, api: client.New(base, hc, token)}
 }
 
 // API returns the generated client of the replica, with the admin token on every request; Want
@@ -99,7 +85,7 @@ func WaitVisible(ctx context.Context, targets []string, productID int64, timeout
 	deadline := time.Now().Add(timeout)
 	var missing []string
 	for _, t := range targets {
-		c := generated(t, hc, "")
+		c := client.New(t, hc, "")
 		for {
 			if res, err := c.GetProduct(ctx, productID, nil); err == nil {
 				res.Body.Close()
