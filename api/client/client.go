@@ -10,10 +10,26 @@ package client
 //go:generate go tool -modfile=../../tools.mod oapi-codegen -config oapi-codegen.yaml -o client.gen.go ../openapi.yaml
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 )
+
+// New returns the client of the API at server (a base URL; a path in it is a prefix), sending
+// through doer, with token, if not "", as the bearer token of every request. It is
+// NewClientWithResponses with those options, which cannot fail.
+func New(server string, doer HttpRequestDoer, token string) *ClientWithResponses {
+	c := &Client{Server: strings.TrimSuffix(server, "/") + "/", Client: doer}
+	if token != "" {
+		c.RequestEditors = []RequestEditorFn{func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+token)
+			return nil
+		}}
+	}
+	return &ClientWithResponses{ClientInterface: c}
+}
 
 // APIError is an error answer of the API, {"error":{"code","message"}}, with its status.
 type APIError struct {

@@ -66,19 +66,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // newAPIClient returns a client of the API at base, with the bearer token, if any, on every
 // request.
-func newAPIClient(base, bearer string) (*client.ClientWithResponses, error) {
-	opts := []client.ClientOption{client.WithHTTPClient(&http.Client{Timeout: remoteTimeout})}
-	if bearer != "" {
-		opts = append(opts, client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-			return nil
-		}))
+func newAPIClient(base, bearer string) *client.ClientWithResponses {
+	return client.New(base, &http.Client{Timeout: remoteTimeout}, bearer)
+}
+
+// show ends a command on the API's answer rsp, its body read into body: the API's error unless
+// its status is want, else the answer as it came with -json, or text's.
+func (r remoteFlags) show(stdout io.Writer, rsp *http.Response, body []byte, want int, text func() error) error {
+	if err := answered(rsp, body, want); err != nil {
+		return err
 	}
-	c, err := client.NewClientWithResponses(base, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("the API's URL %q: %w", base, err)
+	if r.json {
+		return writeRaw(stdout, body)
 	}
-	return c, nil
+	return text()
 }
 
 // answered returns nil if the answer has the status wanted, else the API's error (the code and
@@ -98,27 +99,19 @@ func products(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	c, err := newAPIClient(r.url, "")
+	rsp, err := newAPIClient(r.url, "").ListProductsWithResponse(ctx, nil)
 	if err != nil {
 		return err
 	}
-	rsp, err := c.ListProductsWithResponse(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := answered(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
-		return err
-	}
-	if r.json {
-		return writeRaw(stdout, rsp.Body)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tSTOCK\tPRICE\tSTRATEGY\tADMISSION\tSALE")
-	for _, p := range rsp.JSON200.Products {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", p.ID, p.Name, p.State, p.Stock, p.InitialStock,
-			price(p.PriceCents), p.Strategy, p.Admission.Mode, window(p.SaleStartsAt, p.SaleEndsAt))
-	}
-	return tw.Flush()
+	return r.show(stdout, rsp.HTTPResponse, rsp.Body, http.StatusOK, func() error {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tSTOCK\tPRICE\tSTRATEGY\tADMISSION\tSALE")
+		for _, p := range rsp.JSON200.Products {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", p.ID, p.Name, p.State, p.Stock, p.InitialStock,
+				price(p.PriceCents), p.Strategy, p.Admission.Mode, window(p.SaleStartsAt, p.SaleEndsAt))
+		}
+		return tw.Flush()
+	})
 }
 
 // buy sends one purchase and prints its receipt:
@@ -147,10 +140,7 @@ func buy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		*key = k
 	}
-	c, err := newAPIClient(r.url, *token)
-	if err != nil {
-		return err
-	}
+	c := newAPIClient(r.url, *token)
 	params := &client.PurchaseParams{IdempotencyKey: key}
 	if *pass != "" {
 		params.AdmissionPass = pass
@@ -211,26 +201,20 @@ func order(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("order: give -id and -user")
 	}
-	c, err := newAPIClient(r.url, *token)
-	if err != nil {
-		return err
-	}
 	var params client.GetOrderParams
 	if *user != "" {
 		params.UserID = user
 	}
-	rsp, err := c.GetOrderWithResponse(ctx, *id, &params)
+	rsp, err := newAPIClient(r.url, *token).GetOrderWithResponse(ctx, *id, &params)
 	if err != nil {
 		return err
 	}
-	if err := answered(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
-		return err
-	}
-	if r.json {
-		return writeRaw(stdout, rsp.Body)
-	}
-	o := rsp.JSON200
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	return r.show(stdout, rsp.HTTPResponse, rsp.Body, http.StatusOK, func() error { return printOrder(stdout, rsp.JSON200) })
+}
+
+// printOrder prints an order as its buyer reads it, a field a line.
+func printOrder(w io.Writer, o *client.Order) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "order\t%s\n", o.OrderID)
 	fmt.Fprintf(tw, "status\t%s\n", o.Status)
 	fmt.Fprintf(tw, "product\t%d\n", o.ProductID)
@@ -300,7 +284,7 @@ func (a *adminFlags) client() (*client.ClientWithResponses, error) {
 	if a.token == "" {
 		return nil, errors.New("admin: give the admin token, -token or SECKILL_ADMIN_TOKEN")
 	}
-	return newAPIClient(a.url, a.token)
+	return newAPIClient(a.url, a.token), nil
 }
 
 // timeFlag is an optional RFC 3339 time.
@@ -359,14 +343,7 @@ func adminCreate(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	if err := answered(rsp.HTTPResponse, rsp.Body, http.StatusCreated); err != nil {
-		return err
-	}
-	if a.json {
-		return writeRaw(stdout, rsp.Body)
-	}
-	fmt.Fprint(stdout, "created: ")
-	return printProduct(stdout, rsp.JSON201)
+	return a.show(stdout, rsp.HTTPResponse, rsp.Body, http.StatusCreated, func() error { return printProduct(stdout, "created", rsp.JSON201) })
 }
 
 // adminReset resets a product's sale and prints the product.
@@ -407,20 +384,13 @@ func adminReset(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if err := answered(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
-		return err
-	}
-	if a.json {
-		return writeRaw(stdout, rsp.Body)
-	}
-	fmt.Fprint(stdout, "reset: ")
-	return printProduct(stdout, rsp.JSON200)
+	return a.show(stdout, rsp.HTTPResponse, rsp.Body, http.StatusOK, func() error { return printProduct(stdout, "reset", rsp.JSON200) })
 }
 
-// printProduct prints a product as the admin API answers it, on one line.
-func printProduct(w io.Writer, p *client.Product) error {
-	_, err := fmt.Fprintf(w, "product %d %q, %s, stock %d/%d, %s, strategy %s, per user %d, admission %s, %s\n",
-		p.ID, p.Name, p.State, p.Stock, p.InitialStock, price(p.PriceCents), p.Strategy, p.PerUserLimit,
+// printProduct prints a product as the admin API answers it, on one line after what was done.
+func printProduct(w io.Writer, done string, p *client.Product) error {
+	_, err := fmt.Fprintf(w, "%s: product %d %q, %s, stock %d/%d, %s, strategy %s, per user %d, admission %s, %s\n",
+		done, p.ID, p.Name, p.State, p.Stock, p.InitialStock, price(p.PriceCents), p.Strategy, p.PerUserLimit,
 		p.Admission.Mode, window(p.SaleStartsAt, p.SaleEndsAt))
 	return err
 }

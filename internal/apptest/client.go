@@ -2,6 +2,7 @@ package apptest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +12,13 @@ import (
 	"time"
 
 	"github.com/seckill-go/seckill-go/api/apitest"
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
-// Client calls the JSON API of one instance, as the tests do.
+// Client calls the JSON API of one instance, as the tests do: through the client generated from
+// the contract (API), or with a request written out (Do) where a test sends what the generated
+// client cannot (a malformed body, a header twice, a path off the contract). Every answer, by
+// either way, is held to the contract (apitest.Check).
 type Client struct {
 	URL   string // the instance's base URL (App.URL)
 	Token string // if set, sent as the Bearer token of every request (AdminToken for the admin API)
@@ -77,14 +82,9 @@ func (c Client) Do(method, path string, body any, header map[string]string) (Res
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	res, err := httpClient.Do(req)
-	if err != nil {
-		return Response{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return Response{}, err
+	res, raw, checkErr := send(req)
+	if res == nil {
+		return Response{}, checkErr
 	}
 	r := Response{Status: res.StatusCode, Header: res.Header, Raw: string(raw)}
 	if len(raw) > 0 {
@@ -92,14 +92,45 @@ func (c Client) Do(method, path string, body any, header map[string]string) (Res
 			return r, fmt.Errorf("%s %s: %d with a body that is no JSON object: %q", method, path, r.Status, raw)
 		}
 	}
-	// Every answer is held to the API's contract, api/openapi.yaml: the end-to-end suites'
-	// answers are its evidence.
+	return r, checkErr
+}
+
+// send sends req and reads the answer, which it holds to the API's contract, api/openapi.yaml:
+// the end-to-end suites' answers are its evidence. The response is nil when there was no
+// answer; its Body reads raw again.
+func send(req *http.Request) (*http.Response, []byte, error) {
+	res, err := httpClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Body = io.NopCloser(bytes.NewReader(raw))
 	v, err := apitest.Default()
 	if err != nil {
-		return r, err
+		return res, raw, err
 	}
-	return r, v.Check(method, req.URL.RequestURI(), r.Status, r.Header, raw)
+	return res, raw, v.Check(req.Method, req.URL.RequestURI(), res.StatusCode, res.Header, raw)
 }
+
+// checked is the generated client's doer: send's, whose answer that breaks the contract is an
+// error.
+type checked struct{}
+
+func (checked) Do(req *http.Request) (*http.Response, error) {
+	res, _, err := send(req)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// API returns the generated client (api/client) of the instance, with c's token on every
+// request, whose every answer is held to the contract: one that breaks it is the call's error.
+func (c Client) API() *client.ClientWithResponses { return client.New(c.URL, checked{}, c.Token) }
 
 // MustDo is Do that fails the test if the request gets no answer or a body that is no JSON object.
 func (c Client) MustDo(tb testing.TB, method, path string, body any, header map[string]string) Response {
@@ -112,12 +143,20 @@ func (c Client) MustDo(tb testing.TB, method, path string, body any, header map[
 }
 
 // CreateProduct puts a product on sale through the admin API (c needs the admin token) and
-// returns its id; product holds the fields of the admin create request.
+// returns its id; product holds the fields of the admin create request (client.NewProduct's),
+// sent as they are.
 func (c Client) CreateProduct(tb testing.TB, product map[string]any) int64 {
 	tb.Helper()
-	r := c.MustDo(tb, http.MethodPost, "/api/v1/admin/products", product, nil)
-	if r.Status != http.StatusCreated || r.Num("id") == 0 {
-		tb.Fatalf("create product: %d %s", r.Status, r.Raw)
+	body, err := json.Marshal(product)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return int64(r.Num("id"))
+	rsp, err := c.API().AdminCreateProductWithBodyWithResponse(context.Background(), "application/json", bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if rsp.JSON201 == nil || rsp.JSON201.ID == 0 {
+		tb.Fatalf("create product: %d %s", rsp.StatusCode(), rsp.Body)
+	}
+	return rsp.JSON201.ID
 }

@@ -76,7 +76,7 @@ func TestBuyRetries(t *testing.T) {
 			defer a.Close()
 			defer b.Close()
 			r := &Runner{client: http.DefaultClient, tries: 3}
-			st := &run{id: "s1", productID: 7, targets: []string{a.URL, b.URL}}
+			st := testRun(t, a.URL, b.URL)
 
 			if got := r.buy(context.Background(), st, 0); got != tt.want {
 				t.Errorf("outcome %d, want %d", got, tt.want)
@@ -111,7 +111,7 @@ func TestBuyStopsWithCtx(t *testing.T) {
 	defer srv.Close()
 	// The ctx ends as the first answer arrives, before the wait.
 	r := &Runner{client: &http.Client{Transport: cancelOnAnswer{http.DefaultTransport, cancel}}, tries: 3}
-	st := &run{id: "s1", productID: 7, targets: []string{srv.URL}}
+	st := testRun(t, srv.URL)
 	if got := r.buy(ctx, st, 0); got != outcomeRejected || hits.Load() != 1 || st.retries.Load() != 0 {
 		t.Errorf("outcome %d after %d hits and %d retries, want %d (the 429) after 1 and 0", got, hits.Load(), st.retries.Load(), outcomeRejected)
 	}
@@ -142,7 +142,7 @@ func TestBuyCarriesToken(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	st := &run{id: "s1", productID: 7, targets: []string{srv.URL}}
+	st := testRun(t, srv.URL)
 
 	r := &Runner{client: http.DefaultClient, tries: 1, token: func(u string) (string, error) { return "tok-" + u, nil }}
 	if o := r.buy(context.Background(), st, 3); o != outcomeAccepted || got.Load() != "Bearer tok-stampede-s1-3" {
@@ -152,4 +152,14 @@ func TestBuyCarriesToken(t *testing.T) {
 	if o := r.buy(context.Background(), st, 4); o != outcomeAccepted || got.Load() != "" {
 		t.Errorf("outcome %d, Authorization %q; want accepted with none", o, got.Load())
 	}
+}
+
+// testRun is stampede s1 of product 7 over targets, its clock at the zero time.
+func testRun(tb testing.TB, targets ...string) *run {
+	tb.Helper()
+	urls, err := purchaseURLs(targets, 7)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newRun("s1", Plan{ProductID: 7, Buyers: 1}, targets, urls, time.Time{})
 }

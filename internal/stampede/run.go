@@ -1,11 +1,9 @@
 package stampede
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/sethvargo/go-retry"
 
+	"github.com/seckill-go/seckill-go/api/client"
 	"github.com/seckill-go/seckill-go/internal/sale"
 )
 
@@ -31,15 +30,15 @@ const (
 
 // classify turns one purchase answer into an outcome: the status, the API's error code, or the
 // transport error when there was no answer.
-func classify(status int, code string, err error) outcome {
+func classify(status int, code client.ErrorCode, err error) outcome {
 	switch {
 	case err != nil:
 		return outcomeError
 	case status == http.StatusAccepted:
 		return outcomeAccepted
-	case status == http.StatusConflict && code == string(sale.CodeSoldOut):
+	case status == http.StatusConflict && code == client.ErrorCode(sale.CodeSoldOut):
 		return outcomeSoldOut
-	case status == http.StatusConflict && code == string(sale.CodeLimitReached):
+	case status == http.StatusConflict && code == client.ErrorCode(sale.CodeLimitReached):
 		return outcomeLimitReached
 	}
 	return outcomeRejected
@@ -65,6 +64,7 @@ type run struct {
 	productID int64
 	buyers    int
 	targets   []string
+	urls      []string // the purchase's URL at each target (client.PurchaseURL)
 	startedAt time.Time
 
 	next     atomic.Int64 // index of the next buyer to start
@@ -77,8 +77,22 @@ type run struct {
 	finished   bool
 }
 
-func newRun(id string, p Plan, targets []string, now time.Time) *run {
-	return &run{id: id, productID: p.ProductID, buyers: p.Buyers, targets: targets, startedAt: now.UTC()}
+// newRun returns the state of plan p over targets, whose purchase URLs of p's product are urls.
+func newRun(id string, p Plan, targets, urls []string, now time.Time) *run {
+	return &run{id: id, productID: p.ProductID, buyers: p.Buyers, targets: targets, urls: urls, startedAt: now.UTC()}
+}
+
+// purchaseURLs returns the URL of product id's purchase at each target.
+func purchaseURLs(targets []string, id int64) ([]string, error) {
+	urls := make([]string, len(targets))
+	for i, t := range targets {
+		u, err := client.PurchaseURL(t, id)
+		if err != nil {
+			return nil, fmt.Errorf("stampede: the purchase's URL at %q: %w", t, err)
+		}
+		urls[i] = u
+	}
+	return urls, nil
 }
 
 func (st *run) count(o outcome) { st.outcomes[o].Add(1) }
@@ -186,9 +200,9 @@ func (r *Runner) buy(ctx context.Context, st *run, i int) outcome {
 		if sent > 0 {
 			st.retries.Add(1)
 		}
-		target := st.targets[(i+sent)%len(st.targets)]
+		url := st.urls[(i+sent)%len(st.urls)]
 		sent++
-		status, code, err := r.purchase(ctx, target, st.productID, user)
+		status, code, err := r.purchase(ctx, url, user)
 		if o = classify(status, code, err); retryable(status, err) {
 			return retry.RetryableError(errAmbiguous)
 		}
@@ -211,16 +225,15 @@ func buyerBackoff(tries int) retry.Backoff {
 	}))
 }
 
-// purchase sends one purchase and returns its status and error code.
-func (r *Runner) purchase(ctx context.Context, target string, productID int64, user string) (int, string, error) {
-	body, _ := json.Marshal(map[string]any{"user_id": user, "quantity": 1})
-	url := target + "/api/v1/products/" + strconv.FormatInt(productID, 10) + "/purchase"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+// purchase sends one purchase to url (a target's, client.PurchaseURL) and returns its status
+// and error code. It is the generated client's purchase by the lean way (api/client/purchase.go):
+// the buyers share the machine's cores with the replicas they load.
+func (r *Runner) purchase(ctx context.Context, url, user string) (int, client.ErrorCode, error) {
+	one := 1
+	req, err := client.NewLeanPurchase(ctx, url, client.PurchaseParams{IdempotencyKey: &user}, client.PurchaseRequest{UserID: &user, Quantity: &one})
 	if err != nil {
 		return 0, "", err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", user)
 	req.Header.Set("X-Request-ID", user)
 	if r.token != nil {
 		tok, err := r.token(user)
@@ -233,13 +246,6 @@ func (r *Runner) purchase(ctx context.Context, target string, productID int64, u
 	if err != nil {
 		return 0, "", err
 	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(data, &e)
-	return res.StatusCode, e.Error.Code, nil
+	a, _ := client.ReadPurchaseAnswer(res) // a body that is no JSON (an empty 429, a proxy's page) has no code
+	return res.StatusCode, a.Error.Code, nil
 }

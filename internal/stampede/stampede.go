@@ -151,6 +151,9 @@ func New(log *slog.Logger, o Options) (*Runner, error) {
 	for i, t := range o.Targets {
 		targets[i] = strings.TrimRight(t, "/")
 	}
+	if _, err := purchaseURLs(targets, 1); err != nil {
+		return nil, err
+	}
 	if o.MaxBuyers <= 0 {
 		o.MaxBuyers = 5000
 	}
@@ -217,6 +220,10 @@ func (r *Runner) Start(ctx context.Context, p Plan) (Progress, error) {
 	if p.ProductID <= 0 {
 		return Progress{}, fmt.Errorf("%w: product id must be positive", ErrInvalidPlan)
 	}
+	urls, err := purchaseURLs(r.targets, p.ProductID) // New has checked the targets
+	if err != nil {
+		return Progress{}, err
+	}
 	if err := r.reserve(); err != nil {
 		return Progress{}, err
 	}
@@ -233,7 +240,7 @@ func (r *Runner) Start(ctx context.Context, p Plan) (Progress, error) {
 	if r.closed {
 		return Progress{}, ErrStopped
 	}
-	st := newRun(newID(), p, r.targets, r.now())
+	st := newRun(newID(), p, r.targets, urls, r.now())
 	r.remember(st)
 	runCtx, cancel := context.WithCancel(r.base)
 	r.wg.Add(1) // under mu and not closed: Run's Wait cannot have started

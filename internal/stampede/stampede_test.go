@@ -16,12 +16,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		status int
-		code   string
+		code   client.ErrorCode
 		err    error
 		want   outcome
 		retry  bool
@@ -304,5 +306,8 @@ func TestRunStopsTheStampede(t *testing.T) {
 func TestNewNeedsTargets(t *testing.T) {
 	if _, err := New(quietLog(), Options{}); err == nil {
 		t.Fatal("New without targets succeeded")
+	}
+	if _, err := New(quietLog(), Options{Targets: []string{"http://127.0.0.1:8081", "http://[::1"}}); err == nil {
+		t.Fatal("New with a target that is no URL succeeded")
 	}
 }

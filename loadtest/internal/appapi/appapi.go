@@ -1,6 +1,7 @@
 // Package appapi is the little of seckill-go's HTTP API that the load test and the bench drive
-// besides the purchases they measure: admin calls and reads, as JSON, with the admin token. It
-// also formats figures the way both reports do.
+// besides the purchases they measure: admin calls and reads, with the admin token, through the
+// client generated from the contract (api/client) — API for the operations it has, Call for a
+// caller's own request. It also formats figures the way both reports do.
 package appapi
 
 import (
@@ -13,21 +14,39 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
 // Client calls one replica's API.
 type Client struct {
 	base, token string
 	http        *http.Client
+	api         *client.ClientWithResponses
 }
 
 // New returns a Client of the replica at base (http://host:port) with the admin token.
 func New(base, token string) *Client {
-	return &Client{base: base, token: token, http: &http.Client{Timeout: 30 * time.Second}}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	return &Client{base: base, token: token, http: hc, api: client.New(base, hc, token)}
+}
+
+// API returns the generated client of the replica, with the admin token on every request; Want
+// checks its answers' status.
+func (c *Client) API() *client.ClientWithResponses { return c.api }
+
+// Want returns nil if the answer rsp (its body read into body) has the status want, else a
+// *StatusError with the answer.
+func Want(rsp *http.Response, body []byte, want int) error {
+	if rsp.StatusCode == want {
+		return nil
+	}
+	return &StatusError{Method: rsp.Request.Method, Path: rsp.Request.URL.Path, Status: rsp.StatusCode, Body: string(bytes.TrimSpace(body))}
 }
 
 // Call sends body as JSON (when not nil) with the admin token and decodes a want-status answer
-// into out. Any other status is an error carrying the answer.
+// into out. Any other status is an error carrying the answer. It is for the calls API has no
+// operation for.
 func (c *Client) Call(ctx context.Context, method, path string, body any, want int, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -62,16 +81,13 @@ func (c *Client) Call(ctx context.Context, method, path string, body any, want i
 // 200), at most timeout, and returns the targets that still do not. A replica's read side learns
 // of a product created on another within a refresh: a read sent there before is told 404.
 func WaitVisible(ctx context.Context, targets []string, productID int64, timeout time.Duration) []string {
-	client := &http.Client{Timeout: 2 * time.Second}
+	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(timeout)
 	var missing []string
 	for _, t := range targets {
+		c := client.New(t, hc, "")
 		for {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/products/%d", t, productID), nil)
-			if err != nil {
-				return append(missing, t)
-			}
-			if res, err := client.Do(req); err == nil {
+			if res, err := c.GetProduct(ctx, productID, nil); err == nil {
 				res.Body.Close()
 				if res.StatusCode == http.StatusOK {
 					break

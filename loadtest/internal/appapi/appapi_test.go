@@ -2,6 +2,7 @@ package appapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,5 +39,38 @@ func TestCall(t *testing.T) {
 	err := c.Call(context.Background(), http.MethodGet, "/bad", nil, http.StatusOK, &out)
 	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "sold_out") {
 		t.Fatalf("Call of a 409 = %v, want an error naming the status and the answer", err)
+	}
+}
+
+// TestAPI: the generated client carries the admin token, and Want turns an answer of another
+// status into a *StatusError with the answer.
+func TestAPI(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"no"}}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"products":[{"id":7,"name":"p"}]}`))
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		token   string
+		wantErr string
+	}{{"tok", ""}, {"other", `GET /api/v1/admin/products: 401 Unauthorized {"error":{"code":"unauthorized","message":"no"}}`}} {
+		rsp, err := New(srv.URL, tt.token).API().AdminListProductsWithResponse(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Want(rsp.HTTPResponse, rsp.Body, http.StatusOK)
+		var se *StatusError
+		switch {
+		case tt.wantErr == "" && (err != nil || len(rsp.JSON200.Products) != 1 || rsp.JSON200.Products[0].ID != 7):
+			t.Errorf("token %s: %v, %s", tt.token, err, rsp.Body)
+		case tt.wantErr != "" && (!errors.As(err, &se) || err.Error() != tt.wantErr):
+			t.Errorf("token %s: error %v, want %s", tt.token, err, tt.wantErr)
+		}
 	}
 }

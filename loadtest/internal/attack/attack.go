@@ -1,11 +1,9 @@
 package attack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,6 +14,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/seckill-go/seckill-go/api/client"
 	"github.com/seckill-go/seckill-go/internal/sale"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 )
@@ -104,6 +103,11 @@ func PlanAttempts(o *Options, runID, tag string) []Attempt {
 
 // Attack sends the plan with vegeta and returns every answer, and the chaos events.
 func Attack(ctx context.Context, o *Options, productID int64, plan []Attempt, say func(string, ...any)) ([]Answer, []Event, error) {
+	urls, err := purchaseURLs(o.Targets, productID)
+	if err != nil {
+		return nil, nil, err
+	}
+	one := 1
 	var next atomic.Int64
 	targeter := func(t *vegeta.Target) error {
 		i := next.Add(1) - 1
@@ -111,13 +115,17 @@ func Attack(ctx context.Context, o *Options, productID int64, plan []Attempt, sa
 			return vegeta.ErrNoTargets
 		}
 		a := plan[i]
-		body, _ := json.Marshal(map[string]any{"user_id": a.User, "quantity": 1})
+		body, err := json.Marshal(client.PurchaseRequest{UserID: &a.User, Quantity: &one})
+		if err != nil {
+			return err
+		}
 		t.Method = http.MethodPost
-		t.URL = fmt.Sprintf("%s/api/v1/products/%d/purchase?lt=%d", a.target, productID, i)
+		t.URL = urls[a.target] + "?lt=" + strconv.FormatInt(i, 10) // the answer's attempt (toAnswer)
 		t.Body = body
-		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {a.key}}
+		t.Header = http.Header{}
+		client.SetPurchaseHeader(t.Header, client.PurchaseParams{IdempotencyKey: &a.key})
 		if a.Token != "" {
-			t.Header["Authorization"] = []string{"Bearer " + a.Token}
+			t.Header.Set("Authorization", "Bearer "+a.Token)
 		}
 		return nil
 	}
@@ -152,6 +160,20 @@ func Attack(ctx context.Context, o *Options, productID int64, plan []Attempt, sa
 	cancel() // the attack is over: a kill not yet done is not done
 	events = <-chaosDone
 	return answers, events, ctx.Err()
+}
+
+// purchaseURLs returns the URL of the product's purchase at each target, as the generated client
+// writes it (api/client.PurchaseURL).
+func purchaseURLs(targets []string, productID int64) (map[string]string, error) {
+	urls := make(map[string]string, len(targets))
+	for _, t := range targets {
+		u, err := client.PurchaseURL(t, productID)
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w", t, err)
+		}
+		urls[t] = u
+	}
+	return urls, nil
 }
 
 // BurstPacer sends perBurst requests at once at the start of every period of every: the mean
@@ -199,17 +221,15 @@ func toAnswer(res *vegeta.Result, plan []Attempt) (Answer, bool) {
 	return a, true
 }
 
+// decode reads a purchase's answer into a, in the generated types; a body that is no JSON (a
+// proxy's page) leaves the order and code empty.
 func (a *Answer) decode(body []byte, replayed bool) {
-	var b struct {
-		OrderID string `json:"order_id"`
-		Error   struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &b) == nil {
-		a.OrderID, a.Code = b.OrderID, b.Error.Code
-	}
-	a.Replayed = replayed
+	b, _ := client.DecodePurchaseAnswer(body) // the zero answer on an error
+	a.take(b, replayed)
+}
+
+func (a *Answer) take(b client.PurchaseAnswer, replayed bool) {
+	a.OrderID, a.Code, a.Replayed = b.OrderID, string(b.Error.Code), replayed
 }
 
 // SettleTries is how many times settle sends one purchase before it gives up.
@@ -274,29 +294,32 @@ func StuckViolation(stuck []Answer) string {
 	return fmt.Sprintf("%d purchases still of unknown outcome after %d retries each (last answers: %s)", len(stuck), SettleTries, strings.Join(whys, "; "))
 }
 
-func post(ctx context.Context, client *http.Client, target string, productID int64, at Attempt) Answer {
-	body, _ := json.Marshal(map[string]any{"user_id": at.User, "quantity": 1})
+// post sends attempt at's purchase to target through api/client's lean purchase.
+func post(ctx context.Context, c *http.Client, target string, productID int64, at Attempt) Answer {
 	a := Answer{Attempt: at, Sent: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase", target, productID), bytes.NewReader(body))
+	url, err := client.PurchaseURL(target, productID)
 	if err != nil {
 		a.err = err.Error()
 		return a
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", at.key)
+	one := 1
+	req, err := client.NewLeanPurchase(ctx, url, client.PurchaseParams{IdempotencyKey: &at.key}, client.PurchaseRequest{UserID: &at.User, Quantity: &one})
+	if err != nil {
+		a.err = err.Error()
+		return a
+	}
 	if at.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+at.Token)
 	}
-	res, err := client.Do(req)
+	res, err := c.Do(req)
 	a.Latency = time.Since(a.Sent)
 	if err != nil {
 		a.err = err.Error()
 		return a
 	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 	a.Status = res.StatusCode
-	a.decode(data, res.Header.Get("Idempotent-Replayed") == "true")
+	b, _ := client.ReadPurchaseAnswer(res) // the zero answer on an error
+	a.take(b, res.Header.Get("Idempotent-Replayed") == "true")
 	return a
 }
 
@@ -311,34 +334,45 @@ func (o *Options) Admin() *AdminClient { return &AdminClient{appapi.New(o.AdminU
 // orders) and creates it otherwise. Reusing names keeps the storefront from filling up with one
 // product per run.
 func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
-	now := time.Now().UTC()
-	return c.PutOnSale(ctx, name, map[string]any{
-		"stock": stock, "strategy": strategy,
-		"sale_starts_at": now.Add(-time.Second).Format(time.RFC3339), "sale_ends_at": now.Add(time.Hour).Format(time.RFC3339),
-	})
+	now := time.Now().UTC().Truncate(time.Second)
+	starts, ends := now.Add(-time.Second), now.Add(time.Hour)
+	return c.PutOnSale(ctx, name, client.Reset{Stock: stock, Strategy: &strategy, SaleStartsAt: &starts, SaleEndsAt: &ends})
 }
 
-// PutOnSale resets the product called name with the admin API's reset body if one of that name
-// exists, and creates it with that body otherwise (an unlisted product of price 100, one per
-// buyer), and returns its id.
-func (c *AdminClient) PutOnSale(ctx context.Context, name string, body map[string]any) (int64, error) {
+// PutOnSale resets the product called name with sale if one of that name exists, and creates
+// it with sale's fields otherwise (an unlisted product of price 100, one per buyer), and returns
+// its id.
+func (c *AdminClient) PutOnSale(ctx context.Context, name string, sale client.Reset) (int64, error) {
 	id, err := c.FindProduct(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	path, want := fmt.Sprintf("/api/v1/admin/products/%d/reset", id), http.StatusOK
-	if id == 0 {
+	var p *client.Product
+	if id != 0 {
+		rsp, err := c.API().AdminResetProductWithResponse(ctx, id, sale)
+		if err != nil {
+			return 0, err
+		}
+		if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
+			return 0, err
+		}
+		p = rsp.JSON200
+	} else {
 		// Not listed: the storefront shows the shop's sales, not the load test's.
-		body["name"], body["price_cents"], body["per_user_limit"], body["listed"] = name, 100, 1, false
-		path, want = "/api/v1/admin/products", http.StatusCreated
+		one, listed := 1, false
+		rsp, err := c.API().AdminCreateProductWithResponse(ctx, client.NewProduct{
+			Name: &name, PriceCents: 100, PerUserLimit: &one, Listed: &listed,
+			Stock: sale.Stock, Strategy: sale.Strategy, SaleStartsAt: sale.SaleStartsAt, SaleEndsAt: sale.SaleEndsAt, Admission: sale.Admission,
+		})
+		if err != nil {
+			return 0, err
+		}
+		if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusCreated); err != nil {
+			return 0, err
+		}
+		p = rsp.JSON201
 	}
-	var p struct {
-		ID int64 `json:"id"`
-	}
-	if err := c.Call(ctx, http.MethodPost, path, body, want, &p); err != nil {
-		return 0, err
-	}
-	if p.ID == 0 {
+	if p == nil || p.ID == 0 {
 		return 0, fmt.Errorf("put %q on sale: the answer has no id", name)
 	}
 	return p.ID, nil
@@ -347,16 +381,17 @@ func (c *AdminClient) PutOnSale(ctx context.Context, name string, body map[strin
 // FindProduct returns the id of the first product called name, or 0. It reads the admin list,
 // which has the unlisted products too.
 func (c *AdminClient) FindProduct(ctx context.Context, name string) (int64, error) {
-	var list struct {
-		Products []struct {
-			ID   int64  `json:"id"`
-			Name string `json:"name"`
-		} `json:"products"`
-	}
-	if err := c.Call(ctx, http.MethodGet, "/api/v1/admin/products", nil, http.StatusOK, &list); err != nil {
+	rsp, err := c.API().AdminListProductsWithResponse(ctx)
+	if err != nil {
 		return 0, err
 	}
-	for _, p := range list.Products {
+	if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusOK); err != nil {
+		return 0, err
+	}
+	if rsp.JSON200 == nil {
+		return 0, fmt.Errorf("the admin's list of products: an answer that is no JSON: %q", rsp.Body)
+	}
+	for _, p := range rsp.JSON200.Products {
 		if p.Name == name {
 			return p.ID, nil
 		}

@@ -3,7 +3,6 @@ package attack
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -16,13 +15,11 @@ import (
 func TopologyOf(ctx context.Context, admin *AdminClient) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var body struct {
-		Topology map[string]string `json:"topology"`
-	}
-	if admin.Call(ctx, http.MethodGet, "/readyz", nil, http.StatusOK, &body) != nil {
+	rsp, err := admin.API().ReadyzWithResponse(ctx)
+	if err != nil || rsp.JSON200 == nil || rsp.JSON200.Topology == nil {
 		return nil
 	}
-	return body.Topology
+	return *rsp.JSON200.Topology
 }
 
 // TopologyLine is a report's line about the topology, e.g. "Redis cluster (seeds …) ·

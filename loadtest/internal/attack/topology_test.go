@@ -19,6 +19,7 @@ func TestTopologyOf(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8") // the generated client decodes JSON alone
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(`{"status":"ready","topology":{"redis":"cluster (seeds a:1)","zookeeper":"z:1,z:2,z:3"}}`))
 	}))

@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/seckill-go/seckill-go/api/client"
 	"github.com/seckill-go/seckill-go/loadtest/internal/yardstick"
 )
 
@@ -58,12 +59,22 @@ func MeasureYardsticks(ctx context.Context, o *Options, say func(string, ...any)
 // as o.workers allow, for the warm-up and o.baselineFor, and returns the rate of answers in the
 // measured time. Every answer must be the ceiling's 409.
 func vegetaCeiling(ctx context.Context, o *Options, base string) (float64, error) {
+	url, err := client.PurchaseURL(base, 1)
+	if err != nil {
+		return 0, err
+	}
+	one := 1
 	var n atomic.Int64
-	targeter := func(t *vegeta.Target) error {
+	targeter := func(t *vegeta.Target) error { // as Attack's
 		i := n.Add(1)
-		body, _ := json.Marshal(map[string]any{"user_id": fmt.Sprintf("ceiling-%d", i), "quantity": 1})
-		t.Method, t.URL, t.Body = http.MethodPost, base+"/api/v1/products/1/purchase", body
-		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("ceiling-%d-k1", i)}}
+		user, key := fmt.Sprintf("ceiling-%d", i), fmt.Sprintf("ceiling-%d-k1", i)
+		body, err := json.Marshal(client.PurchaseRequest{UserID: &user, Quantity: &one})
+		if err != nil {
+			return err
+		}
+		t.Method, t.URL, t.Body = http.MethodPost, url, body
+		t.Header = http.Header{}
+		client.SetPurchaseHeader(t.Header, client.PurchaseParams{IdempotencyKey: &key})
 		return nil
 	}
 	attacker := newAttacker(o)

@@ -1,19 +1,19 @@
 package fairness
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
 // Visitor is what one member of the crowd did and was told: the evidence the judge reads.
@@ -111,25 +111,15 @@ func (cr *crowd) saleID() string {
 	return s
 }
 
-// visit sends one request and decodes the answer; status 0 is no answer.
-func visit(ctx context.Context, c *http.Client, method, u string, body any, hdr map[string]string) (int, ticketAnswer, time.Duration) {
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
+// visit sends the request build makes (one of the generated client's builders, api/client) and
+// decodes the answer; status 0 is no answer.
+func visit(ctx context.Context, c *http.Client, build func() (*http.Request, error)) (int, ticketAnswer, time.Duration) {
 	var t ticketAnswer
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	req, err := build()
 	if err != nil {
 		return 0, t, 0
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := c.Do(req)
+	res, err := c.Do(req.WithContext(ctx))
 	if err != nil {
 		return 0, t, 0
 	}
@@ -143,21 +133,15 @@ func visit(ctx context.Context, c *http.Client, method, u string, body any, hdr 
 	return res.StatusCode, t, retry
 }
 
-func (cr *crowd) queueURL(target string) string {
-	return fmt.Sprintf("%s/api/v1/products/%d/queue", target, cr.s.productID)
-}
-
-func (cr *crowd) purchaseURL(target string) string {
-	return fmt.Sprintf("%s/api/v1/products/%d/purchase", target, cr.s.productID)
-}
-
 // join sends the visitor's join until it holds a ticket (retrying a queue not yet open every
 // retry, anything else after a pause; no answer at the next target), and records it; false when
 // the sale's time ran out.
 func (cr *crowd) join(ctx context.Context, c *http.Client, target *string, v *Visitor, retry time.Duration) (ticketAnswer, bool) {
 	for ctx.Err() == nil && time.Now().Before(cr.s.deadline) {
 		sent := time.Now()
-		st, t, after := visit(ctx, c, http.MethodPost, cr.queueURL(*target), map[string]string{"user_id": v.User}, nil)
+		st, t, after := visit(ctx, c, func() (*http.Request, error) {
+			return client.NewJoinQueueRequest(*target, cr.s.productID, nil, client.QueueBuyer{UserID: &v.User})
+		})
 		switch {
 		case st == 0:
 			cr.failover(v, target)
@@ -261,7 +245,9 @@ func (cr *crowd) honest(ctx context.Context, v *Visitor, target string, arrive, 
 // next target), and records it.
 func (cr *crowd) poll(ctx context.Context, c *http.Client, target *string, v *Visitor, pause time.Duration) (ticketAnswer, bool) {
 	for ctx.Err() == nil && time.Now().Before(cr.s.deadline) {
-		st, t, after := visit(ctx, c, http.MethodGet, cr.queueURL(*target)+"?user_id="+url.QueryEscape(v.User), nil, nil)
+		st, t, after := visit(ctx, c, func() (*http.Request, error) {
+			return client.NewQueueStatusRequest(*target, cr.s.productID, &client.QueueStatusParams{UserID: &v.User})
+		})
 		if st == http.StatusOK {
 			cr.note(v, t, false)
 			return t, true
@@ -313,12 +299,15 @@ func (cr *crowd) buyOnce(ctx context.Context, c *http.Client, target *string, v 
 
 // purchase sends one purchase of one unit with the pass ("" for none) and says what it got.
 func (cr *crowd) purchase(ctx context.Context, c *http.Client, target, user, key, pass, foul string) Purchase {
-	hdr := map[string]string{"Idempotency-Key": key}
+	params := client.PurchaseParams{IdempotencyKey: &key}
 	if pass != "" {
-		hdr["Admission-Pass"] = pass
+		params.AdmissionPass = &pass
 	}
+	one := 1
 	sent := time.Now()
-	st, t, _ := visit(ctx, c, http.MethodPost, cr.purchaseURL(target), map[string]any{"user_id": user, "quantity": 1}, hdr)
+	st, t, _ := visit(ctx, c, func() (*http.Request, error) {
+		return client.NewPurchaseRequest(target, cr.s.productID, &params, client.PurchaseRequest{UserID: &user, Quantity: &one})
+	})
 	return Purchase{Foul: foul, Key: key, Status: st, Code: t.Error.Code, OrderID: t.OrderID, At: sent}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-go/seckill-go/api/client"
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/loadtest/internal/appapi"
 	"github.com/seckill-go/seckill-go/loadtest/internal/attack"
@@ -191,13 +192,14 @@ func shortName(st string) string {
 // saleWaitingRoom resets (or creates) the product called name with a waiting room whose queue
 // opens at opens and whose sale starts at starts, and returns its id.
 func (o *Options) saleWaitingRoom(ctx context.Context, admin *attack.AdminClient, name, strategy, variant string, opens, starts time.Time) (int64, error) {
-	return admin.PutOnSale(ctx, name, map[string]any{
-		"stock": o.Stock, "strategy": strategy,
-		"sale_starts_at": starts.UTC().Format(time.RFC3339), "sale_ends_at": starts.Add(time.Hour).UTC().Format(time.RFC3339),
-		"admission": map[string]any{
-			"mode": "waiting_room", "admit_rate": o.room.admitRate, "max_active": o.maxActive(),
-			"session_seconds": int(o.room.session.Seconds()), "abandon_seconds": int(o.room.abandon.Seconds()),
-			"queue_opens_at": opens.UTC().Format(time.RFC3339), "shuffle": variant == VariantShuffle,
+	// The API takes whole seconds.
+	starts, ends, opens := starts.UTC().Truncate(time.Second), starts.Add(time.Hour).UTC().Truncate(time.Second), opens.UTC().Truncate(time.Second)
+	maxActive, session, abandon, shuffle := o.maxActive(), int(o.room.session.Seconds()), int(o.room.abandon.Seconds()), variant == VariantShuffle
+	return admin.PutOnSale(ctx, name, client.Reset{
+		Stock: o.Stock, Strategy: &strategy, SaleStartsAt: &starts, SaleEndsAt: &ends,
+		Admission: &client.Admission{
+			Mode: client.WaitingRoom, AdmitRate: &o.room.admitRate, MaxActive: &maxActive,
+			SessionSeconds: &session, AbandonSeconds: &abandon, QueueOpensAt: &opens, Shuffle: &shuffle,
 		},
 	})
 }

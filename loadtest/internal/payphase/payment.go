@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/seckill-go/seckill-go/api/client"
 	"github.com/seckill-go/seckill-go/internal/audit"
 	"github.com/seckill-go/seckill-go/internal/pause"
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -79,13 +79,13 @@ func Run(ctx context.Context, db *sql.DB, o *attack.Options, po Options, runID s
 	if p.Skipped = skipPayment(po, sr, say); p.Skipped != "" {
 		return nil
 	}
-	pid, client := sr.ProductID, PayClient(o)
-	w1, f1, backOK, err := payFirstWave(ctx, db, client, o, po, sr, p, answers, settled, say)
+	pid, hc := sr.ProductID, PayClient(o)
+	w1, f1, backOK, err := payFirstWave(ctx, db, hc, o, po, sr, p, answers, settled, say)
 	if err != nil {
 		return err
 	}
 	w := &p.Second
-	w2, orders2, broken2, err := runSecondWave(ctx, db, client, o, po.SecondWave, runID, sr, w, f1, say)
+	w2, orders2, broken2, err := runSecondWave(ctx, db, hc, o, po.SecondWave, runID, sr, w, f1, say)
 	if err != nil {
 		return err
 	}
@@ -143,9 +143,9 @@ func skipPayment(po Options, sr *attack.StrategyReport, say func(string, ...any)
 // the others let the window run out. It fills p's first-wave fields and returns the winners, the
 // database once the unpaid units came back (backOK: all of them before the timeout), after the
 // pause that lets the restock settle.
-func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *attack.Options, po Options, sr *attack.StrategyReport, p *attack.PaymentReport, answers, settled []attack.Answer, say func(string, ...any)) (w1 []winner, f1 audit.Facts, backOK bool, err error) {
+func payFirstWave(ctx context.Context, db *sql.DB, hc *http.Client, o *attack.Options, po Options, sr *attack.StrategyReport, p *attack.PaymentReport, answers, settled []attack.Answer, say func(string, ...any)) (w1 []winner, f1 audit.Facts, backOK bool, err error) {
 	w1 = WinnersOf(answers, settled)
-	orders1, err := readOrders(ctx, client, o, w1)
+	orders1, err := readOrders(ctx, hc, o, w1)
 	if err != nil {
 		return nil, f1, false, err
 	}
@@ -155,7 +155,7 @@ func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *attac
 		return nil, f1, false, fmt.Errorf("the replicas' orders wait %s more for payment, longer than -pay-max-wait %s: restart the replicas with a short window "+
 			"(make down && SECKILL_PAYMENT_WINDOW=10s make up)", wait.Round(time.Second), po.MaxWait)
 	}
-	p.First = payAll(ctx, client, o, w1, orders1, choosePayers(len(w1), po.Share))
+	p.First = payAll(ctx, hc, o, w1, orders1, choosePayers(len(w1), po.Share))
 	say("%s: payment: %d orders, window ≈ %.1f s; %d paid, %d declines, %d late; waiting for the rest to expire",
 		sr.Strategy, len(w1), p.WindowSeconds, p.First.Paid, p.First.Declined, p.First.Late)
 	if err := ctx.Err(); err != nil {
@@ -178,7 +178,7 @@ func payFirstWave(ctx context.Context, db *sql.DB, client *http.Client, o *attac
 // runSecondWave sells the units that came back (back.Stock) to new buyers, whose winners all
 // pay. It fills w and returns the wave's winners, their orders, and the violations it saw in the
 // wave's answers, for the caller to add once the final audit has been read.
-func runSecondWave(ctx context.Context, db *sql.DB, client *http.Client, o *attack.Options, buyers2 int, runID string, sr *attack.StrategyReport, w *attack.WaveReport, back audit.Facts, say func(string, ...any)) ([]winner, []orderView, []string, error) {
+func runSecondWave(ctx context.Context, db *sql.DB, hc *http.Client, o *attack.Options, buyers2 int, runID string, sr *attack.StrategyReport, w *attack.WaveReport, back audit.Facts, say func(string, ...any)) ([]winner, []orderView, []string, error) {
 	pid := sr.ProductID
 	w.Units = back.Stock
 	w.Buyers = buyers2
@@ -201,11 +201,11 @@ func runSecondWave(ctx context.Context, db *sql.DB, client *http.Client, o *atta
 	if _, _, err := attack.WaitDrained(ctx, db, pid, back.Reservations+len(accepted2), o.DrainTimeout); err != nil {
 		return nil, nil, nil, err
 	}
-	orders2, err := readOrders(ctx, client, o, w2)
+	orders2, err := readOrders(ctx, hc, o, w2)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	w.Pay = payAll(ctx, client, o, w2, orders2, choosePayers(len(w2), 1))
+	w.Pay = payAll(ctx, hc, o, w2, orders2, choosePayers(len(w2), 1))
 	say("%s: second wave: %d units, %d buyers, %d accepted, %d paid; final audit", sr.Strategy, w.Units, w.Buyers, w.Accepted, w.Pay.Paid)
 	if err := ctx.Err(); err != nil {
 		return nil, nil, nil, err
@@ -322,12 +322,12 @@ type orderView struct {
 // readOrders reads the order of every winner, waiting up to o.drainTimeout for each to leave
 // queued. An order the API does not know reads as status "missing", one that stayed queued as
 // "queued". Only ctx ending is an error.
-func readOrders(ctx context.Context, client *http.Client, o *attack.Options, ws []winner) ([]orderView, error) {
+func readOrders(ctx context.Context, hc *http.Client, o *attack.Options, ws []winner) ([]orderView, error) {
 	out := make([]orderView, len(ws))
 	deadline := time.Now().Add(o.DrainTimeout)
 	forEach(ctx, len(ws), o.Workers, func(i int) {
 		for try := 0; ; try++ {
-			v, status := getOrder(ctx, client, o.Targets[(ws[i].Buyer+try)%len(o.Targets)], ws[i])
+			v, status := getOrder(ctx, hc, o.Targets[(ws[i].Buyer+try)%len(o.Targets)], ws[i])
 			switch {
 			case status == http.StatusNotFound:
 				v.Status = "missing"
@@ -346,16 +346,16 @@ func readOrders(ctx context.Context, client *http.Client, o *attack.Options, ws 
 
 // getOrder reads w's order as its buyer: the token when the replicas verify buyers, the user_id
 // of the query otherwise (an order is its buyer's alone: anyone else gets 404).
-func getOrder(ctx context.Context, client *http.Client, target string, w winner) (orderView, int) {
+func getOrder(ctx context.Context, hc *http.Client, target string, w winner) (orderView, int) {
 	var v orderView
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/orders/"+w.orderID+"?user_id="+url.QueryEscape(w.User), nil)
+	req, err := client.NewGetOrderRequest(target, w.orderID, &client.GetOrderParams{UserID: &w.User})
 	if err != nil {
 		return v, 0
 	}
 	if w.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+w.Token)
 	}
-	res, err := client.Do(req)
+	res, err := hc.Do(req.WithContext(ctx))
 	if err != nil {
 		return v, 0
 	}
@@ -394,7 +394,7 @@ func latestExpiry(orders []orderView) time.Time {
 // payAll pays the orders of the winners ws whose pays is true, o.workers at a time, and tallies
 // what their payers were told. A payer whose order has expired already is late and sends
 // nothing; one whose order is missing or still queued is a problem.
-func payAll(ctx context.Context, client *http.Client, o *attack.Options, ws []winner, orders []orderView, pays []bool) attack.PayTally {
+func payAll(ctx context.Context, hc *http.Client, o *attack.Options, ws []winner, orders []orderView, pays []bool) attack.PayTally {
 	t := attack.PayTally{Orders: len(ws), Answers: map[string]int{}}
 	var mu sync.Mutex
 	forEach(ctx, len(ws), o.Workers, func(i int) {
@@ -404,7 +404,7 @@ func payAll(ctx context.Context, client *http.Client, o *attack.Options, ws []wi
 		var r PayResult
 		switch orders[i].Status {
 		case string(sale.StatusConfirmed):
-			r = PayOne(ctx, client, o.Targets, ws[i])
+			r = PayOne(ctx, hc, o.Targets, ws[i])
 		case string(sale.StatusExpired):
 			r = PayResult{Outcome: "late"}
 		default:
@@ -430,7 +430,7 @@ type PayResult struct {
 // with the same key while the outcome is unknown (no answer, 5xx, 429) or the API says to wait
 // (a payment in progress, the order not confirmed yet), and a new key after a decline, until the
 // order is paid or has expired.
-func PayOne(ctx context.Context, client *http.Client, targets []string, w winner) PayResult {
+func PayOne(ctx context.Context, hc *http.Client, targets []string, w winner) PayResult {
 	r := PayResult{Answers: map[string]int{}}
 	for k := 1; k <= maxPayKeys; k++ {
 		key := fmt.Sprintf("%s-pay%d", w.User, k)
@@ -445,7 +445,7 @@ func PayOne(ctx context.Context, client *http.Client, targets []string, w winner
 					continue
 				}
 			}
-			status, code, paid := postPay(ctx, client, targets[(w.Buyer+try)%len(targets)], w, key)
+			status, code, paid := postPay(ctx, hc, targets[(w.Buyer+try)%len(targets)], w, key)
 			out := payOutcome(status, code, paid)
 			r.Answers[out]++
 			switch out {
@@ -491,31 +491,26 @@ func payOutcome(status int, code string, paid bool) string {
 
 // postPay sends one payment of w's order with key and returns the answer's status, its error
 // code, and whether it shows the order paid.
-func postPay(ctx context.Context, client *http.Client, target string, w winner, key string) (status int, code string, paid bool) {
-	body, _ := json.Marshal(map[string]string{"user_id": w.User})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/api/v1/orders/"+w.orderID+"/pay", strings.NewReader(string(body)))
+func postPay(ctx context.Context, hc *http.Client, target string, w winner, key string) (status int, code string, paid bool) {
+	req, err := client.NewPayOrderRequest(target, w.orderID, &client.PayOrderParams{IdempotencyKey: key}, client.OrderBuyer{UserID: &w.User})
 	if err != nil {
 		return 0, "", false
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
 	if w.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+w.Token)
 	}
-	res, err := client.Do(req)
+	res, err := hc.Do(req.WithContext(ctx))
 	if err != nil {
 		return 0, "", false
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 8192))
-	var b struct {
-		Status string `json:"status"`
-		Error  struct {
-			Code string `json:"code"`
-		} `json:"error"`
+	var b struct { // an Order, or an Error
+		Status client.OrderStatus `json:"status"`
+		Error  client.ErrorDetail `json:"error"`
 	}
 	_ = json.Unmarshal(data, &b)
-	return res.StatusCode, b.Error.Code, b.Status == string(sale.StatusPaid)
+	return res.StatusCode, string(b.Error.Code), b.Status == client.OrderStatus(sale.StatusPaid)
 }
 
 // PayClient is the HTTP client of the payment phase: keep-alive connections for o.workers

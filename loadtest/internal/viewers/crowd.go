@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
 // Mode is how viewers watch.
@@ -104,10 +106,34 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// apiPaths are the paths (and queries) the viewers read, as the generated client (api/client)
+// writes them: the viewers speak HTTP/1.1 on their own connections, for their CPU.
+type apiPaths struct {
+	product, list, events string
+}
+
+func pathsOf(productID int64) (apiPaths, error) {
+	const server = "http://viewers.invalid/" // the path alone is kept
+	product, err := client.NewGetProductRequest(server, productID, nil)
+	if err != nil {
+		return apiPaths{}, err
+	}
+	list, err := client.NewListProductsRequest(server, nil)
+	if err != nil {
+		return apiPaths{}, err
+	}
+	events, err := client.NewStreamEventsRequest(server, &client.StreamEventsParams{ProductID: &productID})
+	if err != nil {
+		return apiPaths{}, err
+	}
+	return apiPaths{product: product.URL.RequestURI(), list: list.URL.RequestURI(), events: events.URL.RequestURI()}, nil
+}
+
 // Crowd is Config.Count viewers watching, each in a goroutine of its own, until Stop.
 type Crowd struct {
 	cfg     Config
 	hosts   []string
+	paths   apiPaths
 	viewers []*viewer
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -125,7 +151,11 @@ func Start(ctx context.Context, cfg Config) (*Crowd, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Crowd{cfg: cfg, started: cfg.Now()}
+	paths, err := pathsOf(cfg.ProductID)
+	if err != nil {
+		return nil, err
+	}
+	c := &Crowd{cfg: cfg, started: cfg.Now(), paths: paths}
 	for _, t := range cfg.Targets {
 		h, _ := hostOf(t)
 		c.hosts = append(c.hosts, h)
@@ -357,10 +387,9 @@ func (v *viewer) poll(ctx context.Context) {
 	if !sleep(ctx, v.jitter(cfg.PollEvery, 0, 1)) {
 		return
 	}
-	id := strconv.FormatInt(cfg.ProductID, 10)
 	paths := []struct{ kind, path string }{
-		{KindProduct, "/api/v1/products/" + id},
-		{KindList, "/api/v1/products"},
+		{KindProduct, v.crowd.paths.product},
+		{KindList, v.crowd.paths.list},
 	}
 	etags := make([]string, len(paths))
 	nextList := cfg.Now().Add(v.jitter(cfg.ListEvery, 0, 1))
@@ -463,7 +492,7 @@ func (v *viewer) stream(ctx context.Context) {
 func (v *viewer) streamOnce(ctx context.Context, sse *SSEReader) time.Duration {
 	cfg := &v.crowd.cfg
 	host := v.crowd.hosts[v.target]
-	path := "/api/v1/events?product_id=" + strconv.FormatInt(cfg.ProductID, 10)
+	path := v.crowd.paths.events
 	header := []string{"Accept: text/event-stream", "Cache-Control: no-cache"}
 	if id := sse.LastEventID(); id != "" {
 		header = append(header, "Last-Event-ID: "+id)

@@ -245,7 +245,7 @@ func (r *reactor) lost(ctx context.Context, rc *rconn, now time.Time, err error)
 // send writes the request (a few hundred bytes into an empty send buffer: one write).
 func (r *reactor) send(rc *rconn) error {
 	var b strings.Builder
-	b.WriteString("GET /api/v1/events?product_id=" + strconv.FormatInt(r.crowd.cfg.ProductID, 10) + " HTTP/1.1\r\nHost: " + rc.host +
+	b.WriteString("GET " + r.crowd.paths.events + " HTTP/1.1\r\nHost: " + rc.host +
 		"\r\nUser-Agent: seckill-loadtest-viewer\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n")
 	if id := rc.sse.LastEventID(); id != "" {
 		b.WriteString("Last-Event-ID: " + id + "\r\n")

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
 // Blast is one run of the lean load client: Workers goroutines, each sending one purchase at a
@@ -141,9 +144,9 @@ func (b Blast) Run(ctx context.Context) (*Result, error) {
 	for i, t := range b.Targets {
 		hosts[i], _ = loopbackHost(t)
 	}
-	path := "/api/v1/products/" + strconv.FormatInt(b.ProductID, 10)
-	if !b.Read {
-		path += "/purchase"
+	path, err := requestPath(b.ProductID, b.Read)
+	if err != nil {
+		return nil, err
 	}
 
 	start := time.Now()
@@ -338,6 +341,23 @@ func (w *worker) do(i int, n int64, now time.Time) (status int, code string, err
 		code = errorCode(w.body[:size])
 	}
 	return status, code, nil
+}
+
+// requestPath is the path of the blast's requests, as the generated client (api/client) writes
+// it: the product's purchase, or for a Read blast the product.
+func requestPath(productID int64, read bool) (string, error) {
+	const server = "http://blast.invalid/" // the path alone is kept
+	var req *http.Request
+	var err error
+	if read {
+		req, err = client.NewGetProductRequest(server, productID, nil)
+	} else {
+		req, err = client.NewPurchaseRequestWithBody(server, productID, nil, "", nil)
+	}
+	if err != nil {
+		return "", err
+	}
+	return req.URL.RequestURI(), nil
 }
 
 // appendRequest writes request n: POST <path> with {"user_id":"b<run>-<n>","quantity":1}, or,

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill-go/seckill-go/api/client"
 )
 
 func TestReadResponse(t *testing.T) {
@@ -288,4 +290,74 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestBlastRequestIsTheGenerated holds the blaster's hand-written wire requests to the ones the
+// generated client (api/client) sends from the contract: the same method, path, headers and
+// body, for a purchase with and without a key, and for a read.
+func TestBlastRequestIsTheGenerated(t *testing.T) {
+	user, key, one := "br1-5", "kr1-5", 1
+	for _, tt := range []struct {
+		name string
+		b    Blast
+		want func(server string) (*http.Request, error)
+	}{
+		{"purchase", Blast{ProductID: 7, RunID: "r1"}, func(s string) (*http.Request, error) {
+			return client.NewPurchaseRequest(s, 7, nil, client.PurchaseRequest{UserID: &user, Quantity: &one})
+		}},
+		{"purchase with a key", Blast{ProductID: 7, RunID: "r1", IdempotencyKeys: true}, func(s string) (*http.Request, error) {
+			return client.NewPurchaseRequest(s, 7, &client.PurchaseParams{IdempotencyKey: &key}, client.PurchaseRequest{UserID: &user, Quantity: &one})
+		}},
+		{"read", Blast{ProductID: 7, Read: true}, func(s string) (*http.Request, error) {
+			return client.NewGetProductRequest(s, 7, nil)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path, err := requestPath(tt.b.ProductID, tt.b.Read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &worker{blast: &tt.b, hosts: []string{"127.0.0.1:8081"}, path: path}
+			got, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(w.appendRequest(nil, 0, 5)))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := tt.want("http://127.0.0.1:8081/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wireOf(t, want), wireOf(t, got)); diff != "" {
+				t.Errorf("the blaster's request differs from the generated one (-generated +blaster):\n%s", diff)
+			}
+		})
+	}
+}
+
+// wire is what a server reads of a request.
+type wire struct {
+	Method, Path string
+	Header       map[string]string // but Host and Content-Length
+	Body         any
+}
+
+func wireOf(t *testing.T, r *http.Request) wire {
+	t.Helper()
+	w := wire{Method: r.Method, Path: r.URL.RequestURI(), Header: map[string]string{}}
+	for k, v := range r.Header {
+		if k != "Host" && k != "Content-Length" {
+			w.Header[k] = strings.Join(v, ", ")
+		}
+	}
+	if r.Body != nil {
+		data, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &w.Body); err != nil {
+				t.Fatalf("body %q: %v", data, err)
+			}
+		}
+	}
+	return w
 }
