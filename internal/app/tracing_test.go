@@ -24,17 +24,20 @@ const (
 
 // TestTracingFollowsAPurchase: with SECKILL_TRACING on at sample 1, one purchase through the
 // real app is one trace: the HTTP server span, the strategy's deduction span, the SQL spans
-// under it, and, for the redis lock strategy, the lock wait and its Redis commands — all of one
-// trace id. (The mysql strategy's purchase sends Redis nothing.)
+// under it, and, for the lock strategies, the lock's wait and release (and, for redis, its Redis
+// commands) — all of one trace id. (The mysql strategy's purchase sends Redis nothing; ZooKeeper
+// has no instrumentation of its own: the wait and the release are its calls' spans.)
 func TestTracingFollowsAPurchase(t *testing.T) {
 	itest.Integration(t)
 	stack := apptest.NewStack(t)
 	for _, tc := range []struct {
 		strategy string
 		lock     bool
+		redis    bool
 	}{
-		{"mysql", false},
-		{"redis", true},
+		{"mysql", false, false},
+		{"redis", true, true},
+		{"zk", true, false},
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
 			rec := tracetest.NewSpanRecorder()
@@ -45,7 +48,7 @@ func TestTracingFollowsAPurchase(t *testing.T) {
 			spans := rec.Ended()
 			server := serverSpan(t, spans, "/api/v1/products/:id/purchase")
 			id := server.SpanContext().TraceID()
-			var deduct, lockWait, sql, redis int
+			var deduct, lockWait, lockRelease, sql, redis int
 			var inTrace []sdktrace.ReadOnlySpan
 			for _, s := range spans {
 				if s.SpanContext().TraceID() != id {
@@ -64,6 +67,8 @@ func TestTracingFollowsAPurchase(t *testing.T) {
 					}
 				case s.Name() == tracing.LockWaitSpan:
 					lockWait++
+				case s.Name() == tracing.LockReleaseSpan:
+					lockRelease++
 				case s.InstrumentationScope().Name == scopeSQL:
 					sql++
 				case s.InstrumentationScope().Name == scopeRedis:
@@ -73,11 +78,14 @@ func TestTracingFollowsAPurchase(t *testing.T) {
 			if deduct != 1 || sql == 0 {
 				t.Errorf("trace %s has %d deduction spans (want 1) and %d SQL spans (want some); spans:\n%s", id, deduct, sql, describe(spans))
 			}
-			if tc.lock && (lockWait != 1 || redis == 0) {
-				t.Errorf("trace %s has %d lock wait spans (want 1) and %d Redis spans (want some); spans:\n%s", id, lockWait, redis, describe(spans))
+			if tc.lock && (lockWait != 1 || lockRelease != 1) {
+				t.Errorf("trace %s has %d lock wait and %d lock release spans, want 1 of each; spans:\n%s", id, lockWait, lockRelease, describe(spans))
 			}
-			if !tc.lock && lockWait != 0 {
-				t.Errorf("trace %s has %d lock wait spans, want none", id, lockWait)
+			if tc.redis && redis == 0 {
+				t.Errorf("trace %s has no Redis span; spans:\n%s", id, describe(spans))
+			}
+			if !tc.lock && lockWait+lockRelease != 0 {
+				t.Errorf("trace %s has %d lock wait and %d release spans, want none", id, lockWait, lockRelease)
 			}
 			t.Logf("the purchase's trace:\n%s", describe(inTrace))
 		})

@@ -19,6 +19,9 @@ const (
 	// LockWaitSpan is the wait for a product's lock, from the request to the grant (or the
 	// give-up).
 	LockWaitSpan = "seckill.lock.wait"
+	// LockReleaseSpan is the release of a grant: a call to the lock's service (ZooKeeper's
+	// delete, Redis's script) that the buyer waits for.
+	LockReleaseSpan = "seckill.lock.release"
 
 	attrStrategy = attribute.Key("seckill.strategy")
 	attrProduct  = attribute.Key("seckill.product_id")
@@ -40,7 +43,8 @@ func (t *Tracing) Deductor(st sale.Strategy, d sale.Deductor) sale.Deductor {
 	return &deductor{Deductor: d, t: t, st: st}
 }
 
-// Locker returns l with a LockWaitSpan around each wait for a lock of strategy st.
+// Locker returns l with a LockWaitSpan around each wait for a lock of strategy st, and a
+// LockReleaseSpan around each release of what it granted.
 func (t *Tracing) Locker(st sale.Strategy, l lock.Locker) lock.Locker {
 	return &locker{Locker: l, t: t, st: st}
 }
@@ -114,8 +118,39 @@ func (l *locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
 	defer span.End()
 	lease, err := l.Locker.Acquire(ctx, name)
 	end(span, err)
-	return lease, err
+	if err != nil {
+		return lease, err
+	}
+	traced := tracedLease{Lease: lease, l: l, name: name}
+	if issued, ok := lease.(lock.Issued); ok {
+		return tracedIssued{traced, issued}, nil // the fence needs the token's issuer
+	}
+	return traced, nil
 }
+
+// tracedLease is a grant whose release is a LockReleaseSpan.
+type tracedLease struct {
+	lock.Lease
+	l    *locker
+	name string
+}
+
+func (t tracedLease) Release(ctx context.Context) error {
+	ctx, span := t.l.t.tracer.Start(ctx, LockReleaseSpan, trace.WithAttributes(
+		attrStrategy.String(string(t.l.st)), attrLock.String(t.name)))
+	defer span.End()
+	err := t.Lease.Release(ctx)
+	end(span, err)
+	return err
+}
+
+// tracedIssued is a tracedLease of a lock.Issued grant, which stays one.
+type tracedIssued struct {
+	tracedLease
+	issued lock.Issued
+}
+
+func (t tracedIssued) Issuer() string { return t.issued.Issuer() }
 
 // end records err's outcome on span: a refusal of the sale's rules (sold out, a second purchase)
 // is an answer, not a failure; anything else marks the span as an error.
