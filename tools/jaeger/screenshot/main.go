@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,7 @@ type options struct {
 	out, chromium      string
 	width, height      int
 	wait               time.Duration
+	until              string
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -64,6 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&o.chromium, "chromium", "/usr/bin/chromium", "the browser (scripts/chromium.sh installs it)")
 	fs.IntVar(&o.width, "width", 1440, "window width")
 	fs.IntVar(&o.height, "height", 900, "window height")
+	fs.StringVar(&o.until, "until", "seckill.consumer.process", "the span that completes a purchase's trace (the consumer's, which handles its order): wait for it to reach Jaeger too; empty: the first spans found do")
 	fs.DurationVar(&o.wait, "wait", 30*time.Second, "longest wait for the trace to reach Jaeger (the replicas' exporter batches for up to 5 s)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -187,7 +190,8 @@ func (t trace) isPurchaseOf(id int64) bool {
 }
 
 // waitTrace polls Jaeger's query API for the traces of service seckill since start until one is
-// the purchase of product id.
+// the purchase of product id, and holds o.until's span: the relay and the consumer export theirs
+// after the purchase's own.
 func waitTrace(ctx context.Context, o options, id int64, start time.Time) (trace, error) {
 	deadline := time.Now().Add(o.wait)
 	for {
@@ -203,7 +207,7 @@ func waitTrace(ctx context.Context, o options, id int64, start time.Time) (trace
 		err := call(ctx, http.MethodGet, o.jaeger+"/api/traces?"+q.Encode(), "", nil, http.StatusOK, &res)
 		if err == nil {
 			for _, t := range res.Data {
-				if t.isPurchaseOf(id) {
+				if t.isPurchaseOf(id) && (o.until == "" || slices.Contains(t.operations(), o.until)) {
 					return t, nil
 				}
 			}
