@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
 	"github.com/seckill-go/seckill-go/internal/buyer"
 	"github.com/seckill-go/seckill-go/internal/sale"
@@ -264,10 +263,7 @@ func newRouter(d Deps, cfg Config, h *handlers) (*gin.Engine, error) {
 	if cfg.Tracing.Enabled() {
 		// First, so that the request's log line (observe) carries its trace id, and a recovered
 		// panic is the span's 500. The ops endpoints and the storefront's files start no trace.
-		r.Use(otelgin.Middleware(tracing.ServiceName,
-			otelgin.WithTracerProvider(cfg.Tracing.Provider()),
-			otelgin.WithPropagators(cfg.Tracing.Propagator()),
-			otelgin.WithFilter(func(req *http.Request) bool { return strings.HasPrefix(req.URL.Path, "/api/") })))
+		r.Use(traceRequests(cfg.Tracing))
 	}
 	// recovery runs inside observe, so that a recovered panic is counted and logged as the 500
 	// it answers; requestID, secureHeaders and observe themselves are too simple to panic.
