@@ -473,7 +473,9 @@ func TestPersisterHoldsOffThroughADip(t *testing.T) {
 			during := reserved(t, st, p) - 1
 			t.Logf("bought %d in the burst; %d of them in MySQL before it ended", n, during)
 			if n < 3*(burstRate/2) {
-				t.Fatalf("only %d purchases: no burst to hold off for", n)
+				// The experiment needs a burst; a machine loaded by other tests (load 11–15) could
+				// not send one. That says nothing of the persister.
+				t.Skipf("only %d purchases in 2.7 s: the machine was too busy to make a burst of %d/s to hold off for", n, burstRate)
 			}
 			checkBurstWritten(t, st, p, n, during, tc.during)
 		})
