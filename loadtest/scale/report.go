@@ -152,13 +152,8 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "%s in %.0f s", count(float64(v)), r.FillSeconds[i])
 	}
-	b.WriteString(".\n\n## Rows examined per call (the slow log's count: not weather)\n\n| operation | runs |")
-	for _, v := range r.Volumes {
-		fmt.Fprintf(&b, " %s rows |", count(float64(v)))
-	}
-	b.WriteString(" verdict |\n|---|---|")
-	b.WriteString(strings.Repeat("---:|", len(r.Volumes)))
-	b.WriteString("---|\n")
+	b.WriteString(".\n\n## Rows examined per call (the slow log's count: not weather)\n\n")
+	r.tableHead(&b, []string{"operation", "runs"}, "verdict")
 	for _, o := range r.Ops {
 		fmt.Fprintf(&b, "| %s | %s |", o.Name, o.Runs)
 		for _, p := range o.Points {
@@ -166,13 +161,8 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, " %s |\n", o.growth())
 	}
-	b.WriteString("\n## Time per call, median (p90), µs — this machine's weather included\n\n| operation |")
-	for _, v := range r.Volumes {
-		fmt.Fprintf(&b, " %s rows |", count(float64(v)))
-	}
-	b.WriteString("\n|---|")
-	b.WriteString(strings.Repeat("---:|", len(r.Volumes)))
-	b.WriteString("\n")
+	b.WriteString("\n## Time per call, median (p90), µs — this machine's weather included\n\n")
+	r.tableHead(&b, []string{"operation"}, "")
 	for _, o := range r.Ops {
 		fmt.Fprintf(&b, "| %s |", o.Name)
 		for _, p := range o.Points {
@@ -193,6 +183,23 @@ func (r *report) markdown() string {
 		b.WriteString("```\n")
 	}
 	return b.String()
+}
+
+// tableHead writes a table's head: the first columns, one per volume (right-aligned), and last
+// when it is not empty.
+func (r *report) tableHead(b *strings.Builder, first []string, last string) {
+	b.WriteString("| " + strings.Join(first, " | ") + " |")
+	for _, v := range r.Volumes {
+		fmt.Fprintf(b, " %s rows |", count(float64(v)))
+	}
+	if last != "" {
+		b.WriteString(" " + last + " |")
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", len(first)) + strings.Repeat("---:|", len(r.Volumes)))
+	if last != "" {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
 }
 
 // html is the report's page: a chart of rows examined and one of time per call, against the

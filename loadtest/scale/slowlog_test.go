@@ -119,3 +119,17 @@ func TestParseOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkdownTables(t *testing.T) {
+	r := &report{Reps: 1, Sales: 100, Volumes: []int{0, 1_000_000}, FillSeconds: []float64{0, 80},
+		Ops: []*opRow{{Name: "read", Runs: "per request", Points: []point{{Volume: 0, Examined: 1, MedianUS: 10, P90US: 20}, {Volume: 1_000_000, Examined: 1, MedianUS: 12, P90US: 30}}}}}
+	md := r.markdown()
+	for _, want := range []string{
+		"| operation | runs | 0 rows | 1M rows | verdict |\n|---|---|---:|---:|---|\n| read | per request | 1 | 1 | flat |\n",
+		"| operation | 0 rows | 1M rows |\n|---|---:|---:|\n| read | 10 (20) | 12 (30) |\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks\n%s\nin\n%s", want, md)
+		}
+	}
+}
