@@ -167,7 +167,7 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 			b.say("stopping the replicas (%s)", label)
 			c.stop()
 		}()
-		off.targets, off.pprof = c.urls(), c.replicas[0].pprofURL
+		off.targets, off.pprof, off.pids = c.urls(), c.replicas[0].pprofURL, c.pids()
 		if first && o.tracingOn() {
 			sink, err := startTraceSink()
 			if err != nil {
@@ -186,7 +186,7 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 				b.rep.Settings.Tracing.Received = sink.snapshot() // after the last exports of their shutdown
 				attributeTraces(b.rep.Rows, b.traceMarks, b.rep.Settings.Tracing.Received)
 			}()
-			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, tracing: tracingOnLabel, sink: sink}
+			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, pids: t.pids(), tracing: tracingOnLabel, sink: sink}
 			off.tracing = tracingOffLabel
 		}
 	}
@@ -256,6 +256,9 @@ func attributeTraces(rows []Row, marks []traceMark, final sinkCounts) {
 type acceptSide struct {
 	targets []string
 	pprof   string
+	// pids are the replicas' processes, whose CPU time per accepted purchase the phase reports;
+	// none for replicas the bench did not start (-targets).
+	pids []int
 	// tracing marks the rows of the tracing comparison: tracingOffLabel on the configuration's
 	// own replicas at a paired worker count, tracingOnLabel on the tracing ones; "" elsewhere.
 	tracing string
@@ -546,6 +549,7 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	}
 	profile := b.profile(ctx, pprof, slug, o.acceptFor)
 	cpu := cpuWindow(o.warmup)
+	replicaCPU := replicaCPUWindow(o.warmup, s.pids)
 	res, err := yardstick.Blast{
 		Targets: targets, ProductID: id, Workers: workers, Warmup: o.warmup, Duration: o.acceptFor,
 		RunID: b.blastID(), IdempotencyKeys: true,
@@ -555,8 +559,12 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	}
 	ended := time.Now()
 	row.CPU = cpu()
+	used := replicaCPU()
 	acc := res.Latency[http.StatusAccepted]
 	row.Figure, row.Unit, row.P50, row.P99, row.Answers = res.PerSecOf(http.StatusAccepted), "accepted/s", acc.P50, acc.P99, res.Answers
+	if n := row.Figure * o.acceptFor.Seconds(); used > 0 && n > 0 {
+		row.ReplicaCPUUS = float64(used.Microseconds()) / n
+	}
 	row.Accepted = res.Status[http.StatusAccepted]
 	if n := fiveXX(res.Status); n > 0 {
 		b.problem("accept %s (%s): %d answers 5xx", strategy, label, n)

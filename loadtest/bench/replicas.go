@@ -38,6 +38,15 @@ type cluster struct {
 	say      func(string, ...any)
 }
 
+// pids are the replicas' process ids.
+func (c *cluster) pids() []int {
+	out := make([]int, len(c.replicas))
+	for i, r := range c.replicas {
+		out[i] = r.cmd.Process.Pid
+	}
+	return out
+}
+
 func (c *cluster) urls() []string {
 	out := make([]string, len(c.replicas))
 	for i, r := range c.replicas {

@@ -114,6 +114,11 @@ type Row struct {
 	ProductID int64 `json:"product_id,omitempty"`
 	// Workers are an accept phase's workers.
 	Workers int `json:"workers,omitempty"`
+	// ReplicaCPUUS is, for an accept row on replicas the bench started, the CPU time (user and
+	// system) all of them used during the measured window per purchase accepted in it, µs: what a
+	// purchase costs the app, background work of the window included (the relay, the consumer,
+	// the persister, an exporter). Unlike a rate it hardly depends on who else had the CPU.
+	ReplicaCPUUS float64 `json:"replica_cpu_us_per_accepted,omitempty"`
 	// Tracing is, in a run with the tracing configuration, "on" for its accept rows and "off" for
 	// the first configuration's at the same workers, which they are paired with; "" otherwise.
 	Tracing string `json:"tracing,omitempty"`
@@ -193,6 +198,15 @@ type TracingRow struct {
 	Exports  int `json:"exports"`
 	Spans    int `json:"spans"`
 	Accepted int `json:"accepted"`
+	// CPUOff and CPUOn are the medians of the replicas' CPU per accepted purchase (µs), and
+	// CPUOnOff and its min–max those of on ÷ off computed in each round: what tracing costs the
+	// app in CPU, which the machine's weather moves far less than the rates. 0 when not measured.
+	CPUOff    float64 `json:"cpu_off_us_median,omitempty"`
+	CPUOn     float64 `json:"cpu_on_us_median,omitempty"`
+	CPUOnOff  float64 `json:"cpu_on_off_median,omitempty"`
+	CPUMin    float64 `json:"cpu_on_off_min,omitempty"`
+	CPUMax    float64 `json:"cpu_on_off_max,omitempty"`
+	CPURounds int     `json:"cpu_rounds,omitempty"`
 }
 
 // tracingBound is how far on ÷ off may be from 1 for tracing to count as cheap (issue #33).
@@ -236,7 +250,7 @@ func tracingRows(rows []Row) []TracingRow {
 	var out []TracingRow
 	for _, k := range order {
 		t := TracingRow{What: k.what, Workers: k.workers}
-		var offs, ons, ratios []float64
+		var offs, ons, ratios, cpuOffs, cpuOns, cpuRatios []float64
 		for _, round := range slices.Sorted(maps.Keys(byRound[k])) {
 			p := byRound[k][round]
 			if p.on != nil && p.on.Traces != nil {
@@ -246,10 +260,18 @@ func tracingRows(rows []Row) []TracingRow {
 			if p.on != nil {
 				t.Accepted += p.on.Accepted
 			}
+			if p.off != nil && p.on != nil && p.off.ReplicaCPUUS > 0 && p.on.ReplicaCPUUS > 0 {
+				cpuOffs, cpuOns = append(cpuOffs, p.off.ReplicaCPUUS), append(cpuOns, p.on.ReplicaCPUUS)
+				cpuRatios = append(cpuRatios, p.on.ReplicaCPUUS/p.off.ReplicaCPUUS)
+			}
 			if p.off == nil || p.on == nil || p.off.Ratio <= 0 || p.on.Ratio <= 0 {
 				continue
 			}
 			offs, ons, ratios = append(offs, p.off.Ratio), append(ons, p.on.Ratio), append(ratios, p.on.Ratio/p.off.Ratio)
+		}
+		if t.CPURounds = len(cpuRatios); t.CPURounds > 0 {
+			t.CPUOff, t.CPUOn, t.CPUOnOff = median(cpuOffs), median(cpuOns), median(cpuRatios)
+			t.CPUMin, t.CPUMax = slices.Min(cpuRatios), slices.Max(cpuRatios)
 		}
 		t.Rounds = len(ratios)
 		if t.Rounds > 0 {
@@ -271,10 +293,15 @@ func writeTracing(b *strings.Builder, s *TracingSettings, rows []TracingRow) {
 		fmt.Fprintf(b, ", SECKILL_TRACING_SAMPLE=%s, exporting over OTLP/HTTP to the bench's own sink %s", s.Sample, s.Sink)
 	}
 	b.WriteString("), the two phases next to each other in each round (off first in odd rounds, on first in even ones); on ÷ off is computed in each round:\n\n")
-	b.WriteString("| what | workers | rounds | off (median) | on (median) | on ÷ off (median) | on ÷ off (min–max) | within 5 % | exports · spans (on) | spans per 1,000 accepted |\n|---|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
+	b.WriteString("| what | workers | rounds | off (median) | on (median) | on ÷ off (median) | on ÷ off (min–max) | within 5 % | replicas' CPU per accepted, off · on (µs, medians) | CPU on ÷ off (median, min–max) | exports · spans (on) | spans per 1,000 accepted |\n|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|\n")
 	for _, t := range rows {
+		cpu, cpuRatio := "—", "—"
+		if t.CPURounds > 0 {
+			cpu = fmt.Sprintf("%.0f · %.0f", t.CPUOff, t.CPUOn)
+			cpuRatio = fmt.Sprintf("%.3f (%.3f–%.3f)", t.CPUOnOff, t.CPUMin, t.CPUMax)
+		}
 		if t.Rounds == 0 {
-			fmt.Fprintf(b, "| %s | %d | 0 | — | — | — | — | — | %s · %s | — |\n", t.What, t.Workers, appapi.Thousands(t.Exports), appapi.Thousands(t.Spans))
+			fmt.Fprintf(b, "| %s | %d | 0 | — | — | — | — | — | %s | %s | %s · %s | — |\n", t.What, t.Workers, cpu, cpuRatio, appapi.Thousands(t.Exports), appapi.Thousands(t.Spans))
 			continue
 		}
 		within := "no"
@@ -285,8 +312,8 @@ func writeTracing(b *strings.Builder, s *TracingSettings, rows []TracingRow) {
 		if t.Accepted > 0 {
 			perK = fmt.Sprintf("%.1f", 1000*float64(t.Spans)/float64(t.Accepted))
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %.2f of R | %.2f of R | %.3f | %.3f–%.3f | %s | %s · %s | %s |\n",
-			t.What, t.Workers, t.Rounds, t.Off, t.On, t.OnOff, t.Min, t.Max, within, appapi.Thousands(t.Exports), appapi.Thousands(t.Spans), perK)
+		fmt.Fprintf(b, "| %s | %d | %d | %.2f of R | %.2f of R | %.3f | %.3f–%.3f | %s | %s | %s | %s · %s | %s |\n",
+			t.What, t.Workers, t.Rounds, t.Off, t.On, t.OnOff, t.Min, t.Max, within, cpu, cpuRatio, appapi.Thousands(t.Exports), appapi.Thousands(t.Spans), perK)
 	}
 	if s != nil {
 		fmt.Fprintf(b, "\nThe sink received %s exports, %s spans, %s bytes over the run", appapi.Thousands(s.Received.Exports), appapi.Thousands(s.Received.Spans), appapi.Thousands(int(s.Received.Bytes)))

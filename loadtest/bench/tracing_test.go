@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -133,10 +134,23 @@ func TestTracingRows(t *testing.T) {
 	rows = append(rows, tracingPair(3, "accept mysql", 64, 5000, 5000, 90)...)  // 1
 	// Round 3 of redis: the on phase only (the run aborted): its spans count, no ratio.
 	rows = append(rows, tracingPair(3, "accept redis", 64, 5000, 4500, 80)[1])
+	// The replicas' CPU per accepted purchase, for mysql's pairs (redis's were not measured):
+	// on ÷ off 1.02, 1.10, 0.98 by round.
+	for i, cpu := range map[int][2]float64{1: {100, 102}, 2: {100, 110}, 3: {120, 117.6}} {
+		for j := range rows {
+			if rows[j].What == "accept mysql" && rows[j].Round == i && rows[j].Tracing != "" {
+				rows[j].ReplicaCPUUS = cpu[0]
+				if rows[j].Tracing == tracingOnLabel {
+					rows[j].ReplicaCPUUS = cpu[1]
+				}
+			}
+		}
+	}
 	computeRatios(rows)
 	got := tracingRows(rows)
 	want := []TracingRow{
-		{What: "accept mysql", Workers: 64, Rounds: 3, Off: 4, On: 4.2, OnOff: 1, Min: 0.95, Max: 1.05, Exports: 6, Spans: 300, Accepted: 5 * (3800 + 4200 + 5000)},
+		{What: "accept mysql", Workers: 64, Rounds: 3, Off: 4, On: 4.2, OnOff: 1, Min: 0.95, Max: 1.05, Exports: 6, Spans: 300, Accepted: 5 * (3800 + 4200 + 5000),
+			CPUOff: 100, CPUOn: 110, CPUOnOff: 1.02, CPUMin: 0.98, CPUMax: 1.1, CPURounds: 3},
 		{What: "accept redis", Workers: 64, Rounds: 2, Off: 5, On: 4.5, OnOff: 0.9, Min: 0.8, Max: 1, Exports: 6, Spans: 290, Accepted: 5 * (5000 + 4000 + 4500)},
 	}
 	approx := cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })
@@ -155,8 +169,8 @@ func TestTracingRows(t *testing.T) {
 	md := markdown(rep)
 	for _, want := range []string{
 		"SECKILL_TRACING_SAMPLE=0.01, exporting over OTLP/HTTP to the bench's own sink http://127.0.0.1:4999",
-		"| accept mysql | 64 | 3 | 4.00 of R | 4.20 of R | 1.000 | 0.950–1.050 | yes | 6 · 300 | 4.6 |",
-		"| accept redis | 64 | 2 | 5.00 of R | 4.50 of R | 0.900 | 0.800–1.000 | no | 6 · 290 | 4.3 |",
+		"| accept mysql | 64 | 3 | 4.00 of R | 4.20 of R | 1.000 | 0.950–1.050 | yes | 100 · 110 | 1.020 (0.980–1.100) | 6 · 300 | 4.6 |",
+		"| accept redis | 64 | 2 | 5.00 of R | 4.50 of R | 0.900 | 0.800–1.000 | no | — | — | 6 · 290 | 4.3 |",
 		"The sink received 14 exports, 620 spans, 123,456 bytes over the run.",
 	} {
 		if !strings.Contains(md, want) {
@@ -290,4 +304,21 @@ func TestAttributeTraces(t *testing.T) {
 		t.Errorf("traces per row (-want +got):\n%s", diff)
 	}
 	attributeTraces(nil, nil, sinkCounts{}) // no rows: nothing to do, no panic
+}
+
+// TestStatTicks: utime + stime of a /proc/<pid>/stat line, whose command name may hold spaces
+// and parentheses.
+func TestStatTicks(t *testing.T) {
+	const line = "4242 (seckill (a) b) S 1 4242 4242 0 -1 4194560 1289 0 0 0 731 269 0 0 20 0 9 0 5151 1450000000 4000 18446744073709551615 1 1 0 0 0 0 0 0 2143420159 0 0 0 17 1 0 0 0 0 0"
+	if got, err := statTicks(line); err != nil || got != 731+269 {
+		t.Fatalf("statTicks = %d, %v; want 1000", got, err)
+	}
+	for _, bad := range []string{"", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 4194560 1289 0 0 0 seven 269 0"} {
+		if _, err := statTicks(bad); err == nil {
+			t.Errorf("statTicks(%q): no error", bad)
+		}
+	}
+	if d, err := procCPU([]int{os.Getpid()}); err != nil || d < 0 {
+		t.Errorf("procCPU of this process = %v, %v", d, err)
+	}
 }
