@@ -57,7 +57,7 @@ func TestTraceRequests(t *testing.T) {
 	get := func(k string, attrs []attribute.KeyValue) string {
 		for _, a := range attrs {
 			if string(a.Key) == k {
-				return a.Value.Emit()
+				return a.Value.String()
 			}
 		}
 		return ""
