@@ -37,7 +37,7 @@ func traceRequests(t *tracing.Tracing) gin.HandlerFunc {
 			return
 		}
 		ctx := r.Context()
-		if r.Header.Get("Traceparent") != "" {
+		if r.Header.Get(tracing.HeaderTraceParent) != "" {
 			ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
 		route := c.FullPath()
