@@ -46,9 +46,22 @@ const (
 // prove a member alive, and describes the groups every interval. A member of a Stable group that
 // has sent nothing for silenceFactor times the group's longest timeout gets a LeaveGroup in its
 // name, which kfake handles as an expired session would be: remove the member and rebalance.
-// Groups in other states are left alone: kfake's rebalance and pending-sync timers bound them,
-// and a member legitimately waits there without sending anything. Groups are never forgotten:
-// a development broker has a handful.
+// Groups are never forgotten: a development broker has a handful.
+//
+// The reaper also gives a rebalance the deadline real Kafka gives it. Kafka's coordinator waits
+// for the members to rejoin at most the rebalance timeout from the start of the rebalance, then
+// drops those that did not. kfake (groups.go: rebalance) restarts that wait at every JoinGroup
+// ("Always reset the timer"), so while joins keep arriving less than the rebalance timeout
+// apart, a member that does not rejoin holds the rebalance open for as long as they do. kafka-go
+// gives up on its JoinGroup after its network timeout (a fixed 5 s) plus the rebalance timeout,
+// then joins again, which is one more join: after a replica was SIGKILLed mid-stampede, a CI
+// run's consumers kept each other joining this way past TestReplicaKilledMidStampede's deadline,
+// and no order was made meanwhile. So a group seen in PreparingRebalance longer than its longest rebalance timeout
+// since the first JoinGroup of the rebalance loses the members known before that JoinGroup that
+// have not joined since, with a LeaveGroup in their names, as Kafka would drop them; kfake then
+// completes the rebalance with the members that did join. A member dropped for being slow joins
+// again, as a Kafka client its coordinator dropped does; a member that first joined during the
+// rebalance is waiting by definition and is left alone.
 type reaper struct {
 	log      *slog.Logger
 	client   *kgo.Client
@@ -61,17 +74,38 @@ type reaper struct {
 // groupWatch is what the reaper knows about one group.
 type groupWatch struct {
 	// maxTimeout is the longest session or rebalance timeout of any JoinGroup seen for the
-	// group. It is per group, not per member, because a member's first JoinGroup carries no
-	// member id (kfake assigns it in the response, which a control function does not see).
-	maxTimeout time.Duration
-	// lastSeen holds, per member id, when the member last sent a request, or when a describe
-	// first listed it: the clock only ever starts late, never early.
-	lastSeen map[string]time.Time
+	// group, maxRebalance the longest rebalance timeout. They are per group, not per member,
+	// because a member's first JoinGroup carries no member id (kfake assigns it in the
+	// response, which a control function does not see).
+	maxTimeout, maxRebalance time.Duration
+	// rebalanceFrom is when the reaper saw the first JoinGroup since it last saw a SyncGroup or
+	// the group in a state other than PreparingRebalance (zero: none yet): the start of the
+	// rebalance, or a moment after it (one begun by an expired session starts with the first
+	// rejoin seen). A rebalance that ends with nobody syncing between two describes leaves it
+	// at the older start: the members it spares then are those that joined since that start.
+	rebalanceFrom time.Time
+	// members holds what the reaper knows of each member id.
+	members map[string]*memberWatch
 }
 
-// groupStable is the state, as DescribeGroups names it, of a group with no rebalance in progress:
-// the only state in which kfake lets a dead member stay.
-const groupStable = "Stable"
+// memberWatch is what the reaper knows about one member of a group. Every clock only ever starts
+// late, never early.
+type memberWatch struct {
+	// known is when the reaper first saw the member: a request in its name, or a describe.
+	known time.Time
+	// lastSeen is when the member last sent a request, or when a describe first listed it.
+	lastSeen time.Time
+	// lastJoin is when the member last sent a JoinGroup in its own name (zero: never seen).
+	lastJoin time.Time
+}
+
+// The states, as DescribeGroups names them, that the reaper acts in: Stable, a group with no
+// rebalance in progress and the only state in which kfake lets a dead member stay; and
+// PreparingRebalance, where kfake waits for the members to join.
+const (
+	groupStable    = "Stable"
+	groupPreparing = "PreparingRebalance"
+)
 
 // newReaper starts observing cluster's group requests and returns a reaper that talks to the
 // cluster over its first listener; call run to reap and close when done.
@@ -141,12 +175,22 @@ func (r *reaper) observe(req kmsg.Request, now time.Time) {
 	case *kmsg.JoinGroupRequest:
 		w := r.groups[req.Group]
 		if w == nil {
-			w = &groupWatch{lastSeen: make(map[string]time.Time)}
+			w = &groupWatch{members: make(map[string]*memberWatch)}
 			r.groups[req.Group] = w
 		}
 		w.maxTimeout = max(w.maxTimeout, millis(req.SessionTimeoutMillis), millis(req.RebalanceTimeoutMillis))
-		r.touch(req.Group, req.MemberID, now)
+		w.maxRebalance = max(w.maxRebalance, millis(req.RebalanceTimeoutMillis))
+		if w.rebalanceFrom.IsZero() {
+			w.rebalanceFrom = now
+		}
+		if m := r.touch(req.Group, req.MemberID, now); m != nil {
+			m.lastJoin = now
+		}
 	case *kmsg.SyncGroupRequest:
+		// A SyncGroup comes after a rebalance's joins: the next JoinGroup starts a new one.
+		if w := r.groups[req.Group]; w != nil {
+			w.rebalanceFrom = time.Time{}
+		}
 		r.touch(req.Group, req.MemberID, now)
 	case *kmsg.HeartbeatRequest:
 		r.touch(req.Group, req.MemberID, now)
@@ -154,28 +198,41 @@ func (r *reaper) observe(req kmsg.Request, now time.Time) {
 		r.touch(req.Group, req.MemberID, now)
 	case *kmsg.LeaveGroupRequest:
 		if w := r.groups[req.Group]; w != nil {
-			delete(w.lastSeen, req.MemberID) // v0-2
-			for _, m := range req.Members {  // v3+
-				delete(w.lastSeen, m.MemberID)
+			delete(w.members, req.MemberID) // v0-2
+			for _, m := range req.Members { // v3+
+				delete(w.members, m.MemberID)
 			}
 		}
 	}
 }
 
-// touch records that member of group was alive at now; r.mu must be held.
-func (r *reaper) touch(group, member string, now time.Time) {
-	if w := r.groups[group]; w != nil && member != "" {
-		w.lastSeen[member] = now
+// touch records that member of group was alive at now and returns what the reaper knows of it
+// (nil: a group it does not watch, or no member id); r.mu must be held.
+func (r *reaper) touch(group, member string, now time.Time) *memberWatch {
+	w := r.groups[group]
+	if w == nil || member == "" {
+		return nil
 	}
+	m := w.members[member]
+	if m == nil {
+		m = &memberWatch{known: now}
+		w.members[member] = m
+	}
+	m.lastSeen = now
+	return m
 }
 
-// silentMember is a member the reaper is about to remove.
-type silentMember struct {
+// leaver is a member the reaper is about to remove, and why.
+type leaver struct {
 	kmsg.DescribeGroupsResponseGroupMember
-	silentFor, limit time.Duration
+	why string
+	// waited is how long the member was silent, or how long the rebalance waited for it;
+	// limit the bound it passed.
+	waited, limit time.Duration
 }
 
-// scan describes the watched groups and reaps their silent members.
+// scan describes the watched groups and removes their silent members, and the members that held a
+// rebalance open past its deadline.
 func (r *reaper) scan(ctx context.Context) error {
 	r.mu.Lock()
 	names := make([]string, 0, len(r.groups))
@@ -200,7 +257,7 @@ func (r *reaper) scan(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("describe group %q: %w", g.Group, err))
 			continue
 		}
-		for _, m := range r.silentMembers(g, now) {
+		for _, m := range r.leavers(g, now) {
 			if err := r.reap(ctx, g.Group, m); err != nil {
 				errs = append(errs, err)
 			}
@@ -209,47 +266,58 @@ func (r *reaper) scan(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// silentMembers brings the group's watch up to date with a describe taken just before now, and
-// returns the members to reap.
-func (r *reaper) silentMembers(g kmsg.DescribeGroupsResponseGroup, now time.Time) []silentMember {
+// leavers brings the group's watch up to date with a describe taken just before now, and returns
+// the members to remove: in a Stable group, those silent for longer than silenceFactor times the
+// group's longest timeout; in a group PreparingRebalance for longer than its longest rebalance
+// timeout, those known before the rebalance began that have not joined since.
+func (r *reaper) leavers(g kmsg.DescribeGroupsResponseGroup, now time.Time) []leaver {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.groups[g.Group]
 	if w == nil {
 		return nil
 	}
-	limit := silenceFactor * w.maxTimeout
+	if g.State != groupPreparing {
+		w.rebalanceFrom = time.Time{}
+	}
+	silenceLimit := silenceFactor * w.maxTimeout
+	overdue := g.State == groupPreparing && !w.rebalanceFrom.IsZero() && now.Sub(w.rebalanceFrom) > w.maxRebalance
 	listed := make(map[string]bool, len(g.Members))
-	var silent []silentMember
-	for _, m := range g.Members {
-		listed[m.MemberID] = true
-		last, ok := w.lastSeen[m.MemberID]
-		if !ok {
-			w.lastSeen[m.MemberID] = now
+	var out []leaver
+	for _, dm := range g.Members {
+		listed[dm.MemberID] = true
+		m := w.members[dm.MemberID]
+		if m == nil {
+			w.members[dm.MemberID] = &memberWatch{known: now, lastSeen: now}
 			continue
 		}
-		if g.State == groupStable && now.Sub(last) > limit {
-			silent = append(silent, silentMember{m, now.Sub(last), limit})
+		switch {
+		case g.State == groupStable && now.Sub(m.lastSeen) > silenceLimit:
+			out = append(out, leaver{dm, "no request from this member for too long (real Kafka's session timeout evicts it)",
+				now.Sub(m.lastSeen), silenceLimit})
+		case overdue && m.known.Before(w.rebalanceFrom) && m.lastJoin.Before(w.rebalanceFrom):
+			out = append(out, leaver{dm, "did not rejoin within the rebalance timeout (real Kafka's coordinator drops it; kfake would wait as long as other members keep joining)",
+				now.Sub(w.rebalanceFrom), w.maxRebalance})
 		}
 	}
-	// Forgetting a member whose first request raced this describe only restarts its clock later.
-	for id := range w.lastSeen {
+	// Forgetting a member whose first request raced this describe only restarts its clocks later.
+	for id := range w.members {
 		if !listed[id] {
-			delete(w.lastSeen, id)
+			delete(w.members, id)
 		}
 	}
-	return silent
+	return out
 }
 
 // reap removes m from group with a LeaveGroup in its name.
-func (r *reaper) reap(ctx context.Context, group string, m silentMember) error {
+func (r *reaper) reap(ctx context.Context, group string, m leaver) error {
 	req := kmsg.NewPtrLeaveGroupRequest()
 	req.Group = group
 	req.MemberID = m.MemberID // v0-2
-	leaver := kmsg.NewLeaveGroupRequestMember()
-	leaver.MemberID = m.MemberID
-	leaver.Reason = kmsg.StringPtr("devbroker reaper: no request from this member for too long")
-	req.Members = []kmsg.LeaveGroupRequestMember{leaver} // v3+
+	member := kmsg.NewLeaveGroupRequestMember()
+	member.MemberID = m.MemberID
+	member.Reason = kmsg.StringPtr("devbroker reaper: " + m.why)
+	req.Members = []kmsg.LeaveGroupRequestMember{member} // v3+
 	resp, err := req.RequestWith(ctx, r.client)
 	if err != nil {
 		return fmt.Errorf("leave group %q for member %q: %w", group, m.MemberID, err)
@@ -263,9 +331,9 @@ func (r *reaper) reap(ctx context.Context, group string, m silentMember) error {
 	} else if err != nil {
 		return fmt.Errorf("leave group %q for member %q: %w", group, m.MemberID, err)
 	}
-	r.log.Warn("reaper: removed a silent consumer-group member that kfake would keep forever (real Kafka's session timeout evicts it)",
+	r.log.Warn("reaper: removed a consumer-group member that kfake would keep", "why", m.why,
 		"group", group, "member_id", m.MemberID, "client_id", m.ClientID, "client_host", m.ClientHost,
-		"silent_for", m.silentFor.Round(time.Millisecond), "limit", m.limit)
+		"waited", m.waited.Round(time.Millisecond), "limit", m.limit)
 	return nil
 }
 

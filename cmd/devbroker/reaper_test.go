@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -256,18 +259,7 @@ func joinAndDie(t testing.TB, admin *kgo.Client, addr, clientID string) (string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := kmsg.NewConsumerMemberMetadata()
-	meta.Topics = []string{testTopic}
-	protocol := kmsg.NewJoinGroupRequestProtocol()
-	protocol.Name = "range" // kafka-go's first balancer
-	protocol.Metadata = meta.AppendTo(nil)
-	req := kmsg.NewPtrJoinGroupRequest()
-	req.Version = 2
-	req.Group = testGroup
-	req.SessionTimeoutMillis = int32(deadSession.Milliseconds())
-	req.RebalanceTimeoutMillis = int32(deadSession.Milliseconds())
-	req.ProtocolType = "consumer"
-	req.Protocols = []kmsg.JoinGroupRequestProtocol{protocol}
+	req := firstJoinRequest(deadSession, deadSession)
 	// kfake reads the whole request before it sees the connection close.
 	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)).AppendRequest(nil, req, 1)); err != nil {
 		t.Fatal(err)
@@ -406,4 +398,202 @@ func (l *reapLog) members() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.reaped)
+}
+
+// The rebalance-deadline tests: a member that joined and synced, then went quiet (a session long
+// enough to outlast the test), and a storm of first JoinGroups, one every stormEvery, each from
+// a new member, with a rebalance timeout of stormRebalance (longer than stormEvery: every join
+// lands before kfake's timer fires, as the consumers' staggered rejoins did).
+const (
+	quietSession   = time.Minute
+	stormRebalance = 1500 * time.Millisecond
+	stormEvery     = 500 * time.Millisecond
+	stormFor       = 8 * time.Second
+)
+
+// TestKfakeStretchesARebalanceWhileJoinsArrive reproduces what the reaper's rebalance deadline
+// works around: with no reaper, kfake answers no JoinGroup while new ones keep arriving inside the
+// rebalance timeout and one member does not rejoin, however long that lasts (real Kafka answers
+// them all one rebalance timeout after the rebalance began). If this test fails after a kfake
+// upgrade, kfake has fixed it and the deadline can go.
+func TestKfakeStretchesARebalanceWhileJoinsArrive(t *testing.T) {
+	t.Parallel()
+	_, addr := newTestCluster(t)
+	joinQuietMember(t, addr)
+	first, end := joinStorm(t, addr)
+	select {
+	case ans := <-first:
+		t.Fatalf("the storm's first join was answered %v after it was sent (error %v), before the storm ended: kfake no longer restarts its rebalance timer at every join",
+			ans.after.Round(time.Millisecond), ans.err)
+	default:
+	}
+	// Once the joins stop, kfake's timer runs out and the rebalance completes: the test saw the
+	// stretching, not some other failure.
+	select {
+	case ans := <-first:
+		if ans.err != nil {
+			t.Fatalf("the storm's first join: %v", ans.err)
+		}
+		t.Logf("the storm's first join was answered %v after it was sent, %v after the storm's last join",
+			ans.after.Round(time.Millisecond), time.Since(end).Round(time.Millisecond))
+	case <-time.After(stormRebalance + 10*time.Second):
+		t.Fatal("the storm's first join was never answered, even after the storm ended")
+	}
+}
+
+// TestReaperEndsARebalanceAtItsDeadline shows the reaper giving the rebalance real Kafka's
+// deadline: the member that does not rejoin is dropped, and the joins are answered while the
+// storm still goes on.
+func TestReaperEndsARebalanceAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	cluster, addr := newTestCluster(t)
+	reaps := startReaper(t, cluster, testReapInterval)
+	quiet := joinQuietMember(t, addr)
+	first, _ := joinStorm(t, addr)
+	select {
+	case ans := <-first:
+		if ans.err != nil {
+			t.Fatalf("the storm's first join: %v", ans.err)
+		}
+		t.Logf("the storm's first join was answered %v after it was sent, during the storm (rebalance timeout %v)",
+			ans.after.Round(time.Millisecond), stormRebalance)
+	default:
+		t.Fatalf("the storm's first join was not answered while the storm lasted (%v; rebalance timeout %v)", stormFor, stormRebalance)
+	}
+	if !slices.Contains(reaps.members(), quiet) {
+		t.Fatalf("the reaper removed %v, want the member that did not rejoin, %s", reaps.members(), quiet)
+	}
+}
+
+// joinAnswer is a JoinGroup's answer and how long after the request it came.
+type joinAnswer struct {
+	resp  *kmsg.JoinGroupResponse
+	err   error
+	after time.Duration
+}
+
+// rawJoin sends a first JoinGroup the way kafka-go does (v2, no member id) on a connection of its
+// own, kept open until the test ends, and returns where its answer will arrive.
+func rawJoin(t testing.TB, addr, clientID string, session, rebalance time.Duration) <-chan joinAnswer {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	req := firstJoinRequest(session, rebalance)
+	sent := time.Now()
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)).AppendRequest(nil, req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan joinAnswer, 1)
+	go func() {
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.Version = req.Version
+		err := readResponse(conn, resp)
+		out <- joinAnswer{resp, err, time.Since(sent)}
+	}()
+	return out
+}
+
+// firstJoinRequest is a member's first JoinGroup to the test group as kafka-go sends it: v2, no
+// member id, the range balancer first.
+func firstJoinRequest(session, rebalance time.Duration) *kmsg.JoinGroupRequest {
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{testTopic}
+	protocol := kmsg.NewJoinGroupRequestProtocol()
+	protocol.Name = "range" // kafka-go's first balancer
+	protocol.Metadata = meta.AppendTo(nil)
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 2
+	req.Group = testGroup
+	req.SessionTimeoutMillis = int32(session.Milliseconds())
+	req.RebalanceTimeoutMillis = int32(rebalance.Milliseconds())
+	req.ProtocolType = "consumer"
+	req.Protocols = []kmsg.JoinGroupRequestProtocol{protocol}
+	return req
+}
+
+// readResponse reads one non-flexible response from conn into resp: its size, its correlation id,
+// its body.
+func readResponse(conn net.Conn, resp kmsg.Response) error {
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		return err
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, buf); err != nil {
+		return err
+	}
+	if len(buf) < 4 {
+		return fmt.Errorf("a response of %d bytes", len(buf))
+	}
+	return resp.ReadFrom(buf[4:])
+}
+
+// joinQuietMember joins the empty test group as its only member and leader, syncs, and from then
+// on says nothing (its session outlasts the test). It returns the member's id once the group is
+// Stable.
+func joinQuietMember(t testing.TB, addr string) string {
+	t.Helper()
+	ans := <-rawJoin(t, addr, "quiet", quietSession, stormRebalance)
+	if ans.err == nil {
+		ans.err = kerr.ErrorForCode(ans.resp.ErrorCode)
+	}
+	if ans.err != nil {
+		t.Fatalf("the quiet member's join: %v", ans.err)
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	assignment := kmsg.NewConsumerMemberAssignment()
+	owned := kmsg.NewConsumerMemberAssignmentTopic()
+	owned.Topic = testTopic
+	for p := range int32(testPartitions) {
+		owned.Partitions = append(owned.Partitions, p)
+	}
+	assignment.Topics = []kmsg.ConsumerMemberAssignmentTopic{owned}
+	plan := kmsg.NewSyncGroupRequestGroupAssignment()
+	plan.MemberID = ans.resp.MemberID
+	plan.MemberAssignment = assignment.AppendTo(nil)
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Version = 1
+	sync.Group = testGroup
+	sync.Generation = ans.resp.Generation
+	sync.MemberID = ans.resp.MemberID
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{plan}
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("quiet")).AppendRequest(nil, sync, 2)); err != nil {
+		t.Fatal(err)
+	}
+	synced := kmsg.NewPtrSyncGroupResponse()
+	synced.Version = sync.Version
+	if err := readResponse(conn, synced); err != nil {
+		t.Fatalf("the quiet member's sync: %v", err)
+	}
+	if err := kerr.ErrorForCode(synced.ErrorCode); err != nil {
+		t.Fatalf("the quiet member's sync: %v", err)
+	}
+	admin := newAdmin(t, addr)
+	if !pollUntil(time.Now().Add(10*time.Second), func() bool {
+		g := describe(t, admin)
+		return g.State == "Stable" && isMemberOf(g, ans.resp.MemberID)
+	}) {
+		t.Fatalf("the group never became Stable with the quiet member %s", ans.resp.MemberID)
+	}
+	return ans.resp.MemberID
+}
+
+// joinStorm sends a first JoinGroup from a new member every stormEvery for stormFor, and returns
+// where the first one's answer will arrive and when the last was sent.
+func joinStorm(t testing.TB, addr string) (<-chan joinAnswer, time.Time) {
+	t.Helper()
+	first := rawJoin(t, addr, "storm-0", quietSession, stormRebalance)
+	end := time.Now().Add(stormFor)
+	for i := 1; time.Now().Before(end); i++ {
+		time.Sleep(stormEvery)
+		rawJoin(t, addr, fmt.Sprintf("storm-%d", i), quietSession, stormRebalance)
+	}
+	return first, time.Now()
 }
