@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-go/seckill-go/internal/config"
@@ -163,15 +162,8 @@ func (r *resources) openRedis() error {
 		ContextTimeoutEnabled: true,
 	})
 	r.onClose(func() { r.liveRDB.Close() })
-	if !r.tracing.Enabled() {
-		return nil
-	}
-	// No statements: a command's arguments are buyers' ids and order ids. No caller: its file and
-	// line cost a stack walk per command, sampled or not (3 % of a replica's CPU on the redis-lua
-	// purchase path at a sample of 1 %), and name go-redis's own frames.
-	if err := redisotel.InstrumentTracing(r.rdb, redisotel.WithTracerProvider(r.tracing.Provider()), redisotel.WithDBStatement(false),
-		redisotel.WithCallerEnabled(false)); err != nil {
-		return fmt.Errorf("redis tracing: %w", err)
+	if r.tracing.Enabled() {
+		r.tracing.InstrumentRedis(r.rdb)
 	}
 	return nil
 }
@@ -267,7 +259,7 @@ func openStore(ctx context.Context, log *slog.Logger, cfg *config.Config, tr *tr
 	}
 	o := store.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, PaymentWindow: cfg.Payment.Window}
 	if tr.Enabled() {
-		o.Tracer, o.TraceEvents = tr.Provider(), tr.Lifecycle
+		o.Tracer, o.TraceEvents = tr.ClientProvider(), tr.Lifecycle
 	}
 	st, err := store.Open(ctx, log.With("component", "store"), cfg.MySQL.DSN, o)
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 	"github.com/seckill-go/seckill-go/internal/tracing"
 )
 
-// The instrumentation scopes of the libraries' spans.
+// The instrumentation scopes of the Redis and SQL spans.
 const (
-	scopeRedis = "github.com/redis/go-redis/extra/redisotel"
+	scopeRedis = tracing.RedisScope
 	scopeSQL   = "gorm.io/plugin/opentelemetry"
 )
 

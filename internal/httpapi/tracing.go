@@ -37,7 +37,8 @@ func traceRequests(t *tracing.Tracing) gin.HandlerFunc {
 			return
 		}
 		ctx := r.Context()
-		if r.Header.Get(tracing.HeaderTraceParent) != "" {
+		remote := r.Header.Get(tracing.HeaderTraceParent) != ""
+		if remote {
 			ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
 		route := c.FullPath()
@@ -47,7 +48,12 @@ func traceRequests(t *tracing.Tracing) gin.HandlerFunc {
 		}
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
-		c.Request = r.WithContext(ctx)
+		// An unsampled request of our own starting keeps its context as it came: nothing under it
+		// would be traced (tracing.ClientProvider), and its trace id names no trace. A caller's
+		// unsampled traceparent is kept, for the logs to name the caller's trace.
+		if span.SpanContext().IsSampled() || remote {
+			c.Request = r.WithContext(ctx)
+		}
 		if span.IsRecording() {
 			span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path),
 				semconv.ClientAddress(c.ClientIP()), semconv.UserAgentOriginal(r.UserAgent()))

@@ -56,6 +56,9 @@ type batchDeductor struct {
 }
 
 func (d *batchDeductor) DeductBatch(ctx context.Context, batch []sale.Reservation) ([]error, error) {
+	if !sampled(ctx) {
+		return d.BatchDeductor.DeductBatch(ctx, batch)
+	}
 	var product int64
 	if len(batch) > 0 {
 		product = batch[0].ProductID
@@ -98,6 +101,9 @@ type deductor struct {
 }
 
 func (d *deductor) Deduct(ctx context.Context, r sale.Reservation) error {
+	if !sampled(ctx) {
+		return d.Deductor.Deduct(ctx, r)
+	}
 	ctx, span := d.t.tracer.Start(ctx, DeductSpan, trace.WithAttributes(
 		attrStrategy.String(string(d.st)), attrProduct.Int64(r.ProductID), attrBatch.Int(1)))
 	defer span.End()
@@ -113,6 +119,9 @@ type locker struct {
 }
 
 func (l *locker) Acquire(ctx context.Context, name string) (lock.Lease, error) {
+	if !sampled(ctx) {
+		return l.Locker.Acquire(ctx, name)
+	}
 	ctx, span := l.t.tracer.Start(ctx, LockWaitSpan, trace.WithAttributes(
 		attrStrategy.String(string(l.st)), attrLock.String(name)))
 	defer span.End()
@@ -136,6 +145,9 @@ type tracedLease struct {
 }
 
 func (t tracedLease) Release(ctx context.Context) error {
+	if !sampled(ctx) {
+		return t.Lease.Release(ctx)
+	}
 	ctx, span := t.l.t.tracer.Start(ctx, LockReleaseSpan, trace.WithAttributes(
 		attrStrategy.String(string(t.l.st)), attrLock.String(t.name)))
 	defer span.End()

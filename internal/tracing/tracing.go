@@ -114,7 +114,8 @@ func (s requestRoots) Description() string { return "RequestRoots{" + s.ratio.De
 // Enabled reports whether tracing is on.
 func (t *Tracing) Enabled() bool { return t != nil }
 
-// Provider is the provider the instrumentations are handed.
+// Provider is the provider of the spans that may start a trace (a request's server span); the
+// instrumentations of client calls get ClientProvider.
 func (t *Tracing) Provider() trace.TracerProvider { return t.provider }
 
 // Propagator reads and writes the W3C traceparent (and tracestate) of a request or a message.

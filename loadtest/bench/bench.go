@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -30,6 +31,8 @@ type bench struct {
 	round int    // the round under way, from 1
 	// traceMarks are what the trace sink had received when each tracing-on phase began.
 	traceMarks []traceMark
+	// mu guards rep, phase and traceMarks while a tracing pair's phases run beside each other.
+	mu sync.Mutex
 }
 
 // traceMark is what the trace sink had received when the phase of rows[row] began.
@@ -40,6 +43,8 @@ type traceMark struct {
 
 // add records a measurement of the round under way.
 func (b *bench) add(row Row) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	row.Round = b.round
 	b.rep.Rows = append(b.rep.Rows, row)
 }
@@ -167,14 +172,14 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 			b.say("stopping the replicas (%s)", label)
 			c.stop()
 		}()
-		off.targets, off.pprof, off.pids = c.urls(), c.replicas[0].pprofURL, c.pids()
+		off.targets, off.pprof, off.pids, off.own = c.urls(), c.replicas[0].pprofURL, c.pids(), c.pids()
 		if first && o.tracingOn() {
 			sink, err := startTraceSink()
 			if err != nil {
 				return err
 			}
 			defer sink.close()
-			b.rep.Settings.Tracing = &TracingSettings{Sample: o.tracingSample, Workers: o.tracingWorkers, Sink: sink.URL}
+			b.rep.Settings.Tracing = &TracingSettings{Sample: o.tracingSample, Workers: o.tracingWorkers, Sink: sink.URL, Beside: o.tracingBeside}
 			b.say("starting %d more replicas, %s with tracing on (sample %s, OTLP sink %s)", o.replicas, label, o.tracingSample, sink.URL)
 			t, err := startCluster(ctx, o.seckill, o.replicas, b.replicaEnv(env, batch, sink), filepath.Join(o.runDir, b.rep.RunID), "tracing-batch-"+batch, b.say)
 			if err != nil {
@@ -186,8 +191,12 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 				b.rep.Settings.Tracing.Received = sink.snapshot() // after the last exports of their shutdown
 				attributeTraces(b.rep.Rows, b.traceMarks, b.rep.Settings.Tracing.Received)
 			}()
-			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, pids: t.pids(), tracing: tracingOnLabel, sink: sink}
-			off.tracing = tracingOffLabel
+			// Both sets' CPU counts in either's phase: they share the database and the Kafka
+			// group, so each set's relays and consumers carry part of the other's orders. The
+			// idle set's own idling weighs on on and off alike.
+			both := slices.Concat(off.pids, t.pids())
+			on = &acceptSide{targets: t.urls(), pprof: t.replicas[0].pprofURL, pids: both, own: t.pids(), tracing: tracingOnLabel, sink: sink}
+			off.pids, off.tracing = both, tracingOffLabel
 		}
 	}
 	return b.rounds(func(round int) error {
@@ -200,6 +209,12 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 			for _, workers := range o.workers {
 				paired := on != nil && slices.Contains(o.tracingWorkers, workers)
 				for _, st := range o.strategies {
+					if paired && o.tracingBeside {
+						if err := b.acceptBeside(ctx, off, *on, st, batch, workers); err != nil {
+							return err
+						}
+						continue
+					}
 					s := off
 					if !paired {
 						s.tracing = ""
@@ -214,6 +229,24 @@ func (b *bench) configuration(ctx context.Context, first bool, batch string, env
 		}
 		return nil
 	})
+}
+
+// acceptBeside runs a strategy's tracing pair at one worker count: its off and on accept phases
+// at the same time, half the workers each, on their own products, so that whatever the machine
+// does meanwhile (the weather: ±25–40 % between runs here) weighs on both alike, and on ÷ off
+// measures tracing rather than the minute. Each side's CPU per purchase counts its own replicas'
+// CPU: they share the database and the Kafka group, so each set's relays and consumers carry
+// part of the other's orders, about as much either way.
+func (b *bench) acceptBeside(ctx context.Context, off, on acceptSide, strategy, batch string, workers int) error {
+	off.pids, on.pids = off.own, on.own
+	off.beside, on.beside = true, true
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, s := range []acceptSide{off, on} {
+		wg.Go(func() { errs[i] = b.accept(ctx, s, strategy, batch, workers) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // pairOrder is the order of a strategy's accept phases at one worker count in a round: off alone
@@ -256,13 +289,19 @@ func attributeTraces(rows []Row, marks []traceMark, final sinkCounts) {
 type acceptSide struct {
 	targets []string
 	pprof   string
-	// pids are the replicas' processes, whose CPU time per accepted purchase the phase reports;
-	// none for replicas the bench did not start (-targets).
+	// pids are the processes whose CPU time per accepted purchase the phase reports: the
+	// replicas', both sets' when the tracing configuration runs beside; none for replicas the
+	// bench did not start (-targets).
 	pids []int
+	// own are the side's own replicas (pids may hold both sets').
+	own []int
 	// tracing marks the rows of the tracing comparison: tracingOffLabel on the configuration's
 	// own replicas at a paired worker count, tracingOnLabel on the tracing ones; "" elsewhere.
 	tracing string
-	sink    *traceSink // the tracing replicas' collector, nil for the others
+	// beside says the phase runs at the same time as its pair's other side, half the workers
+	// each (acceptBeside).
+	beside bool
+	sink   *traceSink // the tracing replicas' collector, nil for the others
 }
 
 // The values of Row.Tracing.
@@ -400,13 +439,17 @@ func batchLabel(batch string) string {
 
 // blastID is a fresh buyer prefix for the next phase.
 func (b *bench) blastID() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.phase++
 	return b.stamp + "p" + strconv.Itoa(b.phase)
 }
 
 func (b *bench) problem(format string, args ...any) {
 	p := fmt.Sprintf(format, args...)
+	b.mu.Lock()
 	b.rep.Problems = append(b.rep.Problems, p)
+	b.mu.Unlock()
 	b.say("CONTRACT BROKEN: %s", p)
 }
 
@@ -542,7 +585,12 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	}
 	row := Row{Kind: kindAccept, What: "accept " + strategy, ProductID: id, Workers: workers, Tracing: s.tracing,
 		Config: fmt.Sprintf("%s · %d workers · %s", label, workers, replicas(len(targets)))}
-	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, workers, len(targets), o.warmup, o.acceptFor)
+	blastWorkers := workers
+	if s.beside {
+		blastWorkers = max(1, workers/2)
+		row.Config = fmt.Sprintf("%s · %d workers, beside its pair's other side with as many · %s", label, blastWorkers, replicas(len(targets)))
+	}
+	b.say("accept %s (%s): product %d, %d workers over %d replicas, %s + %s", strategy, label, id, blastWorkers, len(targets), o.warmup, o.acceptFor)
 	slug := fmt.Sprintf("accept-%s-batch-%s-%dw", strategy, batch, workers)
 	if s.tracing == tracingOnLabel {
 		slug += "-tracing"
@@ -551,7 +599,7 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	cpu := cpuWindow(o.warmup)
 	replicaCPU := replicaCPUWindow(o.warmup, s.pids)
 	res, err := yardstick.Blast{
-		Targets: targets, ProductID: id, Workers: workers, Warmup: o.warmup, Duration: o.acceptFor,
+		Targets: targets, ProductID: id, Workers: blastWorkers, Warmup: o.warmup, Duration: o.acceptFor,
 		RunID: b.blastID(), IdempotencyKeys: true,
 	}.Run(ctx)
 	if err != nil {
@@ -595,10 +643,13 @@ func (b *bench) accept(ctx context.Context, s acceptSide, strategy, batch string
 	if st.Oversold > 0 || st.InitialStock-st.Stock != st.Reserved {
 		b.problem("accept %s (%s): stock %d of %d with %d units reserved (oversold %d)", strategy, label, st.Stock, st.InitialStock, st.Reserved, st.Oversold)
 	}
+	b.mu.Lock()
 	if mark != nil {
 		b.traceMarks = append(b.traceMarks, traceMark{row: len(b.rep.Rows), at: *mark})
 	}
-	b.add(row)
+	row.Round = b.round
+	b.rep.Rows = append(b.rep.Rows, row)
+	b.mu.Unlock()
 	b.say("accept %s (%s): drained %v in %.1f s", strategy, label, drained, row.DrainSeconds)
 	return nil
 }

@@ -84,9 +84,11 @@ type options struct {
 	tracing        bool
 	tracingSample  string
 	tracingWorkers []int
-	subscribers    int
-	fanoutWith     string
-	fanoutBuyers   int
+	// tracingBeside runs a pair's on and off phases at the same time, half the workers each.
+	tracingBeside bool
+	subscribers   int
+	fanoutWith    string
+	fanoutBuyers  int
 	// returnOrders orders over one product of each of returnStrategies fall due at once in the
 	// returns phase.
 	returnOrders     int
@@ -146,6 +148,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.BoolVar(&o.tracing, "tracing", true, "also measure the accept phases with tracing on (SECKILL_TRACING=otlp to an OTLP/HTTP sink the bench runs), on replicas of their own started beside the first configuration's, alternated with its phases (tracing off) round by round; -tracing=false to skip")
 	fs.StringVar(&o.tracingSample, "tracing-sample", "0.01", "SECKILL_TRACING_SAMPLE of the tracing configuration (the app's default)")
 	tracingWorkers := fs.String("tracing-workers", "64", "workers of the tracing configuration's accept phases, each one of -workers")
+	fs.BoolVar(&o.tracingBeside, "tracing-beside", true, "run each tracing pair's on and off accept phases at the same time, half the workers each, so that the machine's weather falls on both alike (false: one after the other, alternating which goes first)")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of replica 1 during each app phase and save it next to the report")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "root:@tcp(127.0.0.1:3306)/seckill_bench", "the replicas' database, dropped and recreated each run; R runs on the same server")
 	fs.StringVar(&o.adminToken, "admin-token", cli.EnvOr(getenv, "SECKILL_ADMIN_TOKEN", "dev-admin-token"), "admin bearer token")

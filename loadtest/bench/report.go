@@ -72,6 +72,8 @@ type TracingSettings struct {
 	Workers  []int      `json:"workers"`
 	Sink     string     `json:"sink"`
 	Received sinkCounts `json:"received"`
+	// Beside says each pair's phases ran at the same time, half the workers each.
+	Beside bool `json:"beside,omitempty"`
 }
 
 // The kinds of Row.
@@ -292,7 +294,11 @@ func writeTracing(b *strings.Builder, s *TracingSettings, rows []TracingRow) {
 	if s != nil {
 		fmt.Fprintf(b, ", SECKILL_TRACING_SAMPLE=%s, exporting over OTLP/HTTP to the bench's own sink %s", s.Sample, s.Sink)
 	}
-	b.WriteString("), the two phases next to each other in each round (off first in odd rounds, on first in even ones); on ÷ off is computed in each round:\n\n")
+	if s != nil && s.Beside {
+		b.WriteString("), the two phases at the same time in each round, half the workers each (the workers column: the pair's), each side's CPU per accepted its own replicas'; on ÷ off is computed in each round:\n\n")
+	} else {
+		b.WriteString("), the two phases next to each other in each round (off first in odd rounds, on first in even ones); on ÷ off is computed in each round:\n\n")
+	}
 	b.WriteString("| what | workers | rounds | off (median) | on (median) | on ÷ off (median) | on ÷ off (min–max) | within 5 % | replicas' CPU per accepted, off · on (µs, medians) | CPU on ÷ off (median, min–max) | exports · spans (on) | spans per 1,000 accepted |\n|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|\n")
 	for _, t := range rows {
 		cpu, cpuRatio := "—", "—"
@@ -457,9 +463,9 @@ Drain: from the phase's last answer until every accepted unit is a confirmed ord
 redis-lua, with the share of the phase's units that were in MySQL when it ended (its persisters
 give way to a burst, SECKILL_PERSIST_BURST: the order pipeline then runs after it).
 Tracing: "off" is the first configuration's accept row; "on" is the same phase on replicas of the
-same settings with tracing on, measured next to it in the same round, after it in odd rounds and
-before it in even ones (both sets of replicas run throughout, the idle one beside the measured
-one). Exports and spans of a tracing-on phase: what the sink received from its start to the next
+same settings with tracing on, measured in the same round: at the same time, half the workers
+each (-tracing-beside, the default: the machine's weather falls on both alike), or next to it,
+after it in odd rounds and before it in even ones (both sets of replicas run throughout). Exports and spans of a tracing-on phase: what the sink received from its start to the next
 tracing-on phase's start (the exporter sends a batch up to 5 s after its spans end); per 1,000
 accepted, at a sample of 0.01, about ten traces of a few spans each.
 `)

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -304,21 +303,4 @@ func TestAttributeTraces(t *testing.T) {
 		t.Errorf("traces per row (-want +got):\n%s", diff)
 	}
 	attributeTraces(nil, nil, sinkCounts{}) // no rows: nothing to do, no panic
-}
-
-// TestStatTicks: utime + stime of a /proc/<pid>/stat line, whose command name may hold spaces
-// and parentheses.
-func TestStatTicks(t *testing.T) {
-	const line = "4242 (seckill (a) b) S 1 4242 4242 0 -1 4194560 1289 0 0 0 731 269 0 0 20 0 9 0 5151 1450000000 4000 18446744073709551615 1 1 0 0 0 0 0 0 2143420159 0 0 0 17 1 0 0 0 0 0"
-	if got, err := statTicks(line); err != nil || got != 731+269 {
-		t.Fatalf("statTicks = %d, %v; want 1000", got, err)
-	}
-	for _, bad := range []string{"", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 4194560 1289 0 0 0 seven 269 0"} {
-		if _, err := statTicks(bad); err == nil {
-			t.Errorf("statTicks(%q): no error", bad)
-		}
-	}
-	if d, err := procCPU([]int{os.Getpid()}); err != nil || d < 0 {
-		t.Errorf("procCPU of this process = %v, %v", d, err)
-	}
 }
