@@ -44,11 +44,23 @@ func (r *resources) roomReturns() (*waitroom.Returns, error) {
 	return waitroom.NewReturns(rooms, r.store.Product)
 }
 
-// boardProducts lists the board's products, from memory: the ticker admits in the waiting rooms
-// among them and deletes the rooms of the past epochs of all (a reset may end a waiting room).
+// boardProducts says which of the board's products changed since its last call, from memory
+// (every product at the first, and again whenever the board is a new one): the ticker admits in
+// the waiting rooms among them and deletes the rooms of the past epochs of all (a reset may end a
+// waiting room). The ticker calls it from its one goroutine.
 func boardProducts(b *board.Board) func() []sale.Product {
+	var (
+		board string
+		seq   uint64
+	)
 	return func() []sale.Product {
-		items := b.Snapshot().Since(0)
+		s := b.Snapshot()
+		from := seq
+		if s.Board != board {
+			from = 0
+		}
+		items := s.Since(from)
+		board, seq = s.Board, s.Seq
 		out := make([]sale.Product, 0, len(items))
 		for _, it := range items {
 			out = append(out, it.Product)

@@ -12,6 +12,12 @@ import (
 	"time"
 )
 
+// Beginner starts the read-only transaction Load reads in: a *sql.DB, or a *sql.Conn whose
+// session the caller has set (the running audit bounds its statements' time).
+type Beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // Facts is what the database says about one product.
 type Facts struct {
 	ProductID    int64
@@ -59,7 +65,7 @@ type Facts struct {
 // queries run in one read-only REPEATABLE READ transaction, so that a sale that goes on meanwhile
 // (an expirer returning units between the read of the stock and the read of the orders) cannot
 // make the facts disagree with each other.
-func Load(ctx context.Context, db *sql.DB, productID int64) (_ Facts, err error) {
+func Load(ctx context.Context, db Beginner, productID int64) (_ Facts, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return Facts{}, fmt.Errorf("audit product %d: %w", productID, err)

@@ -103,6 +103,11 @@ func (s *memStore) Products(context.Context) ([]sale.Product, error) {
 	return out, nil
 }
 
+func (s *memStore) ProductStocks(ctx context.Context, ids []int64) (map[int64]sale.StockAt, error) {
+	ps, err := s.Products(ctx)
+	return stocksOf(ps, ids), err
+}
+
 func (s *memStore) ProductsByID(_ context.Context, ids []int64) ([]sale.Product, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

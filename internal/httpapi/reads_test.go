@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,23 @@ func (s *countingStore) Products(context.Context) ([]sale.Product, error) {
 	defer s.mu.Unlock()
 	s.reads++
 	return append([]sale.Product(nil), s.ps...), nil
+}
+
+// ProductStocks counts as a read, as Products does.
+func (s *countingStore) ProductStocks(ctx context.Context, ids []int64) (map[int64]sale.StockAt, error) {
+	ps, err := s.Products(ctx)
+	return stocksOf(ps, ids), err
+}
+
+// stocksOf is what a board.Store's ProductStocks answers for ids, of the products ps.
+func stocksOf(ps []sale.Product, ids []int64) map[int64]sale.StockAt {
+	out := map[int64]sale.StockAt{}
+	for _, p := range ps {
+		if slices.Contains(ids, p.ID) {
+			out[p.ID] = sale.StockAt{Stock: p.Stock, Epoch: p.Epoch}
+		}
+	}
+	return out
 }
 
 func (s *countingStore) set(ps ...sale.Product) {

@@ -40,6 +40,9 @@ type Options struct {
 	TTL time.Duration
 	// History is how many seconds Rates returns [30].
 	History int
+	// CachedProducts bounds how many products RatesOf keeps the window of [10,000]; past it the
+	// others are read in full at each call, as if there were no cache.
+	CachedProducts int
 	// Metrics is optional.
 	Metrics Metrics
 	// Now defaults to time.Now.
@@ -60,6 +63,12 @@ type Recorder struct {
 	history int
 	metrics Metrics
 	now     func() time.Time
+
+	// cacheLock is RatesOf's mutex over cache: a channel of one slot rather than a sync.Mutex,
+	// because its holder waits on Redis and a caller queued behind it must be able to give up
+	// when its own ctx ends.
+	cacheLock chan struct{}
+	cache     windows
 }
 
 var _ sale.Observer = (*Recorder)(nil)
@@ -81,6 +90,9 @@ func NewRecorder(log *slog.Logger, rdb redis.Cmdable, o Options) (*Recorder, err
 	if o.History <= 0 {
 		o.History = 30
 	}
+	if o.CachedProducts <= 0 {
+		o.CachedProducts = 10_000
+	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
 	}
@@ -97,6 +109,9 @@ func NewRecorder(log *slog.Logger, rdb redis.Cmdable, o Options) (*Recorder, err
 		history: o.History,
 		metrics: o.Metrics,
 		now:     o.Now,
+
+		cacheLock: make(chan struct{}, 1),
+		cache:     windows{max: o.CachedProducts, byID: map[int64]*window{}},
 	}, nil
 }
 
@@ -162,8 +177,13 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
-// write sends one tally with one pipeline: an INCRBY and an EXPIRE per counter.
+// write sends one tally with one pipeline: an INCRBY and an EXPIRE per counter, then an SADD and
+// an EXPIRE per second naming the products counted in it, which is what lets RatesOf read only the
+// products that had purchases. The sets come after the counters so that, on one server, a reader
+// that finds a product in a set finds its counters already added to; a cluster applies the two on
+// different nodes in no set order, which RatesOf's re-read of the newest seconds makes up for.
 func (r *Recorder) write(ctx context.Context, t tally) error {
+	active := map[int64][]any{}
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b, c := range t {
 			for _, kc := range []struct {
@@ -177,6 +197,12 @@ func (r *Recorder) write(ctx context.Context, t tally) error {
 				p.IncrBy(ctx, key, kc.n)
 				p.Expire(ctx, key, r.ttl)
 			}
+			active[b.sec] = append(active[b.sec], b.product)
+		}
+		for sec, ids := range active {
+			key := r.activeKey(sec)
+			p.SAdd(ctx, key, ids...)
+			p.Expire(ctx, key, r.ttl)
 		}
 		return nil
 	})
@@ -189,64 +215,68 @@ func (r *Recorder) write(ctx context.Context, t tally) error {
 // Rates returns the product's counts for each of the last History complete seconds. The second
 // that is still running, and the flush period before it, are left out so that the last second
 // counted holds every replica's events.
+//
+// It reads the product in full (one MGET) and leaves RatesOf's cache alone: it answers one
+// product's page now and then, and must not queue behind, or reorder, the board's reads.
 func (r *Recorder) Rates(ctx context.Context, productID int64) (Rates, error) {
-	rs, err := r.RatesOf(ctx, []int64{productID})
-	if err != nil {
+	first, last := r.span()
+	cmd := r.mgetAll(ctx, r.rdb, productID, first, last)
+	if err := cmd.Err(); err != nil {
+		return Rates{}, fmt.Errorf("livestats rates: %w", err)
+	}
+	rs := Rates{Start: time.Unix(first, 0).UTC(), Requests: make([]int64, r.history), Accepted: make([]int64, r.history)}
+	if err := parseFull(rs.Requests, rs.Accepted, cmd.Val()); err != nil {
 		return Rates{}, err
 	}
-	return rs[productID], nil
+	return rs, nil
 }
 
-// RatesOf returns the rates of each product of ids (see Rates), read with one pipeline: one MGET
-// per product, whose counters share a hash tag (one slot on a cluster).
-func (r *Recorder) RatesOf(ctx context.Context, ids []int64) (map[int64]Rates, error) {
-	last := r.now().Add(-r.every-50*time.Millisecond).Unix() - 1
-	first := last - int64(r.history) + 1
-	cmds := make([]*redis.SliceCmd, len(ids))
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			keys := make([]string, 0, 2*r.history)
-			for _, kind := range []string{kindRequests, kindAccepted} {
-				for s := first; s <= last; s++ {
-					keys = append(keys, r.key(id, kind, s))
-				}
-			}
-			cmds[i] = p.MGet(ctx, keys...)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("livestats rates: %w", err)
-	}
-	out := make(map[int64]Rates, len(ids))
-	for i, id := range ids {
-		vals := cmds[i].Val()
-		rs := Rates{Start: time.Unix(first, 0).UTC()}
-		if rs.Requests, err = parseCounts(vals[:r.history]); err != nil {
-			return nil, err
-		}
-		if rs.Accepted, err = parseCounts(vals[r.history:]); err != nil {
-			return nil, err
-		}
-		out[id] = rs
-	}
-	return out, nil
+// span returns the first and the last second that Rates and RatesOf report now: the last is the
+// newest complete one, FlushEvery and a 50 ms margin after it ended.
+func (r *Recorder) span() (first, last int64) {
+	last = r.now().Add(-r.every-50*time.Millisecond).Unix() - 1
+	return last - int64(r.history) + 1, last
 }
 
-func parseCounts(vals []any) ([]int64, error) {
-	out := make([]int64, len(vals))
+// mgetAll sends on c (queues, when c is a pipeline) the MGET of every counter of product id from
+// first to last: requests, then accepted, oldest first. They share a hash tag: one slot on a
+// cluster.
+func (r *Recorder) mgetAll(ctx context.Context, c redis.Cmdable, id, first, last int64) *redis.SliceCmd {
+	keys := make([]string, 0, 2*(last-first+1))
+	for _, kind := range []string{kindRequests, kindAccepted} {
+		for s := first; s <= last; s++ {
+			keys = append(keys, r.key(id, kind, s))
+		}
+	}
+	return c.MGet(ctx, keys...)
+}
+
+// parseFull reads the answer of an mgetAll into requests and accepted (as long as each other).
+func parseFull(requests, accepted []int64, vals []any) error {
+	if len(vals) != len(requests)+len(accepted) {
+		return fmt.Errorf("livestats: MGET answered %d values for %d keys", len(vals), len(requests)+len(accepted))
+	}
+	if err := parseCounts(requests, vals[:len(requests)]); err != nil {
+		return err
+	}
+	return parseCounts(accepted, vals[len(requests):])
+}
+
+// parseCounts reads the answer of an MGET of counters into dst (as long as vals).
+func parseCounts(dst []int64, vals []any) error {
 	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {
-			continue // missing key: nothing happened that second
+			dst[i] = 0 // missing key: nothing happened that second
+			continue
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("livestats: counter holds %q, not an integer", s)
+			return fmt.Errorf("livestats: counter holds %q, not an integer", s)
 		}
-		out[i] = n
+		dst[i] = n
 	}
-	return out, nil
+	return nil
 }
 
 const (
@@ -258,6 +288,12 @@ const (
 // product lives in one slot, so that one MGET reads them all.
 func (r *Recorder) key(product int64, kind string, sec int64) string {
 	return "seckill:live:{" + r.ns + ":" + strconv.FormatInt(product, 10) + "}:" + kind + ":" + strconv.FormatInt(sec, 10)
+}
+
+// activeKey names the set of the products counted in one second. The sets of a namespace share
+// a hash tag of their own: one node answers all of a call's SMEMBERS.
+func (r *Recorder) activeKey(sec int64) string {
+	return "seckill:live:{" + r.ns + "}:active:" + strconv.FormatInt(sec, 10)
 }
 
 type nopMetrics struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -40,10 +41,18 @@ func TestTallyAggregatesPerProductAndSecond(t *testing.T) {
 	}
 }
 
-func TestKeyUsesAHashTagPerProduct(t *testing.T) {
+// TestKeysUseHashTags: a product's counters share a slot (one MGET reads them), and so do the
+// active sets of a namespace (one node answers a call's SMEMBERS).
+func TestKeysUseHashTags(t *testing.T) {
 	r := &Recorder{ns: "shop"}
-	if got, want := r.key(42, kindRequests, 1700000000), "seckill:live:{shop:42}:req:1700000000"; got != want {
-		t.Fatalf("key = %q, want %q", got, want)
+	for _, tc := range []struct{ got, want string }{
+		{r.key(42, kindRequests, 1700000000), "seckill:live:{shop:42}:req:1700000000"},
+		{r.key(42, kindAccepted, 1700000001), "seckill:live:{shop:42}:acc:1700000001"},
+		{r.activeKey(1700000000), "seckill:live:{shop}:active:1700000000"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("key = %q, want %q", tc.got, tc.want)
+		}
 	}
 }
 
@@ -164,6 +173,16 @@ func TestRecorderAgainstRedis(t *testing.T) {
 	key := a.key(7, kindRequests, base.Unix())
 	if ttl := rdb.TTL(context.Background(), key).Val(); ttl <= 0 || ttl > 2*time.Minute {
 		t.Errorf("TTL of %s = %s, want (0, 2m]", key, ttl)
+	}
+	// So do the sets of the products counted in each second.
+	active := a.activeKey(base.Unix())
+	members, err := rdb.SMembers(context.Background(), active).Result()
+	slices.Sort(members)
+	if diff := cmp.Diff([]string{"7", "8"}, members); err != nil || diff != "" {
+		t.Errorf("members of %s (-want +got):\n%s%v", active, diff, err)
+	}
+	if ttl := rdb.TTL(context.Background(), active).Val(); ttl <= 0 || ttl > 2*time.Minute {
+		t.Errorf("TTL of %s = %s, want (0, 2m]", active, ttl)
 	}
 	// A second that ended less than a flush period (and a margin) ago is not reported yet.
 	clk.set(base.Add(3*time.Second + 20*time.Millisecond))

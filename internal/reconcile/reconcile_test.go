@@ -144,3 +144,37 @@ func TestReconcileReportsDrift(t *testing.T) {
 		t.Fatalf("oversold: a %d, b %d; want 0 and 1", rec.over[a], rec.over[b])
 	}
 }
+
+// TestReconcileSkipsASaleTooLargeForItsBound: a sale whose check outlasts StatementLimit is
+// skipped, not failed, and not reported; a small sale of the same run is checked; the pool's
+// connections come back without the bound (a plain statement that outlasts it still runs).
+func TestReconcileSkipsASaleTooLargeForItsBound(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	db := st.DB()
+	ctx := context.Background()
+	small := product(t, db, "small", 5, "NOW(6) + INTERVAL 1 HOUR")
+	big := product(t, db, "big", 200_000, "NOW(6) + INTERVAL 1 HOUR")
+	reserve(t, db, small, "alice", true)
+	if _, err := db.ExecContext(ctx, `INSERT INTO reservations (order_id, product_id, user_id, idem_key, quantity, strategy, created_at)
+		SELECT CONCAT('big-', seq), ?, CONCAT('u-', seq), CONCAT('k-', seq), 1, 'mysql', NOW(6) FROM seq_1_to_200000`, big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE products SET stock = 0 WHERE id = ?`, big); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{checked: map[int64][]int{}, over: map[int64]int{}}
+	loop, err := reconcile.New(db, rec, reconcile.Options{Every: time.Hour, StatementLimit: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop.Once(ctx)
+	if len(rec.checked[big]) != 0 || len(rec.checked[small]) != 1 || rec.failed != 0 {
+		t.Fatalf("checked big %v, small %v, %d failed runs: want big skipped, small checked once, no failure", rec.checked[big], rec.checked[small], rec.failed)
+	}
+	for range 4 { // more than the connections the loop used
+		if _, err := db.ExecContext(ctx, "SELECT SLEEP(0.05)"); err != nil {
+			t.Fatalf("a statement of 50 ms after the run: %v (the bound stayed on a pooled connection)", err)
+		}
+	}
+}

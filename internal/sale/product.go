@@ -28,6 +28,21 @@ type Product struct {
 	Admission AdmissionRule
 }
 
+// CatalogDigest sums up every product in one value: when two digests taken with the same
+// products left out of the stock are equal, no product was created, reset or deleted meanwhile,
+// and the stock of none but those left out moved (but for a collision of a 32-bit checksum).
+// The board compares them once a second instead of reading every product.
+type CatalogDigest struct {
+	Products int64
+	Checksum uint32
+}
+
+// StockAt is a product's stock in one of its sale epochs.
+type StockAt struct {
+	Stock int
+	Epoch uint64
+}
+
 // CheckWindow returns ErrSaleNotStarted or ErrSaleEnded when now is outside [start, end).
 func (p Product) CheckWindow(now time.Time) error {
 	switch {

@@ -19,7 +19,8 @@ import (
 // the expirer's (confirmed → expired) and the buyer's cancel (confirmed → cancelled) race on that
 // one write, and the row lock and the condition let exactly one of them change it. The event of a
 // change (order.paid, order.expired, order.cancelled) enters the outbox (order_events) in the
-// transaction of the change.
+// transaction of the change, and a change that closes orders marks their products as owing
+// returns in it too (return_due.go).
 
 // defaultPaymentWindow is how long an order waits for payment when Options.PaymentWindow is 0.
 const defaultPaymentWindow = 10 * time.Minute
@@ -217,7 +218,10 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, userID string) (sale.O
 		out = st.domain()
 		switch {
 		case res.RowsAffected == 1:
-			return s.insertEvents(ctx, tx, EventCancelled, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}})
+			if err := s.insertEvents(ctx, tx, EventCancelled, []sale.ClosedOrder{{OrderID: st.OrderID, ProductID: st.ProductID, UserID: st.UserID, Quantity: st.Quantity}}); err != nil {
+				return err
+			}
+			return markOwed(tx, []int64{st.ProductID})
 		case sale.OrderStatus(st.Status) == sale.StatusCancelled:
 			return nil
 		case st.Status == string(sale.StatusConfirmed):
@@ -233,9 +237,9 @@ func (s *Store) CancelOrder(ctx context.Context, orderID, userID string) (sale.O
 // with FOR UPDATE SKIP LOCKED: expirers in every replica take disjoint batches without waiting for
 // each other, a payment that claimed an order first has moved it out of `confirmed`, and an
 // expirer killed before its commit leaves nothing claimed (its transaction rolls back; the next
-// round takes the orders). Parked orders are skipped. It returns the orders it expired, by
-// product, with what their return needs (the product's strategy and epoch), so that the caller
-// can give their units back at once.
+// round takes the orders). Parked orders are skipped. It marks their products as owing returns
+// (return_due.go) and returns the orders it expired, by product, with what their return needs
+// (the product's strategy and epoch), so that the caller can give their units back at once.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]sale.ReturnDue, error) {
 	return s.expire(ctx, "expire orders", limit, "")
 }
@@ -284,8 +288,14 @@ func (s *Store) expire(ctx context.Context, op string, limit int, orderID string
 			return err
 		}
 		var err error
-		out, err = byProduct(ctx, tx, expired)
-		return err
+		if out, err = byProduct(ctx, tx, expired); err != nil {
+			return err
+		}
+		products := make([]int64, len(out))
+		for i, d := range out {
+			products[i] = d.ProductID
+		}
+		return markOwed(tx, products)
 	})
 	return out, err
 }
@@ -463,42 +473,6 @@ func (s *Store) Unreturned(ctx context.Context, perProduct, maxProducts, from in
 		out[i].Orders = append(out[i].Orders, r)
 	}
 	return slices.DeleteFunc(out, func(d sale.ReturnDue) bool { return len(d.Orders) == 0 }), nil
-}
-
-// probeChunk is how many products one statement of owedReturns probes.
-const probeChunk = 500
-
-// owedReturns returns the products that have closed orders whose units are not back yet, parked
-// ones aside, in id order. One probe of ix_orders_return_due per product, a range over its three
-// columns that reads at most one entry, named because left to itself the optimizer walks every
-// order of every sale each second: through ix_orders_product (make scale: 20,023 rows examined
-// per call with 20,000 orders, 11 with none), or, as the correlated EXISTS this was, through the
-// index's first two columns, every paid order of each sale (returned_at NULL as well), 0.2 ms
-// with no order and 15 ms with 300,000. The cost grows with the products, not their orders.
-func (s *Store) owedReturns(ctx context.Context) ([]returnTarget, error) {
-	db := s.db.WithContext(ctx)
-	var all []returnTarget
-	if err := db.Raw(`SELECT id, strategy, sale_epoch FROM products ORDER BY id`).Scan(&all).Error; err != nil {
-		return nil, classify("unreturned orders", err)
-	}
-	owing := map[int64]bool{}
-	for chunk := range slices.Chunk(all, probeChunk) {
-		parts := make([]string, len(chunk))
-		args := make([]any, len(chunk))
-		for i, p := range chunk {
-			parts[i] = `(SELECT product_id FROM orders FORCE INDEX (ix_orders_return_due)
-				WHERE product_id = ? AND returned_at IS NULL AND closed_at IS NOT NULL AND parked_at IS NULL LIMIT 1)`
-			args[i] = p.ID
-		}
-		var ids []int64
-		if err := db.Raw(strings.Join(parts, " UNION ALL "), args...).Scan(&ids).Error; err != nil {
-			return nil, classify("unreturned orders", err)
-		}
-		for _, id := range ids {
-			owing[id] = true
-		}
-	}
-	return slices.DeleteFunc(all, func(p returnTarget) bool { return !owing[p.ID] }), nil
 }
 
 // UnreturnedUnits returns, for those of ids that have some, the units of their expired or

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -121,6 +122,71 @@ func (s *Store) products(_ context.Context, q *gorm.DB) ([]sale.Product, error) 
 	out := make([]sale.Product, len(rows))
 	for i, r := range rows {
 		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// CatalogDigest returns the digest of every product (sale.CatalogDigest): how many there are,
+// and the XOR of a CRC-32 per row of its id, sale epoch, last update (every create and reset
+// sets it) and stock, the stock left out for the products of skipStock (the sales the board
+// reads on their own every refresh, whose stock moves all the time). One row, computed by
+// MariaDB over the products table: microseconds per product in the database and nothing per
+// product here, where reading every product costs an ORM row each.
+func (s *Store) CatalogDigest(ctx context.Context, skipStock []int64) (sale.CatalogDigest, error) {
+	stock := "stock"
+	args := make([]any, len(skipStock))
+	if len(skipStock) > 0 {
+		stock = "CASE WHEN id IN (?" + strings.Repeat(",?", len(skipStock)-1) + ") THEN '' ELSE stock END"
+		for i, id := range skipStock {
+			args[i] = id
+		}
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return sale.CatalogDigest{}, classify("catalog digest", err)
+	}
+	var d sale.CatalogDigest
+	var sum int64
+	err = sqlDB.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS(',', id, sale_epoch,
+		DATE_FORMAT(updated_at, '%Y%m%d%H%i%s%f'), `+stock+`))), 0) FROM products`, args...).Scan(&d.Products, &sum)
+	if err != nil {
+		return sale.CatalogDigest{}, classify("catalog digest", err)
+	}
+	d.Checksum = uint32(sum)
+	return d, nil
+}
+
+// ProductStocks returns the stock and sale epoch of those of the products ids that exist: the
+// board's read of the sales on now, a few times a second, which wants nothing else of them. One
+// primary-key lookup per id, no ORM on the way: an idle open sale should cost nearly nothing.
+func (s *Store) ProductStocks(ctx context.Context, ids []int64) (map[int64]sale.StockAt, error) {
+	out := make(map[int64]sale.StockAt, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return nil, classify("product stocks", err)
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := sqlDB.QueryContext(ctx, "SELECT id, stock, sale_epoch FROM products WHERE id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+	if err != nil {
+		return nil, classify("product stocks", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var st sale.StockAt
+		if err := rows.Scan(&id, &st.Stock, &st.Epoch); err != nil {
+			return nil, classify("product stocks", err)
+		}
+		out[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify("product stocks", err)
 	}
 	return out, nil
 }

@@ -1,9 +1,11 @@
 package waitroom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,9 +65,10 @@ type Ticker struct {
 	// retire are the sale ids of past epochs whose rooms are to be deleted, and when.
 	retire map[string]retirement
 	// configured are the sale ids whose room this ticker configured; epochs the newest epoch it
-	// saw of each product. Owned by Run.
+	// saw of each product; waiting the waiting-room products as last seen. Owned by Run.
 	configured map[string]bool
 	epochs     map[int64]uint64
+	waiting    map[int64]sale.Product
 }
 
 // retirement is a past sale's room to delete at at; again says it was deleted once already.
@@ -75,9 +78,12 @@ type retirement struct {
 }
 
 // NewTicker returns a ticker that every period admits in the rooms of the waiting-room sales
-// among products() (the replica's products in memory; it must not block), and deletes the rooms
-// of the past epochs of all of them (so products() lists every product, not only the waiting
-// rooms: a reset may have ended a waiting room).
+// among the products, and deletes the rooms of the past epochs of all of them. products() says
+// which products changed since its last call (every product at the first; the replica's products
+// in memory: it must not block, and it is called from one goroutine at a time): all of them, not
+// only the waiting rooms, since a reset may have ended a waiting room. A product said again
+// unchanged costs nothing but its walk; one never said again stays as it was last said. So a
+// tick walks what changed and the waiting rooms, not every product the replica knows.
 func NewTicker(log *slog.Logger, rooms AdmitRooms, products func() []sale.Product, every time.Duration, now func() time.Time) (*Ticker, error) {
 	switch {
 	case rooms == nil || products == nil:
@@ -93,7 +99,7 @@ func NewTicker(log *slog.Logger, rooms AdmitRooms, products func() []sale.Produc
 	}
 	return &Ticker{rooms: rooms, products: products, every: every, log: log, now: now,
 		soldOut: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1),
-		retire: map[string]retirement{}, configured: map[string]bool{}, epochs: map[int64]uint64{}}, nil
+		retire: map[string]retirement{}, configured: map[string]bool{}, epochs: map[int64]uint64{}, waiting: map[int64]sale.Product{}}, nil
 }
 
 // Apply takes in a change of the feed: a sale that sold out is told to its room at once, and a
@@ -158,10 +164,17 @@ func (t *Ticker) Run(ctx context.Context) error {
 // then the past epochs' rooms deleted. Run calls it; it is exported for tests that drive the clock.
 func (t *Ticker) Tick(ctx context.Context) {
 	now := t.now()
-	var open []sale.Product
 	for _, p := range t.products() {
 		t.learnEpoch(p)
-		if !p.Admission.WaitingRoom() || now.Before(p.SaleStartsAt) || !now.Before(p.SaleEndsAt) {
+		if p.Admission.WaitingRoom() {
+			t.waiting[p.ID] = p
+		} else {
+			delete(t.waiting, p.ID)
+		}
+	}
+	var open []sale.Product
+	for _, p := range t.waiting {
+		if now.Before(p.SaleStartsAt) || !now.Before(p.SaleEndsAt) {
 			continue
 		}
 		if p.Stock <= 0 {
@@ -169,6 +182,7 @@ func (t *Ticker) Tick(ctx context.Context) {
 		}
 		open = append(open, p)
 	}
+	slices.SortFunc(open, func(a, b sale.Product) int { return cmp.Compare(a.ID, b.ID) })
 	t.tellSoldOut(ctx)
 	for _, p := range open {
 		if err := t.admit(ctx, p.SaleID(), SettingsOf(p)); err != nil {

@@ -274,3 +274,50 @@ func TestTickerFirstSightDeletesTheEpochBefore(t *testing.T) {
 		t.Errorf("the room of an older epoch: %d keys (%v), want it left (bounded to the epoch before)", n, err)
 	}
 }
+
+// TestTickerKeepsTheWaitingRoomsItWasToldOf: the ticker is told of a product when it changes, not
+// at every tick (the board's changes, not its every product): a waiting room it was told of once
+// is admitted in at every tick after, and stops being admitted in once the product is told again
+// without its waiting room (a reset to direct admission).
+func TestTickerKeepsTheWaitingRoomsItWasToldOf(t *testing.T) {
+	p := queuedProduct(44)
+	p.Admission.AdmitRate, p.Admission.MaxActive = 20, 100_000
+	q, rooms, _ := queueFixture(t, p.SaleID())
+	ctx := context.Background()
+	for i := range 200 {
+		if _, err := q.Join(ctx, p, fmt.Sprint("buyer-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var told []sale.Product
+	tell := func(ps ...sale.Product) { told = ps }
+	tk, err := waitroom.NewTicker(nil, rooms, func() []sale.Product { ps := told; told = nil; return ps }, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := func() int64 {
+		n, err := itest.Redis(t).ZCard(ctx, rooms.Keys(p.SaleID()).Active).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tell(p)
+	tk.Tick(ctx)
+	first := admitted()
+	time.Sleep(300 * time.Millisecond)
+	tk.Tick(ctx) // told nothing new
+	second := admitted()
+	if first == 0 || second <= first {
+		t.Fatalf("admitted %d at the first tick, %d after the second (told nothing new): want some, then more", first, second)
+	}
+	direct := p
+	direct.Admission = sale.AdmissionRule{}
+	tell(direct)
+	tk.Tick(ctx)
+	time.Sleep(300 * time.Millisecond)
+	tk.Tick(ctx)
+	if third := admitted(); third != second {
+		t.Errorf("admitted %d after the product was told without its waiting room, %d before: want no more", third, second)
+	}
+}
