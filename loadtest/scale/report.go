@@ -10,10 +10,20 @@ import (
 	"time"
 )
 
-// report is a run: every op's figures at every volume.
-type report struct {
-	Commit       string    `json:"commit"`
-	Took         string    `json:"took"`
+// runReport is a run: each sweep it ran.
+type runReport struct {
+	Commit   string          `json:"commit"`
+	Took     string          `json:"took"`
+	Data     *dataReport     `json:"data,omitempty"`
+	Buyers   *buyersReport   `json:"buyers,omitempty"`
+	Sales    *salesReport    `json:"sales,omitempty"`
+	Stock    *buyersReport   `json:"stock,omitempty"`
+	Expiries *expiriesReport `json:"expiries,omitempty"`
+	Replicas *replicasReport `json:"replicas,omitempty"`
+}
+
+// dataReport is the data sweep: every op's figures at every volume.
+type dataReport struct {
 	Reps         int       `json:"reps"`
 	Sales        int       `json:"ended_sales"`
 	BufferPoolMB int       `json:"innodb_buffer_pool_mb"`
@@ -49,7 +59,7 @@ type plan struct {
 	Explain []string `json:"explain"`
 }
 
-func (r *report) add(op op, vi int, ds []time.Duration) {
+func (r *dataReport) add(op op, vi int, ds []time.Duration) {
 	var row *opRow
 	for _, o := range r.Ops {
 		if o.Name == op.name {
@@ -70,7 +80,7 @@ func (r *report) add(op op, vi int, ds []time.Duration) {
 
 // attribute gives every op's point its statements from the slow log: those between the op's
 // marker at that volume and the end marker after it.
-func (r *report) attribute(entries []entry) error {
+func (r *dataReport) attribute(entries []entry) error {
 	type key struct {
 		name   string
 		volume int
@@ -141,53 +151,74 @@ func (o *opRow) growth() string {
 	return fmt.Sprintf("grows ×%.0f", last/first)
 }
 
-func (r *report) markdown() string {
+func (r *runReport) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# How the store's cost grows with the data\n\ncommit %s · %d calls per operation and volume · InnoDB buffer pool %d MB · took %s\n\n",
-		r.Commit, r.Reps, r.BufferPoolMB, r.Took)
-	fmt.Fprintf(&b, "Volume: rows in each of reservations, orders and order_events, of %d ended sales. Fill times: ", r.Sales)
-	for i, v := range r.Volumes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s in %.0f s", count(float64(v)), r.FillSeconds[i])
+	fmt.Fprintf(&b, "# How the cost grows\n\ncommit %s · took %s\n\n", r.Commit, r.Took)
+	if r.Data != nil {
+		r.Data.markdown(&b)
 	}
-	b.WriteString(".\n\n## Rows examined per call (the slow log's count: not weather)\n\n")
-	r.tableHead(&b, []string{"operation", "runs"}, "verdict")
-	for _, o := range r.Ops {
-		fmt.Fprintf(&b, "| %s | %s |", o.Name, o.Runs)
-		for _, p := range o.Points {
-			fmt.Fprintf(&b, " %s |", trim(p.Examined))
-		}
-		fmt.Fprintf(&b, " %s |\n", o.growth())
+	if r.Buyers != nil {
+		r.Buyers.markdown(&b)
 	}
-	b.WriteString("\n## Time per call, median (p90), µs — this machine's weather included\n\n")
-	r.tableHead(&b, []string{"operation"}, "")
-	for _, o := range r.Ops {
-		fmt.Fprintf(&b, "| %s |", o.Name)
-		for _, p := range o.Points {
-			fmt.Fprintf(&b, " %.0f (%.0f) |", p.MedianUS, p.P90US)
-		}
-		b.WriteString("\n")
+	if r.Sales != nil {
+		r.Sales.markdown(&b)
 	}
-	fmt.Fprintf(&b, "\n## The plans at %s rows\n\nEvery statement an operation ran, its values replaced by `?`, and MariaDB's EXPLAIN of it (id, select_type, table, type, possible_keys, key, key_len, ref, rows, r_rows, filtered, r_filtered, Extra).\n",
-		count(float64(r.Volumes[len(r.Volumes)-1])))
-	for _, o := range r.Ops {
-		fmt.Fprintf(&b, "\n### %s\n\n```\n", o.Name)
-		for _, p := range o.Plans {
-			fmt.Fprintf(&b, "%s\n", p.Query)
-			for _, e := range p.Explain {
-				fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(e, "\t", " | "))
-			}
-		}
-		b.WriteString("```\n")
+	if r.Stock != nil {
+		r.Stock.stockMarkdown(&b)
+	}
+	if r.Expiries != nil {
+		r.Expiries.markdown(&b)
+	}
+	if r.Replicas != nil {
+		r.Replicas.markdown(&b)
 	}
 	return b.String()
 }
 
+func (r *dataReport) markdown(b *strings.Builder) {
+	fmt.Fprintf(b, "## How the store's cost grows with the data\n\n%d calls per operation and volume · InnoDB buffer pool %d MB\n\n", r.Reps, r.BufferPoolMB)
+	fmt.Fprintf(b, "Volume: rows in each of reservations, orders and order_events, of %d ended sales. Fill times: ", r.Sales)
+	for i, v := range r.Volumes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(b, "%s in %.0f s", count(float64(v)), r.FillSeconds[i])
+	}
+	b.WriteString(".\n\n### Rows examined per call (the slow log's count: not weather)\n\n")
+	r.tableHead(b, []string{"operation", "runs"}, "verdict")
+	for _, o := range r.Ops {
+		fmt.Fprintf(b, "| %s | %s |", o.Name, o.Runs)
+		for _, p := range o.Points {
+			fmt.Fprintf(b, " %s |", trim(p.Examined))
+		}
+		fmt.Fprintf(b, " %s |\n", o.growth())
+	}
+	b.WriteString("\n### Time per call, median (p90), µs — this machine's weather included\n\n")
+	r.tableHead(b, []string{"operation"}, "")
+	for _, o := range r.Ops {
+		fmt.Fprintf(b, "| %s |", o.Name)
+		for _, p := range o.Points {
+			fmt.Fprintf(b, " %.0f (%.0f) |", p.MedianUS, p.P90US)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "\n### The plans at %s rows\n\nEvery statement an operation ran, its values replaced by `?`, and MariaDB's EXPLAIN of it (id, select_type, table, type, possible_keys, key, key_len, ref, rows, r_rows, filtered, r_filtered, Extra).\n",
+		count(float64(r.Volumes[len(r.Volumes)-1])))
+	for _, o := range r.Ops {
+		fmt.Fprintf(b, "\n#### %s\n\n```\n", o.Name)
+		for _, p := range o.Plans {
+			fmt.Fprintf(b, "%s\n", p.Query)
+			for _, e := range p.Explain {
+				fmt.Fprintf(b, "    %s\n", strings.ReplaceAll(e, "\t", " | "))
+			}
+		}
+		b.WriteString("```\n")
+	}
+}
+
 // tableHead writes a table's head: the first columns, one per volume (right-aligned), and last
 // when it is not empty.
-func (r *report) tableHead(b *strings.Builder, first []string, last string) {
+func (r *dataReport) tableHead(b *strings.Builder, first []string, last string) {
 	b.WriteString("| " + strings.Join(first, " | ") + " |")
 	for _, v := range r.Volumes {
 		fmt.Fprintf(b, " %s rows |", count(float64(v)))
@@ -202,53 +233,103 @@ func (r *report) tableHead(b *strings.Builder, first []string, last string) {
 	b.WriteString("\n")
 }
 
-// html is the report's page: a chart of rows examined and one of time per call, against the
-// volume, then the Markdown as preformatted text.
-func (r *report) html(md string) string {
+// html is the report's page: each sweep's charts, then the Markdown as preformatted text.
+func (r *runReport) html(md string) string {
 	var b strings.Builder
-	b.WriteString(`<!doctype html><meta charset="utf-8"><title>seckill-go: how the store's cost grows</title>
+	b.WriteString(`<!doctype html><meta charset="utf-8"><title>seckill-go: how the cost grows</title>
 <style>body{font:14px system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}svg{background:#fafafa;border:1px solid #ddd}pre{white-space:pre-wrap}</style>
-<h1>How the store's cost grows with the data</h1>`)
-	r.chart(&b, "Rows examined per call", func(p point) float64 { return p.Examined })
-	r.chart(&b, "Time per call, median (µs)", func(p point) float64 { return p.MedianUS })
+<h1>How the cost grows</h1>`)
+	if r.Data != nil {
+		r.Data.html(&b)
+	}
+	if r.Buyers != nil {
+		r.Buyers.html(&b)
+	}
+	if r.Sales != nil {
+		r.Sales.html(&b)
+	}
+	if r.Stock != nil {
+		r.Stock.stockHTML(&b)
+	}
+	if r.Expiries != nil {
+		r.Expiries.html(&b)
+	}
+	if r.Replicas != nil {
+		r.Replicas.html(&b)
+	}
 	fmt.Fprintf(&b, "<pre>%s</pre>\n", html.EscapeString(md))
 	return b.String()
 }
 
-// chart draws one line per op: the volumes evenly spaced on x, y on a log scale (the ops differ
-// by orders of magnitude; a flat line is what matters).
-func (r *report) chart(b *strings.Builder, title string, y func(point) float64) {
+// html draws the data sweep: rows examined and time per call against the volume, a line per op.
+func (r *dataReport) html(b *strings.Builder) {
+	xs := make([]string, len(r.Volumes))
+	for i, v := range r.Volumes {
+		xs[i] = count(float64(v)) + " rows"
+	}
+	curves := func(y func(point) float64) []series {
+		out := make([]series, len(r.Ops))
+		for k, o := range r.Ops {
+			out[k].name = o.Name
+			for _, p := range o.Points {
+				out[k].ys = append(out[k].ys, y(p))
+			}
+		}
+		return out
+	}
+	b.WriteString("<h2>The data</h2>\n")
+	chart(b, "Rows examined per call", xs, curves(func(p point) float64 { return p.Examined }))
+	chart(b, "Time per call, median (µs)", xs, curves(func(p point) float64 { return p.MedianUS }))
+}
+
+// series is one line of a chart: a value per x.
+type series struct {
+	name string
+	ys   []float64
+}
+
+// chart draws one line per series: the xs evenly spaced, y on a log scale from the decade below
+// the smallest value (the lines differ by orders of magnitude; a flat line is what matters).
+func chart(b *strings.Builder, title string, xs []string, lines []series) {
 	const w, h, left, right, top, bottom = 960.0, 420.0, 60.0, 330.0, 20.0, 40.0
-	maxY := 1.0
-	for _, o := range r.Ops {
-		for _, p := range o.Points {
-			maxY = max(maxY, y(p))
+	maxY, minY := 1.0, math.Inf(1)
+	for _, l := range lines {
+		for _, v := range l.ys {
+			if v > 0 {
+				maxY, minY = max(maxY, v), min(minY, v)
+			}
 		}
 	}
 	top10 := math.Pow(10, math.Ceil(math.Log10(maxY)))
-	ly := func(v float64) float64 { return top + (h-top-bottom)*(1-math.Log10(max(v, 1))/math.Log10(top10)) }
+	bottom10 := 1.0
+	if minY < 1 {
+		bottom10 = math.Pow(10, math.Floor(math.Log10(minY)))
+	}
+	ly := func(v float64) float64 {
+		return top + (h-top-bottom)*(1-(math.Log10(max(v, bottom10))-math.Log10(bottom10))/(math.Log10(top10)-math.Log10(bottom10)))
+	}
 	lx := func(i int) float64 {
-		if len(r.Volumes) == 1 {
+		if len(xs) == 1 {
 			return left
 		}
-		return left + (w-left-right)*float64(i)/float64(len(r.Volumes)-1)
+		return left + (w-left-right)*float64(i)/float64(len(xs)-1)
 	}
-	fmt.Fprintf(b, "<h2>%s</h2>\n<svg width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">", html.EscapeString(title), w, h, w, h)
-	for d := 1.0; d <= top10; d *= 10 {
+	fmt.Fprintf(b, "<h3>%s</h3>\n<svg width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">", html.EscapeString(title), w, h, w, h)
+	for d := bottom10; d <= top10*1.001; d *= 10 {
 		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.0f" y="%.1f" font-size="11" text-anchor="end">%s</text>`,
 			left, w-right, ly(d), ly(d), left-4, ly(d)+4, count(d))
 	}
-	for i, v := range r.Volumes {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" font-size="11" text-anchor="middle">%s rows</text>`, lx(i), h-bottom+16, count(float64(v)))
+	for i, x := range xs {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" font-size="11" text-anchor="middle">%s</text>`, lx(i), h-bottom+16, html.EscapeString(x))
 	}
-	for k, o := range r.Ops {
-		color := fmt.Sprintf("hsl(%d,65%%,42%%)", k*360/max(len(r.Ops), 1))
+	for k, l := range lines {
+		color := fmt.Sprintf("hsl(%d,65%%,42%%)", k*360/max(len(lines), 1))
 		var pts []string
-		for i, p := range o.Points {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", lx(i), ly(y(p))))
+		for i, v := range l.ys {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", lx(i), ly(v)))
 		}
 		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, color, strings.Join(pts, " "))
-		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" font-size="11" fill="%s">%s</text>`, w-right+8, top+float64(k)*15+10, color, html.EscapeString(o.Name))
+		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" font-size="11" fill="%s">%s</text>`, w-right+8, top+float64(k)*15+10, color, html.EscapeString(l.name))
 	}
 	b.WriteString("</svg>\n")
 }

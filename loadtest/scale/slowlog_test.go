@@ -64,7 +64,7 @@ func TestParseSlowLog(t *testing.T) {
 // the marker's volume; what runs outside the markers is nobody's.
 func TestAttribute(t *testing.T) {
 	q := func(s string, examined int) entry { return entry{query: s, rowsExamined: examined} }
-	r := &report{Reps: 2, Volumes: []int{0, 100}, Ops: []*opRow{{Name: "read", Points: []point{{Volume: 0}, {Volume: 100}}}}}
+	r := &dataReport{Reps: 2, Volumes: []int{0, 100}, Ops: []*opRow{{Name: "read", Points: []point{{Volume: 0}, {Volume: 100}}}}}
 	err := r.attribute([]entry{
 		q("INSERT INTO products VALUES (1)", 1000), // the live sale's creation: outside
 		q("SELECT '"+marker("read", 0)+"'", 0), q("SELECT * FROM t WHERE id = 1", 1), q("SELECT * FROM t WHERE id = 2", 1), q("SELECT '"+markerEnd+"'", 0),
@@ -121,9 +121,9 @@ func TestParseOptions(t *testing.T) {
 }
 
 func TestMarkdownTables(t *testing.T) {
-	r := &report{Reps: 1, Sales: 100, Volumes: []int{0, 1_000_000}, FillSeconds: []float64{0, 80},
+	r := &dataReport{Reps: 1, Sales: 100, Volumes: []int{0, 1_000_000}, FillSeconds: []float64{0, 80},
 		Ops: []*opRow{{Name: "read", Runs: "per request", Points: []point{{Volume: 0, Examined: 1, MedianUS: 10, P90US: 20}, {Volume: 1_000_000, Examined: 1, MedianUS: 12, P90US: 30}}}}}
-	md := r.markdown()
+	md := (&runReport{Data: r}).markdown()
 	for _, want := range []string{
 		"| operation | runs | 0 rows | 1M rows | verdict |\n|---|---|---:|---:|---|\n| read | per request | 1 | 1 | flat |\n",
 		"| operation | 0 rows | 1M rows |\n|---|---:|---:|\n| read | 10 (20) | 12 (30) |\n",

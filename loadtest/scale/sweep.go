@@ -27,7 +27,7 @@ type op struct {
 }
 
 // sweep fills the database volume by volume and measures every op at each.
-func sweep(ctx context.Context, o *options, progress func(string, ...any)) (*report, error) {
+func sweep(ctx context.Context, o *options, progress func(string, ...any)) (*dataReport, error) {
 	admin, err := sql.Open("mysql", o.serverDSN)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func sweep(ctx context.Context, o *options, progress func(string, ...any)) (*rep
 	}
 	defer st.Close()
 
-	rep := &report{Reps: o.reps, Sales: o.sales, Volumes: o.rows}
+	rep := &dataReport{Reps: o.reps, Sales: o.sales, Volumes: o.rows}
 	if err := admin.QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size DIV 1048576").Scan(&rep.BufferPoolMB); err != nil {
 		return nil, err
 	}

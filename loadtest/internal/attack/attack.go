@@ -329,14 +329,28 @@ type AdminClient struct{ *appapi.Client }
 // Admin returns the client of o's admin API.
 func (o *Options) Admin() *AdminClient { return &AdminClient{appapi.New(o.AdminURL, o.AdminToken)} }
 
-// SaleProduct puts the product called name on sale now for an hour with stock units and the
-// strategy: it resets the product if one of that name exists (clearing its reservations and
-// orders) and creates it otherwise. Reusing names keeps the storefront from filling up with one
-// product per run.
+// SaleProduct puts the product called name on sale for an hour with stock units and the strategy:
+// it resets the product if one of that name exists (clearing its reservations and orders) and
+// creates it otherwise, with the sale opening a second or two later, and returns once it has
+// opened. Reusing names keeps the storefront from filling up with one product per run.
+//
+// Not open at once: the replica that resets the product tells the others over the change feed,
+// and a purchase that reaches another replica before the message does meets the product's old
+// sale there (sold out, say): a fresh-clone CI run saw one buyer told sold_out that way. An
+// operator resets a sale before it opens, as here.
 func (c *AdminClient) SaleProduct(ctx context.Context, name, strategy string, stock int) (int64, error) {
 	now := time.Now().UTC().Truncate(time.Second)
-	starts, ends := now.Add(-time.Second), now.Add(time.Hour)
-	return c.PutOnSale(ctx, name, client.Reset{Stock: stock, Strategy: &strategy, SaleStartsAt: &starts, SaleEndsAt: &ends})
+	starts, ends := now.Add(2*time.Second), now.Add(time.Hour)
+	id, err := c.PutOnSale(ctx, name, client.Reset{Stock: stock, Strategy: &strategy, SaleStartsAt: &starts, SaleEndsAt: &ends})
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(time.Until(starts)):
+	}
+	return id, nil
 }
 
 // PutOnSale resets the product called name with sale if one of that name exists, and creates
@@ -358,24 +372,34 @@ func (c *AdminClient) PutOnSale(ctx context.Context, name string, sale client.Re
 		}
 		p = rsp.JSON200
 	} else {
-		// Not listed: the storefront shows the shop's sales, not the load test's.
-		one, listed := 1, false
-		rsp, err := c.API().AdminCreateProductWithResponse(ctx, client.NewProduct{
-			Name: &name, PriceCents: 100, PerUserLimit: &one, Listed: &listed,
-			Stock: sale.Stock, Strategy: sale.Strategy, SaleStartsAt: sale.SaleStartsAt, SaleEndsAt: sale.SaleEndsAt, Admission: sale.Admission,
-		})
-		if err != nil {
-			return 0, err
-		}
-		if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusCreated); err != nil {
-			return 0, err
-		}
-		p = rsp.JSON201
+		return c.CreateSale(ctx, name, sale)
 	}
 	if p == nil || p.ID == 0 {
 		return 0, fmt.Errorf("put %q on sale: the answer has no id", name)
 	}
 	return p.ID, nil
+}
+
+// CreateSale creates a product called name with sale's fields (an unlisted product of price
+// 100, one per buyer) and returns its id. Unlike PutOnSale, it does not look for one of that
+// name first (a read of every product).
+func (c *AdminClient) CreateSale(ctx context.Context, name string, sale client.Reset) (int64, error) {
+	// Not listed: the storefront shows the shop's sales, not the load test's.
+	one, listed := 1, false
+	rsp, err := c.API().AdminCreateProductWithResponse(ctx, client.NewProduct{
+		Name: &name, PriceCents: 100, PerUserLimit: &one, Listed: &listed,
+		Stock: sale.Stock, Strategy: sale.Strategy, SaleStartsAt: sale.SaleStartsAt, SaleEndsAt: sale.SaleEndsAt, Admission: sale.Admission,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := appapi.Want(rsp.HTTPResponse, rsp.Body, http.StatusCreated); err != nil {
+		return 0, err
+	}
+	if rsp.JSON201 == nil || rsp.JSON201.ID == 0 {
+		return 0, fmt.Errorf("create %q: the answer has no id", name)
+	}
+	return rsp.JSON201.ID, nil
 }
 
 // FindProduct returns the id of the first product called name, or 0. It reads the admin list,
