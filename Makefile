@@ -129,10 +129,12 @@ bench-locks: ## lock benchmarks (ours beside bsm/redislock, redsync, zk.Lock) ag
 	scripts/services.sh up
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./internal/lock/...
 
-# Flags for `make scale`, e.g. make scale SCALE_FLAGS='-rows 0,100000 -reps 10'
+# Flags for `make scale`, e.g. make scale SCALE_FLAGS='-sweeps data -rows 0,100000 -reps 10'. All the
+# sweeps but data need the stack: SECKILL_PAYMENT_WINDOW=30m make up (a million buyers take over 2 min);
+# the replicas sweep restarts it with this make's environment, so give it the same variables.
 SCALE_FLAGS ?=
 .PHONY: scale
-scale: ## how the store's per-request and per-second queries grow with the data: 0, 1M, 10M rows of ended sales (~15 min); rows examined, time and plans; report in loadtest/results/
+scale: ## how the cost grows: the store's queries at 0, 1M, 10M rows; through nginx one sale to 10k–1M buyers, 1–1,000 sales open at once, sales of 1k–10M units, 1k–1M orders due at once, 1–4 replicas (~50 min; all but the first need make up); every point audited; report in loadtest/results/
 	scripts/services.sh up
 	$(GO) run ./loadtest/scale $(SCALE_FLAGS)
 

@@ -129,7 +129,7 @@ func TestOptions(t *testing.T) {
 	if err != nil || o.warmup != time.Minute || o.sampleEvery != 2*time.Second {
 		t.Errorf("short form: %+v %v", o, err)
 	}
-	for _, args := range [][]string{{"-for", "1m", "-warmup", "2m"}, {"-rate", "0"}, {"-pay", "2"}, {"-strategies", ""}, {"-sale-every", "1s"}} {
+	for _, args := range [][]string{{"-for", "1m", "-warmup", "2m"}, {"-for", "3m", "-warmup", "30s"}, {"-rate", "0"}, {"-pay", "2"}, {"-strategies", ""}, {"-sale-every", "1s"}} {
 		if _, err := parseOptions(args, func(k string) string { return env[k] }, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
 		}
