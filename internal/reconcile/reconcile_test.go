@@ -178,3 +178,49 @@ func TestReconcileSkipsASaleTooLargeForItsBound(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileLeavesAPaymentInFlight: a charge the provider has recorded as succeeded while the
+// shop has not yet written its order paid (the order still `paying`) is a payment in flight, not
+// drift: the running audit says nothing of it. The same charge beside an order that has left
+// `paying` unpaid is money taken for a unit not sold, and is reported.
+func TestReconcileLeavesAPaymentInFlight(t *testing.T) {
+	itest.Integration(t)
+	st, _ := itest.Store(t)
+	db := st.DB()
+	ctx := t.Context()
+	id := product(t, db, "paying", 2, "NOW(6) + INTERVAL 1 HOUR")
+	reserve(t, db, id, "alice", true)
+	orderID := fmt.Sprintf("o-%d-alice", id)
+	if _, err := db.ExecContext(ctx, `INSERT INTO orders (order_id, reservation_id, product_id, user_id, quantity, status, created_at, expires_at, pay_key, pay_started_at)
+		SELECT order_id, id, product_id, user_id, quantity, 'paying', NOW(6), NOW(6) + INTERVAL 10 MINUTE, 'pk', NOW(6) FROM reservations WHERE order_id = ?`, orderID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO payment_charges (charge_key, charge_id, order_id, product_id, amount_cents, outcome, created_at)
+		VALUES (?, ?, ?, ?, 100, 'succeeded', NOW(6))`, "ck-"+orderID, "ch-"+orderID, orderID, id); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{checked: map[int64][]int{}, over: map[int64]int{}}
+	loop, err := reconcile.New(db, rec, reconcile.Options{Every: time.Hour, PerRun: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	violations := func() []string {
+		for _, f := range loop.Once(ctx) {
+			if f.Sale.ProductID == id {
+				return f.Violations
+			}
+		}
+		t.Fatalf("sale %d not checked", id)
+		return nil
+	}
+	if v := violations(); len(v) > 0 {
+		t.Fatalf("a payment in flight reported as drift: %q", v)
+	}
+	// The order falls back to confirmed, unpaid, with the charge kept: money taken.
+	if _, err := db.ExecContext(ctx, `UPDATE orders SET status = 'confirmed', pay_key = NULL, pay_started_at = NULL WHERE order_id = ?`, orderID); err != nil {
+		t.Fatal(err)
+	}
+	if v := violations(); len(v) != 1 {
+		t.Fatalf("a successful charge of an unpaid order: violations %q, want the charge's one", v)
+	}
+}
