@@ -818,3 +818,41 @@ func TestBackToBackWaitsShareASubscription(t *testing.T) {
 		t.Errorf("%d Pub/Sub connections for 3 waits one after another, want 1", n)
 	}
 }
+
+// TestAWaitEndingInARetryIsABusyLock: a waiter's retry that the wait's end cuts, sent with less
+// than a fraction of a second of the wait left, is the wait for a busy lock running out
+// (ErrTimeout: a buyer's 429), not Redis failing to answer (ErrUnavailable: a 503) — make bench's
+// redis stampede answered 503 for those. A first try that the wait's end cuts, sent with the
+// whole wait ahead of it, is still Redis not answering.
+func TestAWaitEndingInARetryIsABusyLock(t *testing.T) {
+	t.Parallel()
+	const wait = 400 * time.Millisecond
+	var stall atomic.Int64 // how long each acquire call of the slow client is held back
+	slow := hookFunc(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isOurAcquire(cmd) {
+			time.Sleep(time.Duration(stall.Load()))
+		}
+		return next(ctx, cmd)
+	})
+	c := newClient(t, itest.Redis(t, slow), redislock.Options{TTL: 5 * time.Second, Recheck: 30 * time.Millisecond})
+	holder := newClient(t, itest.Redis(t), redislock.Options{TTL: 5 * time.Second, Prefix: mustPrefix(t, c)})
+	held := mustAcquire(t, holder, "held")
+	defer mustRelease(t, held)
+
+	// Retries every 30 ms, each held back 50 ms: the one in flight when the wait ends was sent
+	// at most 80 ms before it.
+	stall.Store(int64(50 * time.Millisecond))
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	if l, err := c.Acquire(ctx, "held"); l != nil || !errors.Is(err, lock.ErrTimeout) || errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("a wait for a held lock ending in a retry: lease %v, err %v; want ErrTimeout (not ErrUnavailable)", l, err)
+	}
+
+	// The first try held back past the whole wait: Redis did not answer.
+	stall.Store(int64(wait + 100*time.Millisecond))
+	ctx, cancel = context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	if l, err := c.Acquire(ctx, "free"); l != nil || !errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrTimeout) {
+		t.Fatalf("a first try unanswered for the whole wait: lease %v, err %v; want ErrUnavailable (not ErrTimeout)", l, err)
+	}
+}

@@ -155,7 +155,7 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 	case !r.heldOver:
 		// The previous turn gave up (ctx, error) and may have taken a notification with it.
 		var err error
-		if lease, pttl, err = c.try(ctx, k); lease != nil || err != nil {
+		if lease, pttl, err = c.try(ctx, k, answerBound); lease != nil || err != nil {
 			return lease, err
 		}
 		wait = c.recheckAfter(pttl)
@@ -185,7 +185,7 @@ func (c *Client) wait(ctx context.Context, k lockKeys, pttl time.Duration) (*Lea
 		case <-timer.C:
 		}
 		var err error
-		if lease, pttl, err = c.try(ctx, k); lease != nil || err != nil {
+		if lease, pttl, err = c.try(ctx, k, answerBound); lease != nil || err != nil {
 			return lease, err
 		}
 		timer.Reset(c.recheckAfter(pttl))

@@ -272,7 +272,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if err := ctx.Err(); err != nil { // go-redis would run the script anyway
 		return nil, acquireErr(ctx, k, err)
 	}
-	lease, _, err := c.try(ctx, k, who)
+	lease, _, err := c.try(ctx, k, who, 0)
 	if lease != nil || err != nil {
 		return lease, acquireErr(ctx, k, err)
 	}
@@ -290,7 +290,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redisreentrant: try %q: %w", name, err)
 	}
-	lease, _, err := c.try(ctx, k, c.callerOf(ctx))
+	lease, _, err := c.try(ctx, k, c.callerOf(ctx), 0)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("redisreentrant: try %q: %w", name, err)
@@ -317,12 +317,22 @@ func acquireErr(ctx context.Context, k lockKeys, err error) error {
 	}
 }
 
-// try runs the acquire script once: a lease, or the other owner's PTTL, or an error.
-func (c *Client) try(ctx context.Context, k lockKeys, who caller) (*Lease, time.Duration, error) {
+// answerBound is how long a call to Redis may go unanswered before the wait's end cutting it
+// says Redis is slow rather than the lock busy (as in redislock).
+const answerBound = 100 * time.Millisecond
+
+// try runs the acquire script once: a lease, or the other owner's PTTL, or an error. A call that
+// ctx's deadline cuts is lock.ErrUnavailable when it had at least minBudget to answer, and the
+// wait for a busy lock running out otherwise: Acquire's first try passes 0, a waiter's retry
+// answerBound (it may go with a sliver of the wait left).
+func (c *Client) try(ctx context.Context, k lockKeys, who caller, minBudget time.Duration) (*Lease, time.Duration, error) {
 	sent := time.Now()
+	deadline, _ := ctx.Deadline()
 	res, err := acquireScript.Run(ctx, c.rdb, []string{k.key, k.fence}, who.field, c.ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded) && deadline.Sub(sent) < minBudget:
+			// The wait for a busy lock ran out (acquireErr says lock.ErrTimeout).
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// The caller's wait ran out inside the call: Redis did not answer in time, which is
 			// no busy lock.

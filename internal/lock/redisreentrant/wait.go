@@ -113,7 +113,7 @@ func (c *Client) wait(ctx context.Context, k lockKeys, who caller) (*Lease, erro
 	}
 	defer c.unsubscribe(k, s)
 	for {
-		lease, held, err := c.try(ctx, k, who)
+		lease, held, err := c.try(ctx, k, who, answerBound)
 		if lease != nil || err != nil {
 			return lease, err
 		}
