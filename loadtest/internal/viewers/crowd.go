@@ -407,11 +407,25 @@ func (v *viewer) poll(ctx context.Context) {
 				v.crowd.connected.Add(1)
 			}
 		}
-		if !sleep(ctx, v.jitter(cfg.PollEvery, 0.85, 1.15)) {
+		if !sleep(ctx, onGrid(cfg.Now(), v.jitter(cfg.PollEvery, 0.85, 1.15))) {
 			return
 		}
 	}
 }
+
+// pollGrid is the grid the pollers' wake-ups fall on: the viewers whose next poll falls within
+// the same 5 ms wake together, as the reactors read their streams, instead of one at a time.
+const pollGrid = 5 * time.Millisecond
+
+// onGrid is d lengthened to end on the next multiple of pollGrid after now+d.
+func onGrid(now time.Time, d time.Duration) time.Duration {
+	at := now.Add(d)
+	if r := time.Duration(at.UnixNano() % int64(pollGrid)); r > 0 {
+		d += pollGrid - r
+	}
+	return d
+}
+
 
 // pollOnce reads one path, revalidating with *etag, and reports whether an answer came.
 func (v *viewer) pollOnce(ctx context.Context, kind, path string, etag *string) bool {

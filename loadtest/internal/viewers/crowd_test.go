@@ -365,3 +365,20 @@ func TestStreamInPieces(t *testing.T) {
 		}
 	})
 }
+
+func TestOnGrid(t *testing.T) {
+	base := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ now, d, want time.Duration }{
+		{0, time.Second, time.Second},                                      // already on the grid
+		{time.Millisecond, time.Second, time.Second + 4*time.Millisecond},  // to the next 5 ms
+		{4 * time.Millisecond, 0, time.Millisecond},                        // now itself lengthened
+		{2 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}, // lands on 5 ms
+	} {
+		if got := onGrid(base.Add(tc.now), tc.d); got != tc.want {
+			t.Errorf("onGrid(+%s, %s) = %s, want %s", tc.now, tc.d, got, tc.want)
+		}
+		if end := base.Add(tc.now + onGrid(base.Add(tc.now), tc.d)); end.UnixNano()%int64(pollGrid) != 0 {
+			t.Errorf("onGrid(+%s, %s) ends at %s, off the grid", tc.now, tc.d, end)
+		}
+	}
+}
