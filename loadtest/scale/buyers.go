@@ -210,10 +210,7 @@ func (r *buyersReport) markdown(b *strings.Builder) {
 			if !ok {
 				continue
 			}
-			verdict := p.Verdict
-			if len(p.Violations) > 0 {
-				verdict += ": " + strings.Join(p.Violations, "; ")
-			}
+			verdict := verdictText(p.Verdict, p.Violations)
 			fmt.Fprintf(b, "| %s | %s | %s | %.2f s | %.0f | %.0f | %.1f · %.1f | %.1f | %d | %.1f |\n", st, count(float64(n)), verdict,
 				p.SellOutS, p.AcceptedPerSec, p.RequestsPerSec, p.P50MS, p.P99MS, p.AcceptedP99MS, p.Status5xx, p.GeneratorCPUS/float64(max(p.Requests, 1))*1e5)
 		}

@@ -377,10 +377,7 @@ func (r *expiriesReport) markdown(b *strings.Builder) {
 	fmt.Fprintf(b, "## How the cost grows with the payment expiries due at once\n\nA mysql sale sold out in the database (in transactions of %s orders), its orders all given one expiry, due at once; the %d replicas' expirers and returners drain them while a probe buys on another sale at %d purchases/s. Fill: until that instant.\n\n", count(fillChunkDue), r.Replicas, r.ProbeRate)
 	b.WriteString("| orders due | verdict | fill (s) | all expired (s) | all units back (s) | returned/s | replicas' CPU per 1k orders (ms) | probe p50 · p99 before (ms) | probe p50 · p99 during (ms) | admin reset of the sale after (s) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
-		verdict := p.Verdict
-		if len(p.Violations) > 0 {
-			verdict += ": " + strings.Join(p.Violations, "; ")
-		}
+		verdict := verdictText(p.Verdict, p.Violations)
 		reset := fmt.Sprintf("%.2f", p.ResetS)
 		if p.ResetErr != "" {
 			reset = fmt.Sprintf("failed after %.1f", p.ResetS)

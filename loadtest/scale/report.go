@@ -354,3 +354,11 @@ func trim(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
+
+// verdictText is a point's verdict for a report's table, its violations after it.
+func verdictText(verdict string, violations []string) string {
+	if len(violations) > 0 {
+		verdict += ": " + strings.Join(violations, "; ")
+	}
+	return verdict
+}

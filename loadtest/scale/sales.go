@@ -409,10 +409,7 @@ func (r *salesReport) markdown(b *strings.Builder) {
 		r.Strategy, r.UnitsPerSale, r.SettleS, r.Replicas, r.IdleS, r.Workers, r.Base.RSSMB, r.Base.CPUMSPerS, r.Base.MachineMSPerS)
 	b.WriteString("| sales open | verdict | create (ms per sale) | idle memory (MB) · per sale (kB) | idle CPU, replicas (ms/s) · per sale (µs/s) | idle CPU, machine (ms/s) · per sale (µs/s) | buyers | accepted/s | p99 (ms) | 5xx | audit (s) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
-		verdict := p.Verdict
-		if len(p.Violations) > 0 {
-			verdict += ": " + strings.Join(p.Violations, "; ")
-		}
+		verdict := verdictText(p.Verdict, p.Violations)
 		fmt.Fprintf(b, "| %s | %s | %.1f | %.0f · %.0f | %.1f · %.0f | %.1f · %.0f | %s | %.0f | %.0f | %d | %.1f |\n", count(float64(p.Open)), verdict, p.CreateMS,
 			p.Idle.RSSMB, p.PerSaleKB, p.Idle.CPUMSPerS, p.PerSaleCPUUS, p.Idle.MachineMSPerS, p.PerSaleMachUS, count(float64(p.Buyers)), p.AcceptedPerS, p.P99MS, p.Status5xx, p.AuditSeconds)
 	}

@@ -31,10 +31,7 @@ func (r *buyersReport) stockMarkdown(b *strings.Builder) {
 			if !ok {
 				continue
 			}
-			verdict := p.Verdict
-			if len(p.Violations) > 0 {
-				verdict += ": " + strings.Join(p.Violations, "; ")
-			}
+			verdict := verdictText(p.Verdict, p.Violations)
 			sellOut := "— (not sold out)"
 			if p.Accepted >= p.Stock {
 				sellOut = fmt.Sprintf("%.2f s", p.SellOutS)
