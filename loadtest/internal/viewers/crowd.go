@@ -426,7 +426,6 @@ func onGrid(now time.Time, d time.Duration) time.Duration {
 	return d
 }
 
-
 // pollOnce reads one path, revalidating with *etag, and reports whether an answer came.
 func (v *viewer) pollOnce(ctx context.Context, kind, path string, etag *string) bool {
 	cfg := &v.crowd.cfg
